@@ -1,0 +1,371 @@
+"""The KIR data model: types, SSA values, ops, regions and kernels. Everything here is frozen.
+
+Ops are frozen dataclasses. Their fields are of a few kinds that one format (the printer and the
+parser in `kir/text.py`) reads from the annotations:
+
+* `Value`, `tuple[Value, ...]`        -- SSA operands
+* `Region`, `Region | None`           -- nested regions (the last op of a region is a `Yield`)
+* `Index` items                       -- `tuple[Value | Slice | DynSlice, ...]` for accesses
+* everything else is an attribute     -- enums, ints, floats, bools, dims, dtypes and tuples of them
+
+Every op class provides `infer(ctx) -> tuple[Type, ...]` (its typing rule) next to its definition;
+the verifier checks that the op's results have exactly those types.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING, ClassVar
+
+from .dims import Dim, Pred, as_dim
+from .dtypes import DType, DTypeVar, ElemType
+from .errors import DiagnosticError, Loc
+
+if TYPE_CHECKING:
+    from .solver import ShapeSolver
+
+
+# ---------------------------------------------------------------------------------------------- types
+
+
+@dataclass(frozen=True)
+class TensorType:
+    """An immutable SSA tensor value; shape () is a scalar."""
+
+    dtype: ElemType
+    shape: tuple[Dim, ...] = ()
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def is_scalar(self) -> bool:
+        return not self.shape
+
+    def with_dtype(self, dtype: ElemType) -> TensorType:
+        return TensorType(dtype, self.shape)
+
+    def __str__(self) -> str:
+        return f"{self.dtype}[{', '.join(str(d) for d in self.shape)}]"
+
+
+class Role(Enum):
+    IN = "in"
+    OUT = "out"
+    INOUT = "inout"
+    LOCAL = "local"  # a local buffer made by `Alloc`
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class RefType:
+    """Memory: a tensor parameter or a local buffer. Read with Load/Gather, written with Store/Scatter."""
+
+    dtype: ElemType
+    shape: tuple[Dim, ...]
+    role: Role
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def writable(self) -> bool:
+        return self.role is not Role.IN
+
+    def __str__(self) -> str:
+        return f"{self.role} {self.dtype}[{', '.join(str(d) for d in self.shape)}]"
+
+
+Type = TensorType | RefType
+
+
+def scalar(dtype: ElemType) -> TensorType:
+    return TensorType(dtype, ())
+
+
+# ---------------------------------------------------------------------------------------------- values
+
+
+_ids = itertools.count()
+
+
+@dataclass(frozen=True)
+class Value:
+    """An SSA value. Identity is `id`; `name` is a printing hint only."""
+
+    id: int
+    type: Type
+    name: str | None = field(default=None, compare=False)
+
+    def __repr__(self) -> str:
+        return f"%{self.name or 'v'}#{self.id}: {self.type}"
+
+
+def new_value(type_: Type, name: str | None = None) -> Value:
+    return Value(next(_ids), type_, name)
+
+
+@dataclass(frozen=True)
+class Slice:
+    """A static slice `start:stop` of one axis (dims); `Slice(0, D)` is `:`."""
+
+    start: Dim
+    stop: Dim
+
+    @property
+    def extent(self) -> Dim:
+        from .dims import dim_bin
+
+        return dim_bin("-", self.stop, self.start)
+
+
+@dataclass(frozen=True)
+class DynSlice:
+    """A data-dependent subregion `begin:end` of one axis (runtime i32/i64 scalars)."""
+
+    begin: Value
+    end: Value
+
+
+IndexItem = Value | Slice | DynSlice
+Index = tuple[IndexItem, ...]
+
+
+def index_values(index: Index) -> Iterator[Value]:
+    for it in index:
+        if isinstance(it, Value):
+            yield it
+        elif isinstance(it, DynSlice):
+            yield it.begin
+            yield it.end
+
+
+# ---------------------------------------------------------------------------------------------- ops
+
+OP_CLASSES: dict[str, type[Op]] = {}
+
+
+def op(name: str):
+    """Register an op class under its text name."""
+
+    def deco(cls: type[Op]) -> type[Op]:
+        cls = dataclass(frozen=True, kw_only=True)(cls)
+        cls.NAME = name
+        if name in OP_CLASSES:
+            raise ValueError(f"duplicate op name {name}")
+        OP_CLASSES[name] = cls
+        return cls
+
+    return deco
+
+
+@dataclass(frozen=True, kw_only=True)
+class Op:
+    results: tuple[Value, ...] = ()
+    loc: Loc | None = field(default=None, compare=False)
+
+    NAME: ClassVar[str] = "?"
+    # Attribute fields that are omitted from the text when they hold their default.
+    TERMINATOR: ClassVar[bool] = False
+
+    # --- generic structure, read from the fields
+    def fields(self) -> list[dataclasses.Field]:
+        return [f for f in dataclasses.fields(self) if f.name not in ("results", "loc")]
+
+    def operands(self) -> tuple[Value, ...]:
+        out: list[Value] = []
+        for f in self.fields():
+            out.extend(_values_in(getattr(self, f.name)))
+        return tuple(out)
+
+    def regions(self) -> tuple[Region, ...]:
+        out: list[Region] = []
+        for f in self.fields():
+            v = getattr(self, f.name)
+            if isinstance(v, Region):
+                out.append(v)
+        return tuple(out)
+
+    @property
+    def result(self) -> Value:
+        if len(self.results) != 1:
+            raise ValueError(f"{self.NAME} has {len(self.results)} results")
+        return self.results[0]
+
+    # --- typing
+    def infer(self, ctx: TypeContext) -> tuple[Type, ...]:
+        raise NotImplementedError(f"{type(self).__name__}.infer")
+
+    def has_effects(self) -> bool:
+        return False
+
+
+def _values_in(v: object) -> Iterator[Value]:
+    if isinstance(v, Value):
+        yield v
+    elif isinstance(v, DynSlice):
+        yield v.begin
+        yield v.end
+    elif isinstance(v, tuple):
+        for x in v:
+            yield from _values_in(x)
+
+
+@dataclass(frozen=True)
+class Region:
+    """A block of ops with arguments; the last op is the region's terminator (`Yield`)."""
+
+    args: tuple[Value, ...]
+    ops: tuple[Op, ...]
+
+    @property
+    def terminator(self) -> Op | None:
+        return self.ops[-1] if self.ops and self.ops[-1].TERMINATOR else None
+
+    @property
+    def yielded(self) -> tuple[Value, ...]:
+        t = self.terminator
+        return t.operands() if t is not None else ()
+
+    def walk(self) -> Iterator[Op]:
+        for o in self.ops:
+            yield o
+            for r in o.regions():
+                yield from r.walk()
+
+
+# ---------------------------------------------------------------------------------------------- kernel
+
+
+class ParamKind(Enum):
+    TENSOR = "tensor"
+    SCALAR = "scalar"
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    value: Value  # RefType for tensors, scalar TensorType for runtime scalars
+
+    @property
+    def kind(self) -> ParamKind:
+        return ParamKind.TENSOR if isinstance(self.value.type, RefType) else ParamKind.SCALAR
+
+    @property
+    def role(self) -> Role:
+        t = self.value.type
+        return t.role if isinstance(t, RefType) else Role.IN
+
+    @property
+    def type(self) -> Type:
+        return self.value.type
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    params: tuple[Param, ...]
+    symbols: tuple[str, ...]
+    body: Region  # args are the params' values, in order
+    requires: tuple[Pred, ...] = ()
+    axioms: tuple[Pred, ...] = ()  # the product escape hatch: stated facts, checked at launch
+    dtype_vars: tuple[DTypeVar, ...] = ()
+    consts: tuple[tuple[str, int | float | bool | str], ...] = ()  # specialised compile-time values
+    checks: bool = False
+    loc: Loc | None = field(default=None, compare=False)
+
+    def param(self, name: str) -> Param:
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    @property
+    def outputs(self) -> tuple[Param, ...]:
+        return tuple(p for p in self.params if p.role in (Role.OUT, Role.INOUT))
+
+    def walk(self) -> Iterator[Op]:
+        return self.body.walk()
+
+    def solver(self) -> ShapeSolver:
+        from .solver import ShapeSolver
+
+        return ShapeSolver(self.symbols, self.requires, self.axioms)
+
+    def __str__(self) -> str:
+        from .text import print_kernel
+
+        return print_kernel(self)
+
+
+# ---------------------------------------------------------------------------------------------- typing
+
+
+class TypeContext:
+    """What a typing rule may ask: dim equalities (Z3 under the refinements) and located errors."""
+
+    def __init__(self, solver: ShapeSolver | None, loc: Loc | None = None) -> None:
+        self.solver = solver
+        self.loc = loc
+
+    def fail(self, message: str) -> DiagnosticError:
+        return DiagnosticError(message, self.loc)
+
+    def same_dim(self, a: Dim, b: Dim, what: str) -> None:
+        a, b = as_dim(a), as_dim(b)
+        if a == b:
+            return
+        from .solver import format_counterexample
+
+        if self.solver is None:
+            raise self.fail(f"cannot prove {a} == {b} ({what})")
+        cex = self.solver.equal(a, b)
+        if cex is not None:
+            raise self.fail(f"cannot prove {a} == {b} ({what}): {format_counterexample(cex)}")
+
+    def same_shape(self, a: tuple[Dim, ...], b: tuple[Dim, ...], what: str) -> None:
+        if len(a) != len(b):
+            raise self.fail(f"rank mismatch ({what}): [{_shape(a)}] vs [{_shape(b)}]")
+        for x, y in zip(a, b):
+            self.same_dim(x, y, what)
+
+    def prove(self, pred: Pred, what: str) -> None:
+        from .solver import format_counterexample
+
+        if self.solver is None:
+            raise self.fail(f"cannot prove {pred} ({what})")
+        cex = self.solver.prove(pred)
+        if cex is not None:
+            raise self.fail(f"cannot prove {pred} ({what}): {format_counterexample(cex)}")
+
+    def tensor(self, v: Value, what: str) -> TensorType:
+        if not isinstance(v.type, TensorType):
+            raise self.fail(f"{what} must be a tensor value, got memory {v.type}")
+        return v.type
+
+    def ref(self, v: Value, what: str) -> RefType:
+        if not isinstance(v.type, RefType):
+            raise self.fail(f"{what} must be a tensor parameter or buffer, got value {v.type}")
+        return v.type
+
+    def scalar_int(self, v: Value, what: str) -> TensorType:
+        t = self.tensor(v, what)
+        if not t.is_scalar or not isinstance(t.dtype, DType) or not t.dtype.is_int:
+            raise self.fail(f"{what} must be an integer scalar, got {t}")
+        return t
+
+
+def _shape(s: tuple[Dim, ...]) -> str:
+    return ", ".join(str(d) for d in s)
+
+
+def shape_str(s: tuple[Dim, ...]) -> str:
+    return f"[{_shape(s)}]"

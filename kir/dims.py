@@ -1,0 +1,303 @@
+"""Shape dims (Presburger expressions over shape symbols) and refinement predicates.
+
+Dims compare structurally (`==` is dataclass equality); the user-facing `intent.Dim`
+wraps them to give `N == 4` its predicate meaning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+DIM_OPS = ("+", "-", "*", "//", "%")
+CMP_OPS = ("==", "!=", "<", "<=", ">", ">=")
+
+
+class Dim:
+    """A dim: `DConst`, `DSym` or `DBin`. Immutable and hashable."""
+
+    def symbols(self) -> frozenset[str]:
+        raise NotImplementedError
+
+    def evaluate(self, env: Mapping[str, int]) -> int:
+        raise NotImplementedError
+
+    def substitute(self, env: Mapping[str, Dim]) -> Dim:
+        raise NotImplementedError
+
+    @property
+    def is_const(self) -> bool:
+        return isinstance(self, DConst)
+
+    def __str__(self) -> str:
+        return _fmt(self, 0)
+
+
+@dataclass(frozen=True, repr=False)
+class DConst(Dim):
+    value: int
+
+    def symbols(self) -> frozenset[str]:
+        return frozenset()
+
+    def evaluate(self, env: Mapping[str, int]) -> int:
+        return self.value
+
+    def substitute(self, env: Mapping[str, Dim]) -> Dim:
+        return self
+
+    def __repr__(self) -> str:
+        return f"DConst({self.value})"
+
+
+@dataclass(frozen=True, repr=False)
+class DSym(Dim):
+    name: str
+
+    def symbols(self) -> frozenset[str]:
+        return frozenset([self.name])
+
+    def evaluate(self, env: Mapping[str, int]) -> int:
+        try:
+            return int(env[self.name])
+        except KeyError:
+            raise KeyError(f"shape symbol {self.name} is not bound") from None
+
+    def substitute(self, env: Mapping[str, Dim]) -> Dim:
+        return env.get(self.name, self)
+
+    def __repr__(self) -> str:
+        return f"DSym({self.name!r})"
+
+
+@dataclass(frozen=True, repr=False)
+class DBin(Dim):
+    op: str
+    lhs: Dim
+    rhs: Dim
+
+    def __post_init__(self) -> None:
+        if self.op not in DIM_OPS:
+            raise ValueError(f"unknown dim operator {self.op!r}")
+
+    def symbols(self) -> frozenset[str]:
+        return self.lhs.symbols() | self.rhs.symbols()
+
+    def evaluate(self, env: Mapping[str, int]) -> int:
+        a, b = self.lhs.evaluate(env), self.rhs.evaluate(env)
+        if self.op == "+":
+            return a + b
+        if self.op == "-":
+            return a - b
+        if self.op == "*":
+            return a * b
+        if b == 0:
+            raise ZeroDivisionError(f"{self} divides by zero")
+        return a // b if self.op == "//" else a % b
+
+    def substitute(self, env: Mapping[str, Dim]) -> Dim:
+        return dim_bin(self.op, self.lhs.substitute(env), self.rhs.substitute(env))
+
+    def __repr__(self) -> str:
+        return f"DBin({self.op!r}, {self.lhs!r}, {self.rhs!r})"
+
+
+_PREC = {"+": 1, "-": 1, "*": 2, "//": 2, "%": 2}
+
+
+def _fmt(d: Dim, outer: int) -> str:
+    if isinstance(d, DConst):
+        return str(d.value) if d.value >= 0 or outer == 0 else f"({d.value})"
+    if isinstance(d, DSym):
+        return d.name
+    assert isinstance(d, DBin)
+    p = _PREC[d.op]
+    text = f"{_fmt(d.lhs, p)} {d.op} {_fmt(d.rhs, p + 1)}"
+    return f"({text})" if p < outer else text
+
+
+def as_dim(x: Dim | int | str) -> Dim:
+    if isinstance(x, Dim):
+        return x
+    if isinstance(x, bool):
+        raise TypeError("a bool is not a dim")
+    if isinstance(x, int):
+        return DConst(x)
+    if isinstance(x, str):
+        return DSym(x)
+    raise TypeError(f"cannot use {type(x).__name__} as a dim")
+
+
+def dim_bin(op: str, lhs: Dim | int, rhs: Dim | int) -> Dim:
+    """Build `lhs op rhs`, folding constants and the identities that keep printed shapes tidy."""
+    a, b = as_dim(lhs), as_dim(rhs)
+    if isinstance(a, DConst) and isinstance(b, DConst) and not (op in ("//", "%") and b.value == 0):
+        return DConst(DBin(op, a, b).evaluate({}))
+    if op in ("+", "-") and b == DConst(0):
+        return a
+    if op == "+" and a == DConst(0):
+        return b
+    if op == "*" and (a == DConst(1) or b == DConst(1)):
+        return b if a == DConst(1) else a
+    if op == "//" and b == DConst(1):
+        return a
+    # (x + c1) - c2 and (x - c1) + c2 fold into one constant so that `S + 1 - 1` prints as `S`.
+    if op in ("+", "-") and isinstance(b, DConst) and isinstance(a, DBin) and a.op in ("+", "-") \
+            and isinstance(a.rhs, DConst):
+        c = (a.rhs.value if a.op == "+" else -a.rhs.value) + (b.value if op == "+" else -b.value)
+        if c == 0:
+            return a.lhs
+        return DBin("+", a.lhs, DConst(c)) if c > 0 else DBin("-", a.lhs, DConst(-c))
+    return DBin(op, a, b)
+
+
+def is_affine(d: Dim) -> bool:
+    """Whether `d` is Presburger without the axiom escape hatch (products need a constant factor)."""
+    if isinstance(d, DBin):
+        if d.op == "*" and not (d.lhs.is_const or d.rhs.is_const):
+            return False
+        if d.op in ("//", "%") and not d.rhs.is_const:
+            return False
+        return is_affine(d.lhs) and is_affine(d.rhs)
+    return True
+
+
+# ---------------------------------------------------------------------------------------------- predicates
+
+
+class Pred:
+    """A quantifier-free Presburger predicate over shape symbols."""
+
+    def symbols(self) -> frozenset[str]:
+        raise NotImplementedError
+
+    def evaluate(self, env: Mapping[str, int]) -> bool:
+        raise NotImplementedError
+
+    def substitute(self, env: Mapping[str, Dim]) -> Pred:
+        raise NotImplementedError
+
+    def __str__(self) -> str:
+        return _fmt_pred(self, 0)
+
+
+@dataclass(frozen=True, repr=False)
+class PCmp(Pred):
+    op: str
+    lhs: Dim
+    rhs: Dim
+
+    def __post_init__(self) -> None:
+        if self.op not in CMP_OPS:
+            raise ValueError(f"unknown comparison {self.op!r}")
+
+    def symbols(self) -> frozenset[str]:
+        return self.lhs.symbols() | self.rhs.symbols()
+
+    def evaluate(self, env: Mapping[str, int]) -> bool:
+        a, b = self.lhs.evaluate(env), self.rhs.evaluate(env)
+        return {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[self.op]
+
+    def substitute(self, env: Mapping[str, Dim]) -> Pred:
+        return PCmp(self.op, self.lhs.substitute(env), self.rhs.substitute(env))
+
+    def __repr__(self) -> str:
+        return f"PCmp({self.op!r}, {self.lhs!r}, {self.rhs!r})"
+
+
+@dataclass(frozen=True, repr=False)
+class PAnd(Pred):
+    items: tuple[Pred, ...]
+
+    def symbols(self) -> frozenset[str]:
+        return frozenset().union(*(p.symbols() for p in self.items))
+
+    def evaluate(self, env: Mapping[str, int]) -> bool:
+        return all(p.evaluate(env) for p in self.items)
+
+    def substitute(self, env: Mapping[str, Dim]) -> Pred:
+        return PAnd(tuple(p.substitute(env) for p in self.items))
+
+    def __repr__(self) -> str:
+        return f"PAnd({self.items!r})"
+
+
+@dataclass(frozen=True, repr=False)
+class POr(Pred):
+    items: tuple[Pred, ...]
+
+    def symbols(self) -> frozenset[str]:
+        return frozenset().union(*(p.symbols() for p in self.items))
+
+    def evaluate(self, env: Mapping[str, int]) -> bool:
+        return any(p.evaluate(env) for p in self.items)
+
+    def substitute(self, env: Mapping[str, Dim]) -> Pred:
+        return POr(tuple(p.substitute(env) for p in self.items))
+
+    def __repr__(self) -> str:
+        return f"POr({self.items!r})"
+
+
+@dataclass(frozen=True, repr=False)
+class PNot(Pred):
+    item: Pred
+
+    def symbols(self) -> frozenset[str]:
+        return self.item.symbols()
+
+    def evaluate(self, env: Mapping[str, int]) -> bool:
+        return not self.item.evaluate(env)
+
+    def substitute(self, env: Mapping[str, Dim]) -> Pred:
+        return PNot(self.item.substitute(env))
+
+    def __repr__(self) -> str:
+        return f"PNot({self.item!r})"
+
+
+def _fmt_pred(p: Pred, outer: int) -> str:
+    if isinstance(p, PCmp):
+        return f"{p.lhs} {p.op} {p.rhs}"
+    if isinstance(p, PNot):
+        return f"not {_fmt_pred(p.item, 3)}"
+    prec, word = (1, " or ") if isinstance(p, POr) else (2, " and ")
+    text = word.join(_fmt_pred(q, prec + 1) for q in p.items)  # type: ignore[attr-defined]
+    return f"({text})" if prec < outer or outer == 3 else text
+
+
+# ---------------------------------------------------------------------------------------------- Z3
+
+
+def dim_to_z3(d: Dim, env: Mapping[str, object]):
+    """Translate a dim into a Z3 integer term; `env` maps symbol names to Z3 Int variables."""
+    import z3
+
+    if isinstance(d, DConst):
+        return z3.IntVal(d.value)
+    if isinstance(d, DSym):
+        return env[d.name]
+    assert isinstance(d, DBin)
+    a, b = dim_to_z3(d.lhs, env), dim_to_z3(d.rhs, env)
+    if d.op == "+":
+        return a + b
+    if d.op == "-":
+        return a - b
+    if d.op == "*":
+        return a * b
+    # Dims are non-negative where they are divided, where Z3's Euclidean / and % agree with Python's.
+    return a / b if d.op == "//" else a % b
+
+
+def pred_to_z3(p: Pred, env: Mapping[str, object]):
+    import z3
+
+    if isinstance(p, PCmp):
+        a, b = dim_to_z3(p.lhs, env), dim_to_z3(p.rhs, env)
+        return {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[p.op]
+    if isinstance(p, PAnd):
+        return z3.And(*[pred_to_z3(q, env) for q in p.items]) if p.items else z3.BoolVal(True)
+    if isinstance(p, POr):
+        return z3.Or(*[pred_to_z3(q, env) for q in p.items]) if p.items else z3.BoolVal(False)
+    assert isinstance(p, PNot)
+    return z3.Not(pred_to_z3(p.item, env))

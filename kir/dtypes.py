@@ -1,0 +1,114 @@
+"""The closed set of element types, and dtype variables for generic kernels."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+import numpy as np
+
+
+class DType(Enum):
+    pred = "pred"
+    i8 = "i8"
+    i16 = "i16"
+    i32 = "i32"
+    i64 = "i64"
+    u8 = "u8"
+    u16 = "u16"
+    u32 = "u32"
+    u64 = "u64"
+    f16 = "f16"
+    bf16 = "bf16"
+    f32 = "f32"
+    f64 = "f64"
+
+    def __repr__(self) -> str:
+        return f"DType.{self.value}"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def bits(self) -> int:
+        return _BITS[self]
+
+    @property
+    def is_float(self) -> bool:
+        return self in (DType.f16, DType.bf16, DType.f32, DType.f64)
+
+    @property
+    def is_int(self) -> bool:
+        """Integer types, not counting `pred`."""
+        return self.value[0] in "iu"
+
+    @property
+    def is_signed(self) -> bool:
+        return self.value[0] == "i" or self.is_float
+
+    @property
+    def is_pred(self) -> bool:
+        return self is DType.pred
+
+    @property
+    def np(self) -> np.dtype:
+        """The NumPy storage dtype (bf16 is stored as f32 rounded to bf16 by the oracle)."""
+        return np.dtype(_NP[self])
+
+    @property
+    def torch(self):  # -> torch.dtype; torch is imported lazily to keep kir light
+        import torch
+
+        return getattr(torch, _TORCH[self])
+
+    @property
+    def int_range(self) -> tuple[int, int]:
+        if not self.is_int:
+            raise ValueError(f"{self} is not an integer type")
+        if self.is_signed:
+            return -(1 << (self.bits - 1)), (1 << (self.bits - 1)) - 1
+        return 0, (1 << self.bits) - 1
+
+    @staticmethod
+    def parse(text: str) -> DType:
+        try:
+            return DType(text)
+        except ValueError:
+            raise ValueError(f"unknown dtype '{text}' (expected one of {', '.join(d.value for d in DType)})") \
+                from None
+
+    @staticmethod
+    def from_torch(dt) -> DType | None:
+        name = str(dt).removeprefix("torch.")
+        return _FROM_TORCH.get(name)
+
+    @staticmethod
+    def from_numpy(dt) -> DType | None:
+        return _FROM_NP.get(np.dtype(dt).name)
+
+
+_BITS = {DType.pred: 1, DType.i8: 8, DType.i16: 16, DType.i32: 32, DType.i64: 64, DType.u8: 8, DType.u16: 16,
+         DType.u32: 32, DType.u64: 64, DType.f16: 16, DType.bf16: 16, DType.f32: 32, DType.f64: 64}
+_NP = {DType.pred: "bool", DType.i8: "int8", DType.i16: "int16", DType.i32: "int32", DType.i64: "int64",
+       DType.u8: "uint8", DType.u16: "uint16", DType.u32: "uint32", DType.u64: "uint64",
+       DType.f16: "float16", DType.bf16: "float32", DType.f32: "float32", DType.f64: "float64"}
+_TORCH = {DType.pred: "bool", DType.i8: "int8", DType.i16: "int16", DType.i32: "int32", DType.i64: "int64",
+          DType.u8: "uint8", DType.u16: "uint16", DType.u32: "uint32", DType.u64: "uint64",
+          DType.f16: "float16", DType.bf16: "bfloat16", DType.f32: "float32", DType.f64: "float64"}
+_FROM_TORCH = {v: k for k, v in _TORCH.items()}
+_FROM_NP = {v: k for k, v in _NP.items() if k is not DType.bf16}
+
+
+@dataclass(frozen=True)
+class DTypeVar:
+    """A dtype variable of a generic kernel: `T in {f16, bf16, f32}`."""
+
+    name: str
+    choices: tuple[DType, ...]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+ElemType = DType | DTypeVar
+

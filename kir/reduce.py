@@ -1,0 +1,109 @@
+"""Reductions: built-in kinds and custom combines over tuples, with identity, keepdims and accumulator."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from .core import Op, Region, TensorType, Type, TypeContext, Value, op, scalar
+from .dims import DConst
+from .dtypes import DType, ElemType
+from .pointwise import Literal, is_float_like, literal_fits
+
+
+class ReduceKind(Enum):
+    sum = "sum"
+    prod = "prod"
+    max = "max"        # NaN-propagating
+    min = "min"        # NaN-propagating
+    any = "any"
+    all = "all"
+    argmax = "argmax"  # first index of the extreme; NaN counts as the extreme
+    argmin = "argmin"
+    custom = "custom"  # a combine region with an identity
+
+    def __str__(self) -> str:
+        return self.value
+
+
+ARG_INDEX_DTYPE = DType.i64
+
+
+def default_acc(kind: ReduceKind, dtype: ElemType) -> ElemType | None:
+    """f16/bf16 sums and products accumulate in f32 unless the op says otherwise."""
+    if kind in (ReduceKind.sum, ReduceKind.prod) and dtype in (DType.f16, DType.bf16):
+        return DType.f32
+    if kind in (ReduceKind.sum, ReduceKind.prod) and not isinstance(dtype, DType) and \
+            any(c in (DType.f16, DType.bf16) for c in dtype.choices):
+        return DType.f32
+    return None
+
+
+def check_combine(ctx: TypeContext, combine: Region | None, identity: tuple[Literal, ...] | None,
+                  dtypes: tuple[ElemType, ...], what: str) -> None:
+    """A combine region takes (a_1..a_k, b_1..b_k) scalars and yields k scalars of the same dtypes."""
+    if combine is None:
+        raise ctx.fail(f"{what} with a custom combine needs a combine region")
+    k = len(dtypes)
+    if identity is None or len(identity) != k:
+        raise ctx.fail(f"{what}: the custom combine needs an identity with {k} component(s)")
+    for lit, dt in zip(identity, dtypes):
+        if not literal_fits(lit, dt):
+            raise ctx.fail(f"{what}: identity {lit!r} does not fit {dt}")
+    want = tuple(scalar(d) for d in dtypes) * 2
+    got = tuple(a.type for a in combine.args)
+    if got != want:
+        raise ctx.fail(f"{what}: combine region takes ({', '.join(map(str, got))}) but the components need "
+                       f"({', '.join(map(str, want))})")
+    ys = tuple(v.type for v in combine.yielded)
+    if ys != want[:k]:
+        raise ctx.fail(f"{what}: combine region yields ({', '.join(map(str, ys))}), expected "
+                       f"({', '.join(map(str, want[:k]))})")
+
+
+def check_builtin(ctx: TypeContext, kind: ReduceKind, dtype: ElemType, what: str) -> None:
+    if kind in (ReduceKind.any, ReduceKind.all) and dtype != DType.pred:
+        raise ctx.fail(f"{what} {kind} needs pred values, got {dtype}")
+    if kind in (ReduceKind.sum, ReduceKind.prod, ReduceKind.max, ReduceKind.min, ReduceKind.argmax,
+                ReduceKind.argmin) and dtype == DType.pred:
+        raise ctx.fail(f"{what} {kind} is not defined on pred; cast to an integer first")
+
+
+@op("reduce")
+class Reduce(Op):
+    inputs: tuple[Value, ...]
+    axes: tuple[int, ...]
+    kind: ReduceKind
+    keepdims: bool = False
+    acc_dtype: ElemType | None = None
+    identity: tuple[Literal, ...] | None = None
+    combine: Region | None = None
+
+    def infer(self, ctx: TypeContext) -> tuple[Type, ...]:
+        if not self.inputs:
+            raise ctx.fail("reduce needs at least one input")
+        ts = [ctx.tensor(v, "reduce input") for v in self.inputs]
+        t0 = ts[0]
+        for t in ts[1:]:
+            ctx.same_shape(t0.shape, t.shape, "reduce inputs")
+        if len(set(self.axes)) != len(self.axes) or any(not 0 <= a < t0.rank for a in self.axes):
+            raise ctx.fail(f"reduce axes {list(self.axes)} are not distinct axes of rank {t0.rank}")
+        shape = tuple(DConst(1) if a in self.axes else d for a, d in enumerate(t0.shape)) if self.keepdims \
+            else tuple(d for a, d in enumerate(t0.shape) if a not in self.axes)
+        if self.kind is ReduceKind.custom:
+            check_combine(ctx, self.combine, self.identity, tuple(t.dtype for t in ts), "reduce")
+            return tuple(TensorType(t.dtype, shape) for t in ts)
+        if len(ts) != 1:
+            raise ctx.fail(f"reduce {self.kind} takes one input, got {len(ts)}")
+        if self.combine is not None:
+            raise ctx.fail(f"reduce {self.kind} takes no combine region")
+        check_builtin(ctx, self.kind, t0.dtype, "reduce")
+        if self.acc_dtype is not None and not (is_float_like(self.acc_dtype) or
+                                               isinstance(self.acc_dtype, DType) and self.acc_dtype.is_int):
+            raise ctx.fail(f"accumulator dtype {self.acc_dtype} is not numeric")
+        if self.kind in (ReduceKind.argmax, ReduceKind.argmin):
+            return (TensorType(ARG_INDEX_DTYPE, shape),)
+        return (TensorType(t0.dtype, shape),)
+
+    def effective_acc(self) -> ElemType:
+        dt = self.inputs[0].type.dtype
+        return self.acc_dtype or default_acc(self.kind, dt) or dt

@@ -1,0 +1,173 @@
+"""The KIR verifier: SSA scoping, terminators, each op's typing rule, roles, and in-bounds point loads.
+
+Point indices of `load`/`store` must be affine in loop indices, shape symbols and constants, and
+proven within the extent by Z3 under the loop ranges and the kernel's refinements (data-dependent
+indices go through `gather`/`scatter`, whose out-of-range semantics are defined).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from .access import Load, Store
+from .control import For, Parallel
+from .core import Kernel, Op, RefType, Region, Role, Slice, TensorType, TypeContext, Value
+from .dims import DConst, Dim, DSym, PCmp, dim_bin
+from .dtypes import DType
+from .errors import VerifyError
+from .pointwise import Binary, BinaryFn, Cast, Constant, DimValue
+from .region import RegionFold, RegionScan
+from .solver import ShapeSolver, format_counterexample
+
+
+class Verifier:
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+        self.solver = kernel.solver()
+        self.scopes: list[set[int]] = []
+        self.affine: dict[int, Dim] = {}
+
+    def error(self, message: str, op: Op | None) -> VerifyError:
+        return VerifyError(message, op.loc if op is not None else self.kernel.loc)
+
+    @contextmanager
+    def scope(self, args: tuple[Value, ...]) -> Iterator[None]:
+        self.scopes.append({a.id for a in args})
+        try:
+            yield
+        finally:
+            self.scopes.pop()
+
+    def defined(self, v: Value) -> bool:
+        return any(v.id in s for s in self.scopes)
+
+    def run(self) -> None:
+        k = self.kernel
+        expl = self.solver.unsat_explanation()
+        if expl is not None:
+            raise self.error(f"kernel {k.name}: requires is unsatisfiable; {expl}", None)
+        if tuple(p.value for p in k.params) != k.body.args:
+            raise self.error("kernel parameters and body arguments differ", None)
+        names = [p.name for p in k.params]
+        if len(set(names)) != len(names):
+            raise self.error(f"duplicate parameter names in {names}", None)
+        for p in k.params:
+            if isinstance(p.type, RefType) and p.type.role is Role.LOCAL:
+                raise self.error(f"parameter {p.name} cannot have role local", None)
+        self.region(k.body, "kernel body", top=True)
+
+    def region(self, r: Region, what: str, top: bool = False) -> None:
+        with self.scope(r.args):
+            for n, o in enumerate(r.ops):
+                last = n == len(r.ops) - 1
+                if o.TERMINATOR and not last:
+                    raise self.error(f"{o.NAME} must be the last op of its region", o)
+                self.op(o)
+            if not top and (not r.ops or not r.ops[-1].TERMINATOR):
+                raise self.error(f"{what} region does not end with yield", r.ops[-1] if r.ops else None)
+            if top and r.ops and r.ops[-1].TERMINATOR and r.yielded:
+                raise self.error("the kernel body yields no values", r.ops[-1])
+
+    def op(self, o: Op) -> None:
+        for v in o.operands():
+            if not self.defined(v):
+                raise self.error(f"{o.NAME} uses {v!r} before it is defined", o)
+        for r in o.regions():
+            self.nested(o, r)
+        ctx = TypeContext(self.solver, o.loc)
+        try:
+            want = o.infer(ctx)
+        except VerifyError:
+            raise
+        except Exception as exc:  # typing rules raise DiagnosticError; keep them located
+            raise self.error(str(getattr(exc, "message", exc)), o) from None
+        got = tuple(v.type for v in o.results)
+        if got != want:
+            raise self.error(f"{o.NAME} results are ({', '.join(map(str, got))}) but its typing rule gives "
+                             f"({', '.join(map(str, want))})", o)
+        for v in o.results:
+            if self.defined(v):
+                raise self.error(f"{v!r} is defined twice", o)
+        self.scopes[-1].update(v.id for v in o.results)
+        self.track_affine(o)
+        if isinstance(o, Load | Store):
+            self.check_points(o, o.src if isinstance(o, Load) else o.dst, o.index)
+
+    def nested(self, o: Op, r: Region) -> None:
+        facts_before = len(self.solver.facts)
+        if isinstance(o, Parallel) and r is o.body:
+            for a, d in zip(r.args, o.domain):
+                sym = self.loop_symbol(a)
+                self.solver.facts += [PCmp(">=", sym, DConst(0)), PCmp("<", sym, d)]
+        elif isinstance(o, For) and r is o.body:
+            lo, hi, st = (self.affine.get(v.id) for v in (o.start, o.stop, o.step))
+            iv = r.args[0]
+            if lo is not None and hi is not None and isinstance(st, DConst) and st.value > 0:
+                sym = self.loop_symbol(iv)
+                self.solver.facts += [PCmp(">=", sym, lo), PCmp("<", sym, hi)]
+        try:
+            self.region(r, o.NAME)
+        finally:
+            del self.solver.facts[facts_before:]
+
+    def loop_symbol(self, v: Value) -> Dim:
+        sym = DSym(f"_i{v.id}")
+        self.affine[v.id] = sym
+        return sym
+
+    def track_affine(self, o: Op) -> None:
+        if not o.results or not isinstance(o.results[0].type, TensorType) or o.results[0].type.shape:
+            return
+        r = o.results[0]
+        if isinstance(o, Constant) and isinstance(o.value, int) and not isinstance(o.value, bool):
+            self.affine[r.id] = DConst(int(o.value))
+        elif isinstance(o, DimValue):
+            self.affine[r.id] = o.dim
+        elif isinstance(o, Cast) and o.x.id in self.affine and isinstance(o.dtype, DType) and o.dtype.is_int:
+            self.affine[r.id] = self.affine[o.x.id]
+        elif isinstance(o, Binary) and o.lhs.id in self.affine and o.rhs.id in self.affine:
+            a, b = self.affine[o.lhs.id], self.affine[o.rhs.id]
+            if o.fn in (BinaryFn.add, BinaryFn.sub):
+                self.affine[r.id] = dim_bin("+" if o.fn is BinaryFn.add else "-", a, b)
+            elif o.fn is BinaryFn.mul and (a.is_const or b.is_const):
+                self.affine[r.id] = dim_bin("*", a, b)
+            elif o.fn in (BinaryFn.floordiv, BinaryFn.mod) and b.is_const and b.value > 0:  # type: ignore
+                # Only non-negative dividends are affine-exact (C truncation equals floor there).
+                if self.solver.proves(PCmp(">=", a, DConst(0))):
+                    self.affine[r.id] = dim_bin("//" if o.fn is BinaryFn.floordiv else "%", a, b)
+
+    def check_points(self, o: Op, ref: Value, index: tuple) -> None:
+        shape = ref.type.shape  # type: ignore[union-attr]
+        for ax, it in enumerate(index):
+            if not isinstance(it, Value):
+                continue
+            e = self.affine.get(it.id)
+            if e is None:
+                raise self.error(f"{o.NAME} index on axis {ax} is not affine in loop indices and shape "
+                                 f"symbols; use a gather/scatter for data-dependent indices", o)
+            for pred in (PCmp(">=", e, DConst(0)), PCmp("<", e, shape[ax])):
+                cex = self.solver.prove(pred)
+                if cex is not None:
+                    raise self.error(f"{o.NAME} index on axis {ax} may be out of bounds: cannot prove "
+                                     f"{_pretty(pred)}: {format_counterexample(_pretty_model(cex))}", o)
+
+
+def _pretty(p: PCmp) -> str:
+    return str(p).replace("_i", "i")
+
+
+def _pretty_model(m: dict[str, int]) -> dict[str, int]:
+    return {k.replace("_i", "i"): v for k, v in m.items()}
+
+
+def verify(kernel: Kernel) -> Kernel:
+    Verifier(kernel).run()
+    return kernel
+
+
+def solver_for(kernel: Kernel) -> ShapeSolver:
+    return kernel.solver()
+
+
+__all__ = ["verify", "Verifier", "RegionFold", "RegionScan", "Slice"]

@@ -1,0 +1,1 @@
+"""Reference (oracle) implementations used to check generated kernels."""

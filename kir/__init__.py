@@ -13,6 +13,7 @@ from . import (  # noqa: F401  (importing registers every op class)
     region,
     rng,
     scan,
+    text,
 )
 from .access import Gather, Load, Scatter, Store
 from .atomic import Atomic, AtomicCAS, AtomicKind, MemOrder

@@ -1,0 +1,305 @@
+"""The bench kernels, written the way authors write them, and their inputs at each scale.
+
+Scales: `tiny` (tests: interpreter work in milliseconds), `quick` (`--quick`: seconds under the
+interpreter), `full` (the sizes SPEC §10 reports under the interpreter), `gpu` (large sizes for
+`bench/gpu.py`). A case builds its arguments on any device; `eager` is the same computation in
+torch (the eager baseline, and the reference where `eager_is_reference`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+import intent
+from intent import InOut, Out, dims, f16, f32, i32, i64, parallel
+from intent.kernel import KernelObject
+from kir.core import Role
+from kir.frontend import TensorSpec
+
+M, N, K = dims("M N K")
+S, E, B = dims("S E B")
+
+
+@intent.kernel
+def vector_add(x: f32[N], y: f32[N], out: Out[f32[N]]):
+    out[:] = x + y
+
+
+@intent.kernel(requires=[N <= 65536])
+def softmax(x: f32[M, N], out: Out[f32[M, N]]):
+    for i in parallel(M):
+        row = x[i, :]
+        e = intent.exp(row - intent.max(row))
+        out[i, :] = e / intent.sum(e)
+
+
+@intent.kernel
+def layernorm(x: f32[M, N], w: f32[N], b: f32[N], eps: f32,
+              out: Out[f32[M, N]], mean: Out[f32[M]], rstd: Out[f32[M]]):
+    for i in parallel(M):
+        row = x[i, :]
+        mu = intent.sum(row) / N
+        d = row - mu
+        r = intent.rsqrt(intent.sum(d * d) / N + eps)
+        out[i, :] = d * r * w + b
+        mean[i] = mu
+        rstd[i] = r
+
+
+@intent.kernel
+def cumsum(x: f32[M, N], out: Out[f32[M, N]]):
+    for i in parallel(M):
+        out[i, :] = intent.cumsum(x[i, :])
+
+
+@intent.combine
+def welford_combine(a, b):
+    mean_a, m2_a, n_a = a
+    mean_b, m2_b, n_b = b
+    n = n_a + n_b
+    frac = intent.where(n == 0.0, 0.0, n_b / intent.maximum(n, 1.0))
+    delta = mean_b - mean_a
+    return mean_a + delta * frac, m2_a + m2_b + delta * delta * n_a * frac, n
+
+
+@intent.kernel
+def welford(x: f32[M, N], mean: Out[f32[M]], var: Out[f32[M]]):
+    for i in parallel(M):
+        row = x[i, :]
+        mu, m2, n = intent.reduce((row, intent.zeros_like(row), intent.ones_like(row)),
+                                  welford_combine, identity=(0.0, 0.0, 0.0))
+        mean[i] = mu
+        var[i] = m2 / n
+
+
+@intent.kernel
+def segment_sum(values: f32[E], offsets: i64[S + 1], out: Out[f32[S]]):
+    for s in parallel(S):
+        out[s] = intent.sum(values[offsets[s]:offsets[s + 1]])
+
+
+@intent.kernel
+def histogram(x: i32[E], counts: InOut[i32[B]]):
+    for e in parallel(E):
+        intent.atomic_add(counts, x[e], 1)
+
+
+@intent.kernel
+def matmul(a: f16[M, K], b: f16[K, N], c: Out[f32[M, N]]):
+    c[:, :] = intent.dot(a, b)
+
+
+@intent.kernel
+def dropout(x: f32[N], p: f32, seed: i64, out: Out[f32[N]]):
+    for n in parallel(N):
+        keep = intent.rand(seed, n) >= p
+        out[n] = intent.where(keep, x[n] / (1.0 - p), 0.0)
+
+
+# ---------------------------------------------------------------------------------------------- cases
+
+Args = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class BenchCase:
+    """One kernel at one size."""
+
+    family: str
+    label: str
+    kernel: KernelObject
+    build: Callable[[torch.device, torch.Generator], Args]  # inputs and pre-allocated outputs
+    eager: Callable[[Mapping[str, Any]], dict[str, torch.Tensor]]  # the torch formulation, from the inputs
+    eager_is_reference: bool = True  # False where torch computes something equivalent, not identical (RNG)
+    tol: Mapping[str, float] = field(default_factory=lambda: {"atol": 1e-4, "rtol": 1e-4})
+    contiguous_f32: bool = True  # every tensor contiguous f32: SPEC's 128-bit vector access target applies
+    traffic_target: float | None = None  # the bytes-moved / ideal bound of the issue, where it states one
+    flops: Callable[[Mapping[str, Any]], float] | None = None  # useful FLOPs (contractions)
+
+    @property
+    def name(self) -> str:
+        return f"{self.family} {self.label}"
+
+
+def ideal_bytes(kernel: KernelObject, args: Mapping[str, Any]) -> int:
+    """Every input element read once, every output element written once (an in-out one both)."""
+    total = 0
+    for p in kernel.signature.params:
+        spec = p.spec
+        value = args.get(p.name)
+        if not isinstance(spec, TensorSpec) or not isinstance(value, torch.Tensor):
+            continue
+        size = value.numel() * value.element_size()
+        total += 2 * size if spec.role is Role.INOUT else size
+    return total
+
+
+def output_names(kernel: KernelObject) -> list[str]:
+    """The parameters a launch writes (Out and InOut), in parameter order."""
+    return [p.name for p in kernel.signature.params
+            if isinstance(p.spec, TensorSpec) and p.spec.role in (Role.OUT, Role.INOUT)]
+
+
+def clone_args(args: Mapping[str, Any]) -> Args:
+    return {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in args.items()}
+
+
+def _randn(shape: tuple[int, ...], device: torch.device, g: torch.Generator, scale: float = 1.0,
+           shift: float = 0.0) -> torch.Tensor:
+    return (torch.randn(shape, generator=g) * scale + shift).to(device)
+
+
+def vector_add_case(n: int) -> BenchCase:
+    def build(dev: torch.device, g: torch.Generator) -> Args:
+        return {"x": _randn((n,), dev, g), "y": _randn((n,), dev, g), "out": torch.empty(n, device=dev)}
+
+    return BenchCase("vector_add", _count(n), vector_add, build, lambda a: {"out": a["x"] + a["y"]},
+                     traffic_target=1.02)
+
+
+def softmax_case(m: int, n: int) -> BenchCase:
+    def build(dev: torch.device, g: torch.Generator) -> Args:
+        return {"x": _randn((m, n), dev, g, 4.0), "out": torch.empty(m, n, device=dev)}
+
+    return BenchCase("softmax", f"{m}x{n}", softmax, build, lambda a: {"out": torch.softmax(a["x"], dim=1)},
+                     tol={"atol": 1e-5, "rtol": 1e-4}, traffic_target=1.02)
+
+
+def layernorm_case(m: int, n: int) -> BenchCase:
+    def build(dev: torch.device, g: torch.Generator) -> Args:
+        return {"x": _randn((m, n), dev, g, 3.0, 1.0), "w": _randn((n,), dev, g), "b": _randn((n,), dev, g),
+                "eps": 1e-5, "out": torch.empty(m, n, device=dev), "mean": torch.empty(m, device=dev),
+                "rstd": torch.empty(m, device=dev)}
+
+    def eager(a: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+        out, mean, rstd = torch.native_layer_norm(a["x"], (a["x"].shape[1],), a["w"], a["b"], a["eps"])
+        return {"out": out, "mean": mean.reshape(-1), "rstd": rstd.reshape(-1)}
+
+    return BenchCase("layernorm", f"{m}x{n}", layernorm, build, eager, traffic_target=1.02)
+
+
+def cumsum_case(m: int, n: int) -> BenchCase:
+    def build(dev: torch.device, g: torch.Generator) -> Args:
+        return {"x": _randn((m, n), dev, g), "out": torch.empty(m, n, device=dev)}
+
+    return BenchCase("cumsum", f"{m}x{n}", cumsum, build, lambda a: {"out": torch.cumsum(a["x"], 1)},
+                     tol={"atol": 2e-3, "rtol": 1e-4}, traffic_target=1.02)
+
+
+def welford_case(m: int, n: int) -> BenchCase:
+    def build(dev: torch.device, g: torch.Generator) -> Args:
+        return {"x": _randn((m, n), dev, g, 1.0, 100.0), "mean": torch.empty(m, device=dev),
+                "var": torch.empty(m, device=dev)}
+
+    def eager(a: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+        var, mean = torch.var_mean(a["x"], dim=1, correction=0)
+        return {"mean": mean, "var": var}
+
+    return BenchCase("welford", f"{m}x{n}", welford, build, eager, tol={"atol": 1e-3, "rtol": 1e-3},
+                     traffic_target=1.02)
+
+
+def segment_sum_case(segments: int, mean_length: int) -> BenchCase:
+    """`segments` segments of random lengths in [0, 2 * mean_length], some empty."""
+
+    def build(dev: torch.device, g: torch.Generator) -> Args:
+        lengths = torch.randint(0, 2 * mean_length + 1, (segments,), generator=g)
+        lengths[:: max(1, segments // 8)] = 0
+        offsets = torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(lengths, 0)])
+        e = max(int(offsets[-1]), 1)
+        return {"values": _randn((e,), dev, g), "offsets": offsets.to(dev), "out": torch.empty(segments, device=dev)}
+
+    def eager(a: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+        return {"out": torch.segment_reduce(a["values"], "sum", offsets=a["offsets"], unsafe=True)}
+
+    return BenchCase("segment_sum", f"{segments}seg/{_count(segments * mean_length)}", segment_sum, build, eager,
+                     tol={"atol": 1e-3, "rtol": 1e-4}, contiguous_f32=False, traffic_target=1.05)
+
+
+def histogram_case(e: int, bins: int) -> BenchCase:
+    def build(dev: torch.device, g: torch.Generator) -> Args:
+        # a few values fall outside [0, bins): those are dropped
+        x = torch.randint(-2, bins + 2, (e,), generator=g, dtype=torch.int32)
+        return {"x": x.to(dev), "counts": torch.zeros(bins, dtype=torch.int32, device=dev)}
+
+    def eager(a: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+        x, counts = a["x"], a["counts"]
+        inside = x[(x >= 0) & (x < counts.numel())].long()
+        return {"counts": counts + torch.bincount(inside, minlength=counts.numel()).to(torch.int32)}
+
+    return BenchCase("histogram", f"{_count(e)}->{bins}", histogram, build, eager, tol={}, contiguous_f32=False)
+
+
+def matmul_case(m: int, n: int, k: int) -> BenchCase:
+    def build(dev: torch.device, g: torch.Generator) -> Args:
+        return {"a": _randn((m, k), dev, g).half(), "b": _randn((k, n), dev, g).half(),
+                "c": torch.empty(m, n, device=dev)}
+
+    def eager(a: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+        return {"c": torch.matmul(a["a"], a["b"]).float()}
+
+    def flops(a: Mapping[str, Any]) -> float:
+        return 2.0 * a["a"].shape[0] * a["a"].shape[1] * a["b"].shape[1]
+
+    tol = {"atol": 2e-2 * max(1.0, (k / 256) ** 0.5), "rtol": 2e-3}
+    return BenchCase("matmul", f"{m}x{n}x{k}", matmul, build, eager, tol=tol, contiguous_f32=False, flops=flops)
+
+
+def dropout_case(n: int, p: float = 0.1) -> BenchCase:
+    def build(dev: torch.device, g: torch.Generator) -> Args:
+        return {"x": _randn((n,), dev, g), "p": p, "seed": 1234, "out": torch.empty(n, device=dev)}
+
+    def eager(a: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+        return {"out": torch.nn.functional.dropout(a["x"], a["p"], training=True)}
+
+    return BenchCase("dropout", _count(n), dropout, build, eager, eager_is_reference=False)
+
+
+def _count(n: int) -> str:
+    for unit, size in (("M", 1 << 20), ("k", 1 << 10)):
+        if n >= size and n % size == 0:
+            return f"{n // size}{unit}"
+    return str(n)
+
+
+SCALES = ("tiny", "quick", "full", "gpu")
+
+
+def traffic_cases(scale: str) -> list[BenchCase]:
+    """The kernels and sizes of the traffic measurement (the issue's list at `full`)."""
+    if scale == "tiny":
+        return [vector_add_case(1000), softmax_case(3, 100), layernorm_case(3, 100), cumsum_case(2, 64),
+                welford_case(3, 100), segment_sum_case(4, 50), histogram_case(1000, 16), dropout_case(1000),
+                matmul_case(16, 16, 16)]
+    if scale == "quick":
+        return [vector_add_case(1 << 16), softmax_case(16, 1024), softmax_case(2, 8192), layernorm_case(16, 1024),
+                cumsum_case(8, 1024), welford_case(16, 1024), segment_sum_case(32, 512),
+                histogram_case(1 << 16, 256), dropout_case(1 << 16), matmul_case(64, 64, 64)]
+    if scale == "full":
+        return [vector_add_case(1 << 20), softmax_case(64, 4096), softmax_case(8, 32768), layernorm_case(64, 4096),
+                cumsum_case(64, 4096), welford_case(64, 4096), segment_sum_case(128, 1024),
+                histogram_case(1 << 20, 256), dropout_case(1 << 20), matmul_case(256, 256, 256)]
+    raise ValueError(f"scale: expected one of {', '.join(SCALES[:3])}, got {scale!r}")
+
+
+def gpu_cases() -> list[BenchCase]:
+    """Large sizes for `bench/gpu.py` (hundreds of MB per kernel)."""
+    return [vector_add_case(1 << 26), softmax_case(8192, 8192), softmax_case(1024, 32768),
+            layernorm_case(8192, 8192), cumsum_case(8192, 8192), welford_case(8192, 8192),
+            segment_sum_case(8192, 8192), histogram_case(1 << 26, 256), dropout_case(1 << 26),
+            matmul_case(8192, 8192, 8192)]
+
+
+def one_per_kernel(scale: str = "quick") -> list[BenchCase]:
+    """Each bench kernel once (PTX and compile measurements: the specialisation of these sizes)."""
+    seen: set[str] = set()
+    out = []
+    for case in traffic_cases(scale):
+        if case.family not in seen:
+            seen.add(case.family)
+            out.append(case)
+    return out

@@ -1,0 +1,363 @@
+"""Checking launch arguments against a kernel's parameters and binding its shape symbols.
+
+Every failure is a `LaunchError` that names the parameter and what was expected. The checks, in
+order: unknown names; per parameter None / kind / dtype / rank / device; missing parameters;
+shape-symbol binding (constants, symbols, solvable affine dims `S + c`, then every remaining dim
+after binding); omitted outputs whose shape the inputs do not determine; refinements, axioms and
+the symbols' lower bounds; memory overlap between parameters and within written parameters.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from kir.core import Kernel, Param, RefType, Role, TensorType, shape_str
+from kir.dims import DConst, Dim, DSym
+from kir.dtypes import DType
+from kir.errors import LaunchError
+from kir.solver import check_concrete, default_lower_bounds
+
+SUPPORTED_DEVICES = ("cpu", "cuda")
+
+
+@dataclass(frozen=True)
+class TensorArg:
+    """A tensor parameter's argument; `tensor` is None for an omitted output not yet allocated."""
+
+    param: str
+    role: Role
+    dtype: DType
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    tensor: torch.Tensor | None
+
+
+@dataclass
+class BoundArgs:
+    """Checked arguments: tensors, scalars and the shape-symbol binding."""
+
+    kernel: Kernel
+    device: torch.device
+    tensors: dict[str, TensorArg] = field(default_factory=dict)
+    scalars: dict[str, int | float | bool] = field(default_factory=dict)
+    env: dict[str, int] = field(default_factory=dict)
+    origin: dict[str, str] = field(default_factory=dict)  # symbol -> "parameter x"
+    omitted: tuple[str, ...] = ()  # Out parameters to allocate, in parameter order
+    # NumPy arrays standing for bf16 parameters the kernel writes: copied back after the launch.
+    write_back: list[tuple[np.ndarray, torch.Tensor]] = field(default_factory=list)
+
+    def finish(self) -> None:
+        """Copy results into the NumPy arrays that could not be shared (bf16 held as f32)."""
+        for array, tensor in self.write_back:
+            array[...] = tensor.to(torch.float32).cpu().numpy()
+
+
+def describe(p: Param) -> str:
+    t = p.type
+    if isinstance(t, RefType):
+        return f"a tensor ({t})"
+    return f"a {t.dtype} scalar"
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "None"
+    t = type(value)
+    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
+# ---------------------------------------------------------------------------------------------- entry
+
+
+def bind_arguments(kernel: Kernel, args: Mapping[str, Any]) -> BoundArgs:
+    if not isinstance(args, Mapping):
+        raise LaunchError(f"kernel {kernel.name}: arguments must be a mapping from parameter name to value, "
+                          f"got {_type_name(args)}")
+    names = [p.name for p in kernel.params]
+    for key in args:
+        if key not in names:
+            raise LaunchError(f"unexpected argument {key}: kernel {kernel.name} has no parameter {key} "
+                              f"(parameters: {', '.join(names)})")
+    tensors: dict[str, torch.Tensor] = {}
+    scalars: dict[str, int | float | bool] = {}
+    omitted: list[str] = []
+    write_back: list[tuple[np.ndarray, torch.Tensor]] = []
+    for p in kernel.params:
+        if p.name not in args:
+            if p.role is Role.OUT:
+                omitted.append(p.name)
+                continue
+            raise LaunchError(f"missing argument {p.name}: expected {describe(p)}")
+        value = args[p.name]
+        if isinstance(p.type, RefType):
+            tensors[p.name] = _check_tensor(p, p.type, value)
+            if isinstance(value, np.ndarray) and p.role is not Role.IN and tensors[p.name].dtype == torch.bfloat16:
+                write_back.append((value, tensors[p.name]))
+        else:
+            scalars[p.name] = _check_scalar(p, p.type, value)
+    device = _common_device(tensors)
+    bound = BoundArgs(kernel, device, scalars=scalars, omitted=tuple(omitted), write_back=write_back)
+    _bind_symbols(kernel, tensors, bound)
+    _check_refinements(kernel, bound)
+    for p in kernel.params:
+        if p.name in tensors:
+            t = tensors[p.name]
+            bound.tensors[p.name] = TensorArg(p.name, p.role, _ref(p).dtype, tuple(t.shape), tuple(t.stride()), t)
+        elif p.name in omitted:
+            shape = tuple(d.evaluate(bound.env) for d in _ref(p).shape)
+            if any(e < 0 for e in shape):
+                raise LaunchError(f"out parameter {p.name} was omitted and its shape {shape_str(_ref(p).shape)} "
+                                  f"evaluates to {shape}, which has a negative extent")
+            bound.tensors[p.name] = TensorArg(p.name, p.role, _ref(p).dtype, shape, _contiguous(shape), None)
+    _check_overlap(kernel, tensors)
+    return bound
+
+
+def _ref(p: Param) -> RefType:
+    assert isinstance(p.type, RefType)
+    return p.type
+
+
+def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, acc = [], 1
+    for e in reversed(shape):
+        strides.append(acc)
+        acc *= max(e, 1)
+    return tuple(reversed(strides))
+
+
+# ---------------------------------------------------------------------------------------------- per parameter
+
+
+def _check_tensor(p: Param, ref: RefType, value: Any) -> torch.Tensor:
+    if value is None:
+        raise LaunchError(f"parameter {p.name}: expected a tensor ({ref}), got None")
+    if isinstance(value, np.ndarray):
+        value = _from_numpy(p, ref, value)
+    if not isinstance(value, torch.Tensor):
+        raise LaunchError(f"parameter {p.name}: expected a tensor ({ref}), got {_type_name(value)}")
+    assert isinstance(ref.dtype, DType), "launch needs a specialised kernel"
+    if DType.from_torch(value.dtype) is not ref.dtype:
+        raise LaunchError(f"parameter {p.name}: expected {ref.dtype}, got {value.dtype}")
+    if value.dim() != ref.rank:
+        raise LaunchError(f"parameter {p.name}: expected rank {ref.rank} ({ref}), got a tensor of shape "
+                          f"{tuple(value.shape)}")
+    return value
+
+
+def _from_numpy(p: Param, ref: RefType, array: np.ndarray) -> torch.Tensor:
+    """Share the array's memory; bf16 (which NumPy lacks) comes as f32 and is converted (a copy)."""
+    try:
+        shared = torch.from_numpy(array)
+    except (TypeError, ValueError) as exc:
+        raise LaunchError(f"parameter {p.name}: cannot use this NumPy array as {ref}: {exc}") from None
+    if ref.dtype is DType.bf16 and shared.dtype == torch.float32:
+        return shared.to(torch.bfloat16)
+    return shared
+
+
+def _check_scalar(p: Param, t: TensorType, value: Any) -> int | float | bool:
+    dtype = t.dtype
+    assert isinstance(dtype, DType), "launch needs a specialised kernel"
+    if value is None:
+        raise LaunchError(f"parameter {p.name}: expected a {dtype} scalar, got None")
+    is_bool = isinstance(value, (bool, np.bool_))
+    if dtype.is_pred:
+        if not is_bool:
+            raise LaunchError(f"parameter {p.name}: expected a bool (pred scalar), got {_type_name(value)}")
+        return bool(value)
+    if dtype.is_int:
+        if is_bool or not isinstance(value, (int, np.integer)):
+            raise LaunchError(f"parameter {p.name}: expected an int ({dtype} scalar), got {_type_name(value)}")
+        lo, hi = dtype.int_range
+        if not lo <= int(value) <= hi:
+            raise LaunchError(f"parameter {p.name}: {int(value)} does not fit {dtype} (range {lo}..{hi})")
+        return int(value)
+    if is_bool or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise LaunchError(f"parameter {p.name}: expected a float or int ({dtype} scalar), got {_type_name(value)}")
+    number = float(value)
+    largest = torch.finfo(dtype.torch).max
+    if math.isfinite(number) and abs(number) > largest:
+        raise LaunchError(f"parameter {p.name}: {value} does not fit {dtype} (largest finite value {largest:g})")
+    return number
+
+
+def _common_device(tensors: Mapping[str, torch.Tensor]) -> torch.device:
+    first: tuple[str, torch.device] | None = None
+    for name, t in tensors.items():
+        if first is None:
+            first = (name, t.device)
+        elif t.device != first[1]:
+            raise LaunchError(f"parameter {name}: on {t.device} but parameter {first[0]} is on {first[1]}; "
+                              f"all tensors of one launch must be on one device")
+    if first is None:
+        return torch.device("cpu")
+    if first[1].type not in SUPPORTED_DEVICES:
+        raise LaunchError(f"parameter {first[0]}: tensors on {first[1]} cannot be launched; "
+                          f"expected cpu tensors (Triton interpreter) or cuda tensors")
+    return first[1]
+
+
+# ---------------------------------------------------------------------------------------------- symbols
+
+
+@dataclass(frozen=True)
+class _Pending:
+    param: str
+    axis: int
+    dim: Dim
+    extent: int
+
+
+def _bind_symbols(kernel: Kernel, tensors: Mapping[str, torch.Tensor], bound: BoundArgs) -> None:
+    env, origin = bound.env, bound.origin
+    pending: list[_Pending] = []
+    for p in kernel.params:
+        if p.name not in tensors:
+            continue
+        for axis, (d, extent) in enumerate(zip(_ref(p).shape, tensors[p.name].shape)):
+            extent = int(extent)
+            if isinstance(d, DConst):
+                if extent != d.value:
+                    raise LaunchError(f"parameter {p.name}: axis {axis} has extent {extent} but the kernel "
+                                      f"expects {d.value}")
+            elif isinstance(d, DSym):
+                if d.name not in env:
+                    env[d.name], origin[d.name] = extent, f"parameter {p.name}"
+                elif env[d.name] != extent:
+                    raise LaunchError(f"parameter {p.name}: axis {axis} has extent {extent} but {d.name} = "
+                                      f"{env[d.name]} from {origin[d.name]}")
+            else:
+                pending.append(_Pending(p.name, axis, d, extent))
+    progress = True
+    while pending and progress:
+        progress = False
+        for item in list(pending):
+            unbound = sorted(item.dim.symbols() - env.keys())
+            if not unbound:
+                _check_derived(item, env, origin)
+                pending.remove(item)
+                progress = True
+            elif len(unbound) == 1:
+                value = _solve(item.dim, unbound[0], item.extent, env)
+                if value is not None:
+                    env[unbound[0]], origin[unbound[0]] = value, f"parameter {item.param}"
+                    pending.remove(item)
+                    progress = True
+    missing_outs = []
+    for name in bound.omitted:
+        ref = _ref(kernel.param(name))
+        unbound = sorted(set().union(*(d.symbols() for d in ref.shape)) - env.keys())
+        if unbound:
+            missing_outs.append((name, ref, unbound))
+    if missing_outs:
+        name, ref, unbound = missing_outs[0]
+        verb = "is" if len(unbound) == 1 else "are"
+        raise LaunchError(f"out parameter {name} was omitted and its shape {shape_str(ref.shape)} cannot be "
+                          f"inferred: {', '.join(unbound)} {verb} not bound by any input")
+    for item in pending:
+        unbound = sorted(item.dim.symbols() - env.keys())
+        raise LaunchError(f"parameter {item.param}: axis {item.axis} has extent {item.extent} = {item.dim}, which "
+                          f"does not determine {', '.join(unbound)}; pass a parameter whose shape gives it directly")
+    for s in kernel.symbols:
+        if s not in env:
+            raise LaunchError(f"shape symbol {s} of kernel {kernel.name} is not bound by any argument")
+
+
+def _check_derived(item: _Pending, env: Mapping[str, int], origin: Mapping[str, str]) -> None:
+    try:
+        want = item.dim.evaluate(env)
+    except ZeroDivisionError:
+        want = None
+    if want != item.extent:
+        given = ", ".join(f"{s} = {env[s]} from {origin[s]}" for s in sorted(item.dim.symbols()))
+        shown = "cannot be evaluated (division by zero)" if want is None else f"= {want}"
+        raise LaunchError(f"parameter {item.param}: axis {item.axis} has extent {item.extent} but {item.dim} "
+                          f"{shown} ({given})")
+
+
+def _solve(d: Dim, symbol: str, extent: int, env: Mapping[str, int]) -> int | None:
+    """Solve `d == extent` for one symbol when `d` is affine in it (`S + c`, `2 * S - c`, ...)."""
+
+    def at(v: int) -> int:
+        return d.evaluate({**env, symbol: v})
+
+    try:
+        base, slope = at(0), at(1) - at(0)
+        if slope == 0 or (extent - base) % slope:
+            return None
+        value = (extent - base) // slope
+        return value if at(value) == extent and at(value + 1) - at(value) == slope else None
+    except ZeroDivisionError:
+        return None
+
+
+def _check_refinements(kernel: Kernel, bound: BoundArgs) -> None:
+    env, origin = bound.env, bound.origin
+
+    def whence(symbols: frozenset[str]) -> str:
+        return "; ".join(f"{s} from {origin[s]}" for s in sorted(symbols) if s in origin)
+
+    for pred in default_lower_bounds(kernel.symbols, kernel.requires):
+        failure = check_concrete((pred,), env)
+        if failure is not None:
+            s = next(iter(pred.symbols()))
+            raise LaunchError(f"{failure} ({whence(pred.symbols())}; a shape symbol is >= 1 unless the kernel "
+                              f"states {s} >= 0)")
+    for word, preds in (("requires", kernel.requires), ("axiom", kernel.axioms)):
+        for pred in preds:
+            failure = check_concrete((pred,), env)
+            if failure is not None:
+                raise LaunchError(f"{word} {failure} ({whence(pred.symbols())})")
+
+
+# ---------------------------------------------------------------------------------------------- memory
+
+
+def _byte_range(t: torch.Tensor) -> tuple[int, int] | None:
+    if t.numel() == 0:
+        return None
+    span = sum((e - 1) * abs(s) for e, s in zip(t.shape, t.stride())) + 1
+    start = t.data_ptr()
+    return start, start + span * t.element_size()
+
+
+def _self_overlap(t: torch.Tensor) -> str | None:
+    """Why two elements of `t` may share memory, or None when its strides keep them apart."""
+    axes = sorted(((s, e, a) for a, (e, s) in enumerate(zip(t.shape, t.stride())) if e > 1), key=lambda x: x[0])
+    reach = 0  # the largest offset the faster axes span
+    for s, e, a in axes:
+        if s == 0:
+            return f"axis {a} has stride 0 (a broadcast view)"
+        if s <= reach:
+            return f"axis {a} has stride {s}, which revisits elements of the faster axes"
+        reach += (e - 1) * s
+    return None
+
+
+def _check_overlap(kernel: Kernel, tensors: Mapping[str, torch.Tensor]) -> None:
+    params = [p for p in kernel.params if p.name in tensors]
+    for p in params:
+        if p.role is not Role.IN and tensors[p.name].numel() > 0:
+            why = _self_overlap(tensors[p.name])
+            if why is not None:
+                raise LaunchError(f"parameter {p.name}: {why}; the elements of a parameter that the kernel "
+                                  f"writes must not share memory")
+    ranges = {p.name: _byte_range(tensors[p.name]) for p in params}
+    for i, p in enumerate(params):
+        for q in params[i + 1:]:
+            if p.role is Role.IN and q.role is Role.IN:
+                continue  # reading the same memory twice is harmless
+            a, b = ranges[p.name], ranges[q.name]
+            if a is None or b is None or a[1] <= b[0] or b[1] <= a[0]:
+                continue
+            writer, other = (q, p) if q.role is not Role.IN else (p, q)
+            raise LaunchError(f"parameter {writer.name}: its memory overlaps parameter {other.name}; memory the "
+                              f"kernel writes may be reached through one parameter only (pass the tensor once, "
+                              f"as an inout parameter, to read and write it)")

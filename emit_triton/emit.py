@@ -1,0 +1,370 @@
+"""Triton source emission: one `@triton.jit` kernel per physical program, plus generated helpers.
+
+Emission makes no decisions: block sizes, masks, justifications, loop forms and index widths all
+come from the physical program. Operands are broadcast mechanically to the fragment of the op
+that uses them (lanes are a leading `[BLOCK_I]` axis; uniform tiles get a leading `None`).
+Offsets and coordinates are computed at the width of `pid` (int64 when the `INDEX_64` constexpr
+is set, else int32).
+"""
+
+from __future__ import annotations
+
+import keyword
+import math
+import re
+from collections.abc import Callable
+
+from kir.dims import DBin, DConst, Dim, DSym
+from kir.dtypes import DType
+from physical import ops as P
+from physical.launch_expr import (
+    LaunchExpr,
+    LBin,
+    LConst,
+    LConstexpr,
+    LDim,
+    LMinMax,
+    LNextPow2,
+    LScalar,
+    LSum,
+    LTileBlock,
+    LWarps,
+)
+from physical.model import Fragment, Group, POp, PRegion, Program, PValue
+
+from .abi import AbiArg, ArgKind, ConstexprArg, EmittedKernel
+
+EMIT: dict[type[POp], Callable[[Emitter, POp], None]] = {}
+
+
+def emits(*classes: type[POp]):
+    def deco(fn):
+        for c in classes:
+            EMIT[c] = fn
+        return fn
+
+    return deco
+
+
+TL_DTYPE = {DType.pred: "tl.int1", DType.i8: "tl.int8", DType.i16: "tl.int16", DType.i32: "tl.int32",
+            DType.i64: "tl.int64", DType.u8: "tl.uint8", DType.u16: "tl.uint16", DType.u32: "tl.uint32",
+            DType.u64: "tl.uint64", DType.f16: "tl.float16", DType.bf16: "tl.bfloat16", DType.f32: "tl.float32",
+            DType.f64: "tl.float64"}
+
+INDEX = "pid.dtype"  # the program's index width: int64 under INDEX_64, else int32
+
+
+def literal(value: object, dtype: DType) -> str:
+    if dtype.is_pred:
+        return "True" if value else "False"
+    if dtype.is_float:
+        v = float(value)  # type: ignore[arg-type]
+        if math.isnan(v):
+            return 'float("nan")'
+        if math.isinf(v):
+            return 'float("inf")' if v > 0 else 'float("-inf")'
+        return repr(v)
+    return str(int(value))  # type: ignore[arg-type]
+
+
+def ident(text: str) -> str:
+    s = re.sub(r"\W", "_", text)
+    if not s or s[0].isdigit():
+        s = "v_" + s
+    if keyword.iskeyword(s) or s in ("tl", "triton", "pid", "INDEX_64", "range", "float", "int"):
+        s = s + "_"
+    return s
+
+
+class Emitter:
+    """Writes one module: helpers first, then the kernel function."""
+
+    def __init__(self, program: Program) -> None:
+        self.p = program
+        self.lines: list[str] = []
+        self.depth = 1
+        self.names: dict[int, str] = {}
+        self.used: set[str] = set()
+        self.literals: set[int] = set()   # values emitted as Python literals (constexpr in Triton)
+        self.helpers: list[str] = []
+        self.helper_keys: dict[str, str] = {}
+        self.lanes_block = "1"
+        self.group: Group | None = None
+        self.last_origin: object = None
+        self.buffers = {b.id: b for b in program.buffers}
+        self.symbol_arg: dict[str, str] = {}
+        self.param_names: dict[str, str] = {}
+        self.stride_names: dict[tuple[str, int], str] = {}
+        self.workspace_names: dict[str, str] = {}
+        self.counter = 0
+
+    # ------------------------------------------------------------------ names and lines
+    def line(self, text: str) -> None:
+        self.lines.append("    " * self.depth + text)
+
+    def fresh(self, base: str) -> str:
+        base = ident(base)
+        name = base
+        n = 1
+        while name in self.used:
+            n += 1
+            name = f"{base}_{n}"
+        self.used.add(name)
+        return name
+
+    def define(self, v: PValue, hint: str = "t") -> str:
+        name = self.fresh(v.name or f"{hint}{v.id}")
+        self.names[v.id] = name
+        return name
+
+    def alias(self, v: PValue, name: str) -> None:
+        self.names[v.id] = name
+
+    def name(self, v: PValue) -> str:
+        return self.names[v.id]
+
+    def comment(self, op: POp) -> None:
+        if op.origin is None or op.origin == self.last_origin:
+            return
+        self.last_origin = op.origin
+        info = self.p.op_info(op.origin)
+        if info is not None:
+            detail = f" {info.detail}" if info.detail else ""
+            where = f"  {info.where()}" if info.where() else ""
+            self.line(f"# {info.name}{detail}{where}")
+
+    # ------------------------------------------------------------------ types and operands
+    def shape(self, t: Fragment) -> str:
+        dims = ([self.lanes_block] if t.lanes else []) + [a.block for a in t.tile]
+        return "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
+
+    def dtype(self, t: Fragment) -> str:
+        return INDEX if t.index else TL_DTYPE[t.dtype]
+
+    def arg(self, v: PValue, target: Fragment, value_of: bool = False) -> str:
+        """`v` as an operand of an op whose values have fragment `target` (mechanical broadcast).
+
+        `value_of`: the consumer needs the KIR value (not index arithmetic): index values are cast.
+        """
+        s = self.name(v)
+        if value_of and v.type.index:
+            s = f"{s}.to({TL_DTYPE[v.type.dtype]})"
+        t = v.type
+        if t.rank == 0 or (t.lanes == target.lanes and t.tile == target.tile):
+            return s
+        if t.lanes and not target.lanes:
+            raise AssertionError(f"operand {v!r} has lanes but its use {target} does not")
+        idx = []
+        if target.lanes:
+            idx.append(":" if t.lanes else "None")
+        if t.tile:
+            idx += [":"] * len(target.tile)
+        else:
+            idx += ["None"] * len(target.tile)
+        if all(i == ":" for i in idx):
+            return s
+        return f"{s}[{', '.join(idx)}]"
+
+    def full(self, v: PValue, target: Fragment) -> str:
+        """`v` materialised with exactly `target`'s shape (loop carries, yields, store values)."""
+        s = self.arg(v, target)
+        if target.rank == 0:
+            return f"tl.cast({s}, {self.dtype(target)})" if v.id in self.literals or \
+                self.dtype(v.type) != self.dtype(target) else s
+        if v.type.lanes == target.lanes and v.type.tile == target.tile and v.id not in self.literals \
+                and self.dtype(v.type) == self.dtype(target):
+            return s
+        return f"tl.cast(tl.broadcast_to({s}, {self.shape(target)}), {self.dtype(target)})"
+
+    def tensor(self, v: PValue) -> str:
+        """`v` as a tensor (a literal constexpr becomes a typed 0-d tensor)."""
+        if v.id in self.literals:
+            return f"tl.full((), {self.name(v)}, {self.dtype(v.type)})"
+        return self.name(v)
+
+    def launch(self, e: LaunchExpr) -> str:
+        """A launch expression as Triton code over the symbol and scalar arguments."""
+        if isinstance(e, LConst):
+            return str(e.value)
+        if isinstance(e, LDim):
+            return self.dim(e.dim)
+        if isinstance(e, LScalar):
+            return self.param_names.get(e.name, e.name)
+        if isinstance(e, LConstexpr):
+            return e.name
+        if isinstance(e, LBin):
+            a, b = self.launch(e.lhs), self.launch(e.rhs)
+            return f"tl.cdiv({a}, {b})" if e.op == "cdiv" else f"({a} {e.op} {b})"
+        if isinstance(e, LSum):
+            return "(" + " + ".join(self.launch(x) for x in e.items) + ")"
+        if isinstance(e, LMinMax):
+            out = self.launch(e.items[0])
+            for x in e.items[1:]:
+                out = f"tl.{'minimum' if e.op == 'min' else 'maximum'}({out}, {self.launch(x)})"
+            return out
+        if isinstance(e, LNextPow2 | LTileBlock | LWarps):
+            raise AssertionError(f"{e} is a launcher-side expression; pass it as a constexpr")
+        raise AssertionError(f"unknown launch expression {e!r}")
+
+    def dim(self, d: Dim) -> str:
+        if isinstance(d, DConst):
+            return str(d.value)
+        if isinstance(d, DSym):
+            return self.symbol_arg[d.name]
+        assert isinstance(d, DBin)
+        return f"({self.dim(d.lhs)} {d.op} {self.dim(d.rhs)})"
+
+    # ------------------------------------------------------------------ regions
+    def ops(self, ops: tuple[POp, ...]) -> None:
+        for o in ops:
+            if isinstance(o, P.Yield):
+                continue
+            self.comment(o)
+            EMIT[type(o)](self, o)
+            if o.results and o.operands() and all(v.id in self.literals for v in o.operands()) and \
+                    all(r.type.rank == 0 for r in o.results):
+                self.literals.update(r.id for r in o.results)
+
+    def inline(self, r: PRegion, args: tuple[str, ...]) -> tuple[str, ...]:
+        """Emit a region's ops in place with its arguments bound to `args`; returns its yields."""
+        for a, s in zip(r.args, args):
+            self.alias(a, s)
+        self.ops(r.ops)
+        return tuple(self.name(v) for v in r.yielded)
+
+    # ------------------------------------------------------------------ helpers
+    def helper(self, region: PRegion, what: str) -> str:
+        """A generated @triton.jit function from a scalar combine region."""
+        sub = Emitter(self.p)
+        sub.depth = 1
+        params = [sub.define(a, f"a{k}") for k, a in enumerate(region.args)]
+        sub.ops(region.ops)
+        rets = [sub.full(v, v.type) if v.id in sub.literals else sub.name(v) for v in region.yielded]
+        body = "\n".join(sub.lines)
+        text = f"def NAME({', '.join(params)}):\n{body}\n    return {', '.join(rets)}\n"
+        if text in self.helper_keys:
+            return self.helper_keys[text]
+        self.counter += 1
+        name = f"_{what}_{len(self.helper_keys) + 1}"
+        self.helper_keys[text] = name
+        self.helpers.append("@triton.jit\n" + text.replace("def NAME(", f"def {name}(", 1))
+        return name
+
+    def exclusive_helper(self, base: str, k: int) -> str:
+        """(excl, incl) pairs: the exclusive scan of any associative combine, without subtraction."""
+        key = f"excl:{base}:{k}"
+        if key in self.helper_keys:
+            return self.helper_keys[key]
+        ea = [f"ea{i}" for i in range(k)]
+        ia = [f"ia{i}" for i in range(k)]
+        eb = [f"eb{i}" for i in range(k)]
+        ib = [f"ib{i}" for i in range(k)]
+        name = f"{base}_exclusive"
+        text = (f"@triton.jit\ndef {name}({', '.join(ea + ia + eb + ib)}):\n"
+                f"    # a segment's (all but its last, all) combined: exclusive prefixes without inverses\n"
+                f"    return {base}({', '.join(ia + eb)}), {base}({', '.join(ia + ib)})\n")
+        if k > 1:
+            text = (f"@triton.jit\ndef {name}({', '.join(ea + ia + eb + ib)}):\n"
+                    f"    e = {base}({', '.join(ia + eb)})\n    i = {base}({', '.join(ia + ib)})\n"
+                    f"    return {', '.join(f'e[{j}]' for j in range(k))}, {', '.join(f'i[{j}]' for j in range(k))}\n")
+        self.helper_keys[key] = name
+        self.helpers.append(text)
+        return name
+
+
+# ---------------------------------------------------------------------------------------------- kernel
+
+
+def _abi(em: Emitter) -> tuple[list[AbiArg], list[ConstexprArg], list[str]]:
+    p = em.p
+    args: list[AbiArg] = []
+    sig: list[str] = []
+    for q in p.params:
+        name = em.fresh(q.name)
+        em.param_names[q.name] = name
+        if q.kind.value == "tensor":
+            args.append(AbiArg(ArgKind.TENSOR, name, param=q.name, dtype=q.dtype))
+            sig.append(name)
+            for ax in range(len(q.shape)):
+                s = em.fresh(f"{q.name}_stride_{ax}")
+                em.stride_names[(q.name, ax)] = s
+                args.append(AbiArg(ArgKind.STRIDE, s, param=q.name, axis=ax))
+                sig.append(s)
+        else:
+            args.append(AbiArg(ArgKind.SCALAR, name, param=q.name, dtype=q.dtype))
+            sig.append(name)
+    for s in p.symbols:
+        name = em.fresh(s)
+        em.symbol_arg[s] = name
+        args.append(AbiArg(ArgKind.SYMBOL, name, expr=LDim(DSym(s))))
+        sig.append(name)
+    for seg in p.segments:
+        if len(p.segments) > 1:
+            for what, e in (("offset", seg.offset), ("length", seg.length)):
+                name = em.fresh(f"seg{seg.group}_{what}")
+                args.append(AbiArg(ArgKind.SYMBOL, name, expr=e))
+                sig.append(name)
+    for w in p.workspaces:
+        name = em.fresh(w.name)
+        em.workspace_names[w.name] = name
+        args.append(AbiArg(ArgKind.WORKSPACE, name, dtype=w.dtype, expr=w.count, fill=w.fill))
+        sig.append(name)
+    consts = [ConstexprArg(n, e) for n, e in p.constexprs]
+    for c in consts:
+        em.used.add(c.name)
+    sig += [f"{c.name}: tl.constexpr" for c in consts] + ["INDEX_64: tl.constexpr"]
+    return args, consts, sig
+
+
+def emit(program: Program) -> EmittedKernel:
+    """Generate the Triton module of `program` and its ABI."""
+    em = Emitter(program)
+    kname = ident(program.name)
+    em.used.update({kname})
+    args, consts, sig = _abi(em)
+    body_start = len(em.lines)
+    em.line("pid = tl.program_id(0)")
+    em.line("if INDEX_64:")
+    em.line("    pid = pid.to(tl.int64)")
+    seg_args = {a.name: a for a in args if a.kind is ArgKind.SYMBOL and a.name.startswith("seg")}
+    for g in program.groups:
+        em.lanes_block = g.block
+        em.group = g
+        dom = ", ".join(str(d) for d in g.domain) if g.domain else "single instance"
+        em.line(f"# group {g.id}: {g.name} over ({dom}), {g.block} instances per program")
+        if len(program.segments) > 1:
+            off, length = f"seg{g.id}_offset", f"seg{g.id}_length"
+            assert off in seg_args and length in seg_args
+            em.line(f"if (pid >= {off}) & (pid < {off} + {length}):")
+            em.depth += 1
+            em.line(f"seg_offset = {off}")
+        else:
+            em.line("if True:")
+            em.depth += 1
+            em.line("seg_offset = 0")
+        em.last_origin = None
+        em.ops(g.body.ops)
+        em.line("pass")
+        em.depth -= 1
+    body = em.lines[body_start:]
+    header = ["import triton", "import triton.language as tl", "", ""]
+    helpers = []
+    for h in em.helpers:
+        helpers += h.rstrip("\n").split("\n") + ["", ""]
+    src = header + helpers + ["@triton.jit", f"def {kname}(" + ", ".join(sig) + "):"] + body
+    return EmittedKernel(name=kname, source="\n".join(src) + "\n", args=tuple(args), constexprs=tuple(consts),
+                         grid=program.grid, num_warps=program.num_warps, num_stages=2,
+                         notes=tuple(str(n) for n in program.notes))
+
+
+from . import (  # noqa: E402,F401  (each module registers its emitters)
+    emit_access,
+    emit_control,
+    emit_layout,
+    emit_pointwise,
+    emit_program,
+    emit_reduce,
+    emit_region,
+)
+
+__all__ = ["emit", "EMIT", "Emitter", "TL_DTYPE", "literal", "LDim", "LSum"]

@@ -1,0 +1,114 @@
+"""Loads, stores and atomics through their access relations."""
+
+from __future__ import annotations
+
+from physical import ops as P
+from physical.model import AccessRelation, Fragment, PValue
+
+from .emit import TL_DTYPE, Emitter, emits, literal
+
+_ATOMIC = {"add": "tl.atomic_add", "max": "tl.atomic_max", "min": "tl.atomic_min", "and": "tl.atomic_and",
+           "or": "tl.atomic_or", "xor": "tl.atomic_xor", "xchg": "tl.atomic_xchg"}
+_SEM = {"relaxed": "relaxed", "acquire": "acquire", "release": "release", "acq_rel": "acq_rel"}
+
+
+def access_shape(em: Emitter, a: AccessRelation, extra: tuple[PValue, ...] = ()) -> Fragment:
+    vals = [*a.coords, *([a.mask] if a.mask is not None else []), *extra]
+    if a.copy is not None:
+        vals.append(a.copy)
+    lanes = any(v.type.lanes for v in vals)
+    tiles = [v.type.tile for v in vals if v.type.tile]
+    return Fragment(vals[0].type.dtype if vals else a.coords[0].type.dtype, lanes, tiles[0] if tiles else ())
+
+
+def pointer(em: Emitter, a: AccessRelation, shape: Fragment) -> str:
+    """Base pointer plus the offset of every coordinate (cast to the index width, then scaled)."""
+    buf = em.buffers[a.buffer]
+    terms = []
+    if buf.param is not None:
+        base = em.param_names[buf.param]
+        for ax, c in enumerate(a.coords):
+            terms.append(f"{_coord(em, c, shape)} * {em.stride_names[(buf.param, ax)]}")
+    else:
+        base = em.workspace_names[buf.storage]  # type: ignore[index]
+        dims = [em.dim(d) for d in buf.shape]
+        for ax, c in enumerate(a.coords):
+            stride = " * ".join(dims[ax + 1:]) or "1"
+            terms.append(f"{_coord(em, c, shape)} * ({stride})")
+        if a.copy is not None:
+            numel = " * ".join(dims) or "1"
+            terms.insert(0, f"{_coord(em, a.copy, shape)} * ({numel})")
+    ptr = f"{base} + ({' + '.join(terms)})" if terms else base
+    if not any(c.type.lanes == shape.lanes and c.type.tile == shape.tile for c in (*a.coords, *(
+            [a.copy] if a.copy is not None else []))) and shape.rank:
+        ptr = f"tl.broadcast_to({ptr}, {em.shape(shape)})"
+    return ptr
+
+
+def _coord(em: Emitter, c: PValue, shape: Fragment) -> str:
+    s = em.arg(c, shape)
+    if c.type.index:
+        return s
+    return f"tl.cast({s}, pid.dtype)"
+
+
+def _mask(em: Emitter, a: AccessRelation, shape: Fragment) -> str:
+    return f", mask={em.arg(a.mask, shape)}" if a.mask is not None else ""
+
+
+@emits(P.Load)
+def emit_load(em: Emitter, op: P.Load) -> None:
+    a = op.access
+    t = op.result.type
+    shape = access_shape(em, a)
+    shape = Fragment(t.dtype, shape.lanes or t.lanes, shape.tile or t.tile)
+    buf = em.buffers[a.buffer]
+    other = f", other={literal(a.fill, buf.dtype)}" if a.mask is not None else ""
+    n = em.define(op.result)
+    em.line(f"{n} = tl.load({pointer(em, a, shape)}{_mask(em, a, shape)}{other})")
+    if shape.lanes != t.lanes or shape.tile != t.tile:
+        em.line(f"{n} = tl.broadcast_to({n}, {em.shape(t)})")
+
+
+@emits(P.Store)
+def emit_store(em: Emitter, op: P.Store) -> None:
+    a = op.access
+    shape = access_shape(em, a, (op.value,))
+    value = em.arg(op.value, shape, value_of=True)
+    em.line(f"tl.store({pointer(em, a, shape)}, {value}{_mask(em, a, shape)})")
+
+
+@emits(P.AtomicRMW)
+def emit_atomic(em: Emitter, op: P.AtomicRMW) -> None:
+    a = op.access
+    shape = access_shape(em, a, (op.value,))
+    buf = em.buffers[a.buffer]
+    value = em.arg(op.value, shape, value_of=True)
+    if op.value.type.rank < shape.rank:
+        value = f"tl.cast(tl.broadcast_to({value}, {em.shape(shape)}), {TL_DTYPE[buf.dtype]})"
+    n = em.define(op.result, "old")
+    em.line(f"{n} = {_ATOMIC[str(op.kind)]}({pointer(em, a, shape)}, {value}{_mask(em, a, shape)}, "
+            f"sem=\"{_SEM[str(op.order)]}\", scope=\"{op.scope}\")")
+
+
+@emits(P.AtomicCAS)
+def emit_atomic_cas(em: Emitter, op: P.AtomicCAS) -> None:
+    a = op.access
+    shape = access_shape(em, a, (op.value, op.expected))
+    buf = em.buffers[a.buffer]
+    dt = TL_DTYPE[buf.dtype]
+    exp = f"tl.cast(tl.broadcast_to({em.arg(op.expected, shape, True)}, {em.shape(shape)}), {dt})"
+    val = f"tl.cast(tl.broadcast_to({em.arg(op.value, shape, True)}, {em.shape(shape)}), {dt})"
+    ptr = pointer(em, a, shape)
+    n = em.define(op.result, "old")
+    if a.mask is None:
+        em.line(f"{n} = tl.atomic_cas({ptr}, {exp}, {val}, sem=\"{_SEM[str(op.order)]}\", scope=\"{op.scope}\")")
+        return
+    # atomic_cas has no mask: inactive members compare-and-swap the first element with itself.
+    m = em.arg(a.mask, shape)
+    base = em.param_names[buf.param] if buf.param is not None else em.workspace_names[buf.storage]  # type: ignore
+    p2, e2 = em.fresh("cas_ptr"), em.fresh("cas_expected")
+    em.line(f"{p2} = tl.where({m}, {ptr}, {base})")
+    em.line(f"{e2} = tl.where({m}, {exp}, {val})")
+    em.line(f"{n} = tl.atomic_cas({p2}, {e2}, {val}, sem=\"{_SEM[str(op.order)]}\", scope=\"{op.scope}\")")
+    em.line(f"{n} = tl.where({m}, {n}, {literal(a.fill or 0, buf.dtype)})")

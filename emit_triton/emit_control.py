@@ -1,0 +1,86 @@
+"""Ordered control: for (uniform or per-lane trip counts), while (any lane active), uniform if."""
+
+from __future__ import annotations
+
+from physical import ops as P
+from physical.model import Fragment
+
+from .emit import Emitter, emits
+
+
+def _carry(em: Emitter, args, inits) -> list[str]:
+    names = []
+    for a, init in zip(args, inits):
+        n = em.fresh(a.name or f"carry{a.id}")
+        em.line(f"{n} = {em.full(init, a.type)}")
+        em.alias(a, n)
+        names.append(n)
+    return names
+
+
+def _assign(em: Emitter, names: list[str], values, types) -> None:
+    for n, v, t in zip(names, values, types):
+        em.line(f"{n} = {em.full(v, t)}")
+
+
+@emits(P.For)
+def emit_for(em: Emitter, op: P.For) -> None:
+    body = op.body
+    names = _carry(em, body.args[1:], op.inits)
+    iv = em.define(body.args[0], "it")
+    per_lane = body.args[0].type.lanes
+    if not per_lane:
+        em.line(f"for {iv} in range({em.name(op.start)}, {em.name(op.stop)}, {em.name(op.step)}):")
+    else:
+        t = Fragment(op.start.type.dtype, True)
+        s, e, st = (em.arg(v, t) for v in (op.start, op.stop, op.step))
+        trips, k = em.fresh("trips"), em.fresh("k")
+        em.line(f"{trips} = tl.where({st} > 0, tl.cdiv({e} - {s}, {st}), tl.cdiv({s} - {e}, -{st}))")
+        em.line(f"{trips} = tl.max(tl.maximum({trips}, 0), axis=0)")
+        em.line(f"for {k} in range(0, {trips}):")
+        em.line(f"    {iv} = {s} + {k} * {st}")
+    em.depth += 1
+    em.ops(body.ops)
+    _assign(em, names, body.yielded, [a.type for a in body.args[1:]])
+    em.line("pass")
+    em.depth -= 1
+    for r, n in zip(op.results, names):
+        em.alias(r, n)
+
+
+@emits(P.While)
+def emit_while(em: Emitter, op: P.While) -> None:
+    names = _carry(em, op.body.args[:-1], op.inits)
+    (c,) = em.inline(op.cond, tuple(names))
+    active = em.fresh("active")
+    em.line(f"{active} = {c}")
+    lanes = op.cond.yielded[0].type.lanes
+    test = f"tl.max({active}.to(tl.int32), axis=0) > 0" if lanes else active
+    em.line(f"while {test}:")
+    em.depth += 1
+    ys = em.inline(op.body, (*names, active))
+    del ys
+    _assign(em, names, op.body.yielded, [a.type for a in op.body.args[:-1]])
+    for a, n in zip(op.cond.args, names):
+        em.alias(a, n)
+    (c2,) = em.inline(op.cond, tuple(names))
+    em.line(f"{active} = {active} & {c2}" if lanes else f"{active} = {c2}")
+    em.depth -= 1
+    for r, n in zip(op.results, names):
+        em.alias(r, n)
+
+
+@emits(P.If)
+def emit_if(em: Emitter, op: P.If) -> None:
+    names = [em.fresh(r.name or f"r{r.id}") for r in op.results]
+    em.line(f"if {em.name(op.cond)}:")
+    for k, region in enumerate((op.then_, op.else_)):
+        if k:
+            em.line("else:")
+        em.depth += 1
+        em.ops(region.ops)
+        _assign(em, names, region.yielded, [r.type for r in op.results])
+        em.line("pass")
+        em.depth -= 1
+    for r, n in zip(op.results, names):
+        em.alias(r, n)

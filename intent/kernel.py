@@ -1,0 +1,261 @@
+"""`@intent.kernel`: the kernel object, its specialisations (per dtype assignment and const values, cached),
+argument binding, and delegation to the oracle, the physical planner and the Triton emitter."""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from kir.core import Kernel, Role
+from kir.dtypes import DType, DTypeVar
+from kir.errors import DiagnosticError, IntentError, LaunchError
+from kir.frontend import KernelSignature, build, const_fits, signature
+from kir.frontend.signature import NO_DEFAULT, ConstSpec, ScalarSpec, TensorSpec
+
+from .dsl import user_loc
+
+
+def _stage(module: str, attr: str, stage: str) -> Callable[..., Any]:
+    """The function another package provides for a stage; a clear NotImplementedError while it is missing."""
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and (module == exc.name or module.startswith(exc.name + ".")):
+            raise NotImplementedError(f"{stage} is not available: the module {module} does not exist yet") from None
+        raise
+    fn = getattr(mod, attr, None)
+    if not callable(fn):
+        raise NotImplementedError(f"{stage} is not available: {module}.{attr} does not exist yet")
+    return fn
+
+
+def dtype_of_argument(value: object) -> DType | None:
+    """The element type of a torch tensor or a NumPy array (None for anything else)."""
+    if isinstance(value, np.ndarray):
+        if value.dtype.name == "bfloat16":
+            return DType.bf16
+        return DType.from_numpy(value.dtype)
+    if type(value).__module__.split(".")[0] == "torch" and hasattr(value, "dtype") and hasattr(value, "shape"):
+        return DType.from_torch(value.dtype)  # type: ignore[attr-defined]
+    return None
+
+
+def _describe_spec(spec: object) -> str:
+    if isinstance(spec, TensorSpec):
+        body = f"{spec.dtype}[{', '.join(map(str, spec.shape))}]"
+        return {Role.OUT: f"Out[{body}]", Role.INOUT: f"InOut[{body}]"}.get(spec.role, body)
+    if isinstance(spec, ScalarSpec):
+        return f"scalar {spec.dtype}"
+    assert isinstance(spec, ConstSpec)
+    return f"intent.const[{spec.kind.__name__}]"
+
+
+class KernelObject:
+    """What `@intent.kernel` returns: call it to launch; `.kir`, `.oracle(...)`, `.triton_source(...)`, `.ptx(...)`,
+    `.stablehlo(...)`, `.stablehlo_run(...)`, `.explain(...)` expose each stage."""
+
+    def __init__(self, fn: Callable[..., Any], requires: Iterable[object] | None = None,
+                 checks: bool | None = None) -> None:
+        self.__wrapped__ = fn
+        self.__name__ = getattr(fn, "__name__", "kernel")
+        self.__qualname__ = getattr(fn, "__qualname__", self.__name__)
+        self.__doc__ = getattr(fn, "__doc__", None)
+        self.__module__ = getattr(fn, "__module__", __name__)
+        self.checks = bool(checks) if checks is not None else os.environ.get("INTENT_CHECKS", "") not in ("", "0")
+        self._requires = requires
+        self.signature: KernelSignature = signature(fn, requires)
+        self._cache: dict[tuple, Kernel] = {}
+        self._generic: Kernel | None = None
+        missing = [p for p in self.signature.consts
+                   if p.default is NO_DEFAULT and p.spec.kind is not int]  # type: ignore[union-attr]
+        self._no_generic = missing[0] if missing else None
+        if self._no_generic is None:  # built now, so that diagnostics appear where the kernel is defined
+            self._generic = build(fn, checks=self.checks, signature=self.signature)
+
+    # ------------------------------------------------------------------------------------------ KIR
+    @property
+    def kir(self) -> Kernel:
+        """The generic KIR: dtype variables stay variables; const parameters take their defaults, and const int
+        parameters without one are shape symbols."""
+        if self._generic is None:
+            p = self._no_generic
+            assert p is not None
+            raise DiagnosticError(f"kernel {self.__name__} has the compile-time parameter `{p.name}` "
+                                  f"({_describe_spec(p.spec)}) without a default, so its KIR exists per value: use "
+                                  f"{self.__name__}.specialize({{...}}) or give `{p.name}` a default", p.loc)
+        return self._generic
+
+    def specialize_with(self, dtypes: Mapping[str, DType | str] | None = None,
+                        consts: Mapping[str, object] | None = None) -> Kernel:
+        """The specialised KIR for explicit dtype-variable values and const values (cached per key)."""
+        dts: dict[str, DType] = {}
+        for name, dt in (dtypes or {}).items():
+            dts[name] = dt if isinstance(dt, DType) else DType.parse(str(getattr(dt, "__kir_dtype__", dt)))
+        cvals = dict(consts or {})
+        for p in self.signature.consts:
+            if p.name not in cvals and p.default is not NO_DEFAULT:
+                cvals[p.name] = p.default
+        if not dts and not cvals and self._generic is not None:
+            return self._generic
+        key = (tuple(sorted((k, v.value) for k, v in dts.items())),
+               tuple(sorted((k, type(v).__name__, v) for k, v in cvals.items())))
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = build(self.__wrapped__, checks=self.checks, dtypes=dts, consts=cvals, signature=self.signature)
+            self._cache[key] = hit
+        return hit
+
+    def specialize(self, args: Mapping[str, object]) -> Kernel:
+        """The KIR specialised for these arguments: dtype variables bound from the tensors' dtypes, const
+        parameters from their values."""
+        sig = self.signature
+        dtypes: dict[str, DType] = {}
+        origin: dict[str, str] = {}
+        for p in sig.params:
+            spec = p.spec
+            if not isinstance(spec, TensorSpec | ScalarSpec) or not isinstance(spec.dtype, DTypeVar) \
+                    or p.name not in args:
+                continue
+            var = spec.dtype
+            dt = dtype_of_argument(args[p.name])
+            if dt is None:
+                if isinstance(spec, TensorSpec):
+                    raise LaunchError(f"parameter {p.name}: expected a tensor of type {_describe_spec(spec)} (a torch "
+                                      f"tensor or NumPy array), got {type(args[p.name]).__name__}")
+                continue
+            if dt not in var.choices:
+                raise LaunchError(f"parameter {p.name}: dtype {dt} is not one of {var.name}'s choices "
+                                  f"({', '.join(map(str, var.choices))})")
+            if var.name in dtypes and dtypes[var.name] != dt:
+                raise LaunchError(f"parameter {p.name}: dtype {dt}, but {var.name} = {dtypes[var.name]} from parameter "
+                                  f"{origin[var.name]}")
+            dtypes[var.name], origin[var.name] = dt, p.name
+        for var in sig.dtype_vars:
+            if var.name not in dtypes:
+                users = [p.name for p in sig.params if isinstance(p.spec, TensorSpec) and p.spec.dtype == var]
+                raise LaunchError(f"cannot infer the dtype variable {var.name}: pass a tensor for "
+                                  f"{' or '.join(users) or 'a parameter of that type'}")
+        consts: dict[str, object] = {}
+        for p in sig.consts:
+            kind = p.spec.kind  # type: ignore[union-attr]
+            if p.name in args:
+                if not const_fits(args[p.name], kind):
+                    raise LaunchError(f"parameter {p.name}: expected a compile-time {kind.__name__} "
+                                      f"(intent.const[{kind.__name__}]), got {args[p.name]!r}")
+                consts[p.name] = args[p.name]
+            elif p.default is NO_DEFAULT:
+                raise LaunchError(f"missing argument {p.name} (intent.const[{kind.__name__}])")
+        return self.specialize_with(dtypes, consts)
+
+    # ------------------------------------------------------------------------------------------ arguments
+    def bind_arguments(self, args: tuple[object, ...], kwargs: Mapping[str, object],
+                       require_inputs: bool = True) -> dict[str, object]:
+        """Map positional and keyword arguments to parameter names; Out parameters may be omitted."""
+        names = [p.name for p in self.signature.params]
+        if len(args) > len(names):
+            raise LaunchError(f"{self.__name__}() takes {len(names)} arguments ({', '.join(names)}) but {len(args)} "
+                              f"were given")
+        out: dict[str, object] = dict(zip(names, args))
+        for k, v in kwargs.items():
+            if k not in names:
+                raise LaunchError(f"{self.__name__}() got an unexpected argument '{k}'; its parameters are "
+                                  f"{', '.join(names)}")
+            if k in out:
+                raise LaunchError(f"{self.__name__}() got multiple values for argument '{k}'")
+            out[k] = v
+        if require_inputs:
+            missing = [p for p in self.signature.params if p.name not in out
+                       and not (isinstance(p.spec, TensorSpec) and p.spec.role is Role.OUT)
+                       and not (p.is_const and p.default is not NO_DEFAULT)]
+            if missing:
+                shown = ", ".join(f"{p.name} ({_describe_spec(p.spec)})" for p in missing)
+                raise LaunchError(f"{self.__name__}() is missing argument(s): {shown}")
+        return out
+
+    def _prepare(self, args: tuple[object, ...], kwargs: Mapping[str, object],
+                 require_inputs: bool = True) -> tuple[Kernel, dict[str, object]]:
+        bound = self.bind_arguments(args, kwargs, require_inputs)
+        kernel = self.specialize(bound)
+        consts = {p.name for p in self.signature.consts}
+        return kernel, {k: v for k, v in bound.items() if k not in consts}
+
+    # ------------------------------------------------------------------------------------------ stages
+    def __call__(self, *args: object, **kwargs: object) -> Any:
+        kernel, abi = self._prepare(args, kwargs)
+        return _stage("emit_triton", "launch", "launching")(kernel, abi)
+
+    def oracle(self, *args: object, **kwargs: object) -> dict[str, np.ndarray]:
+        kernel, abi = self._prepare(args, kwargs)
+        return _stage("oracle", "run", "the NumPy oracle")(kernel, abi, checks=self.checks)
+
+    def triton_source(self, *args: object, **kwargs: object) -> str:
+        kernel, abi = self._prepare(args, kwargs)
+        return _stage("emit_triton", "source", "Triton source emission")(kernel, abi)
+
+    def ptx(self, *args: object, arch: int = 90, **kwargs: object) -> str:
+        kernel, abi = self._prepare(args, kwargs)
+        return _stage("emit_triton", "ptx", "ahead-of-time PTX")(kernel, abi, arch)
+
+    def stablehlo(self, *args: object, **kwargs: object) -> str:
+        kernel, abi = self._prepare(args, kwargs)
+        return _stage("oracle.stablehlo", "emit", "the StableHLO exit")(kernel, abi)
+
+    def stablehlo_run(self, *args: object, **kwargs: object) -> dict[str, np.ndarray]:
+        kernel, abi = self._prepare(args, kwargs)
+        return _stage("oracle.stablehlo", "run", "the StableHLO exit")(kernel, abi)
+
+    def explain(self, *args: object, **kwargs: object) -> str:
+        kernel, _ = self._prepare(args, kwargs, require_inputs=False)
+        return _stage("physical", "explain", "the physical plan")(kernel)
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{p.name}: {_describe_spec(p.spec)}" for p in self.signature.params)
+        return f"<intent.kernel {self.__name__}({params})>"
+
+
+def kernel(fn: Callable[..., Any] | None = None, *, requires: Iterable[object] | None = None,
+           checks: bool | None = None) -> Any:
+    """`@intent.kernel` or `@intent.kernel(requires=[N <= 65536], checks=True)`."""
+    if fn is None:
+        return lambda f: kernel(f, requires=requires, checks=checks)
+    if not callable(fn) or isinstance(fn, type):
+        raise DiagnosticError(f"@intent.kernel decorates a function, got {fn!r}; pass refinements by keyword: "
+                              f"@intent.kernel(requires=[...])", user_loc())
+    return KernelObject(fn, requires, checks)
+
+
+class Helper:
+    """An `@intent.func` helper or `@intent.combine` function: inlined where a kernel body calls it."""
+
+    def __init__(self, fn: Callable[..., Any], kind: str) -> None:
+        if not callable(fn) or not hasattr(fn, "__code__"):
+            raise DiagnosticError(f"@intent.{kind} decorates a `def` function, got {fn!r}", user_loc())
+        self.__wrapped__ = fn
+        self.__name__ = fn.__name__
+        self.__qualname__ = fn.__qualname__
+        self.__doc__ = fn.__doc__
+        self.__module__ = fn.__module__
+        setattr(self, f"__intent_{kind}__", fn)
+        self._kind = kind
+
+    def __call__(self, *args: object, **kwargs: object) -> Any:
+        raise IntentError(f"`{self.__name__}` is an @intent.{self._kind} function: it is inlined into kernel bodies "
+                          f"and cannot be called from Python")
+
+    def __repr__(self) -> str:
+        return f"<intent.{self._kind} {self.__name__}>"
+
+
+def func(fn: Callable[..., Any]) -> Helper:
+    """`@intent.func`: a helper whose body is inlined at each call site in a kernel body."""
+    return Helper(fn, "func")
+
+
+def combine(fn: Callable[..., Any]) -> Helper:
+    """`@intent.combine`: `def c(a, b)` combining two partial results (tuples for tuple reductions)."""
+    return Helper(fn, "combine")
+

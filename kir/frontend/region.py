@@ -1,0 +1,166 @@
+"""Data-dependent subregions `x[b:e]`: found inside the argument of a reduction or scan, they turn it into a
+region fold (the element expression becomes the fold's `map` region) or, as a store, a region scan."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..control import Yield
+from ..core import IndexItem, Region, scalar
+from ..dtypes import ElemType
+from ..region import RegionScan
+from ..scan import ScanKind
+from .access import load_items, region_index, resolve_index
+from .calls import CallArgs
+from .values import OpRef, RefV, TVal
+
+if TYPE_CHECKING:
+    from .access import Item
+    from .lower import Lowerer
+
+# spellings whose own argument owns the subregions inside it
+FOLDING_SPELLINGS = frozenset({"sum", "prod", "max", "min", "any", "all", "argmax", "argmin", "mean", "reduce",
+                               "cumsum", "cumprod", "cummax", "cummin", "scan"})
+SCAN_KINDS = {"cumsum": ScanKind.sum, "cumprod": ScanKind.prod, "cummax": ScanKind.max, "cummin": ScanKind.min}
+
+
+@dataclass
+class RegionAccess:
+    ref: RefV
+    index: tuple[IndexItem, ...]
+    subs: list[ast.Subscript]  # the subscripts that denote the element inside the fold
+
+    @property
+    def dtype(self) -> ElemType:
+        return self.ref.type.dtype
+
+
+@contextmanager
+def region_scope(lw: Lowerer) -> Iterator[None]:
+    saved = lw.overrides
+    lw.overrides = dict(saved)
+    try:
+        yield
+    finally:
+        lw.overrides = saved
+
+
+def _callee_name(node: ast.Call) -> str | None:
+    f = node.func
+    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+
+
+def _candidates(nodes: list[ast.AST]) -> list[ast.Subscript]:
+    out: list[ast.Subscript] = []
+    stack = list(nodes)[::-1]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Call) and _callee_name(n) in FOLDING_SPELLINGS and n not in nodes:
+            continue  # a nested reduction owns its own subregions
+        if isinstance(n, ast.Lambda | ast.ListComp | ast.GeneratorExp | ast.SetComp | ast.DictComp):
+            continue
+        if isinstance(n, ast.Subscript):
+            elts = n.slice.elts if isinstance(n.slice, ast.Tuple) else [n.slice]
+            if any(isinstance(e, ast.Slice) and (e.lower is not None or e.upper is not None) for e in elts):
+                out.append(n)
+        stack.extend(reversed(list(ast.iter_child_nodes(n))))
+    return out
+
+
+def find_region(lw: Lowerer, nodes: list[ast.AST], node: ast.AST, what: str) -> RegionAccess | None:
+    """Evaluate the sliced subscripts inside `nodes` once; return the subregion when one has runtime bounds.
+    Must run inside `region_scope` (the evaluated subscripts are remembered there)."""
+    found: list[tuple[ast.Subscript, RefV, list[Item]]] = []
+    for sub in _candidates(nodes):
+        base = lw.expr(sub.value)
+        lw.overrides[id(sub.value)] = base
+        if not isinstance(base, RefV):
+            continue
+        items = resolve_index(lw, base.type.shape, sub.slice, sub, f"reading `{base.name}`")
+        if any(it.kind == "dyn" for it in items):
+            found.append((sub, base, items))
+        else:
+            lw.overrides[id(sub)] = load_items(lw, base, items, sub)
+    if not found:
+        return None
+    if len({ast.dump(s) for s, _, _ in found}) > 1:
+        raise lw.error(found[1][0], f"{what} reads more than one data-dependent subregion; a region fold reads one "
+                                    f"subregion x[b:e] (compute per-element expressions of it inside the call)")
+    sub, ref, items = found[0]
+    index = region_index(lw, ref, items, sub, what)
+    return RegionAccess(ref, index, [s for s, _, _ in found])
+
+
+def fold_map(lw: Lowerer, acc: RegionAccess, components: list[ast.AST], what: str) -> tuple[Region | None,
+                                                                                             tuple[ElemType, ...]]:
+    """The fold's element map: one argument (the element), yielding each component as a scalar."""
+    if len(components) == 1 and any(components[0] is s for s in acc.subs):
+        return None, (acc.dtype,)
+    (elem,) = lw.b.begin_region((scalar(acc.dtype),), ("elem",))
+    for s in acc.subs:
+        lw.overrides[id(s)] = TVal(elem)
+    from .coerce import to_tval
+
+    vals = []
+    for n in components:
+        tv = to_tval(lw, lw.expr(n), n, what)
+        if tv.shape:
+            raise lw.error(n, f"{what}: an expression over a subregion x[b:e] must be elementwise (each element gives "
+                              f"one scalar), but this one has shape {tv.type}")
+        vals.append(tv)
+    lw.make(Yield, components[0], values=tuple(v.value for v in vals))
+    for s in acc.subs:
+        del lw.overrides[id(s)]
+    return lw.b.end_region(), tuple(v.dtype for v in vals)
+
+
+def region_scan_store(lw: Lowerer, ref: RefV, items: list[Item], value_node: ast.AST, node: ast.AST,
+                      target: ast.Subscript) -> None:
+    from .helpers import combine_region
+    from .scan import scan_flags
+
+    hint = f"a data-dependent subregion `{ref.name}[b:e]` can only be assigned a scan of a matching subregion, e.g. " \
+           f"`{ref.name}[b:e] = intent.cumsum(x[b:e])`; to write a window of fixed size, index with a vector: " \
+           f"`{ref.name}[b + intent.arange(K)] = ...`"
+    if not isinstance(value_node, ast.Call):
+        raise lw.error(value_node, hint)
+    callee = lw.expr(value_node.func)
+    if not (isinstance(callee, OpRef) and (callee.name in SCAN_KINDS or callee.name == "scan")):
+        raise lw.error(value_node, hint)
+    call = CallArgs(lw, callee.name, callee.fn, value_node)
+    src_param = "values" if callee.name == "scan" else "x"
+    src_node = call.arg_node(src_param)
+    what = f"intent.{callee.name}"
+    with region_scope(lw):
+        acc = find_region(lw, [src_node], value_node, what)
+        if acc is None or not any(src_node is s for s in acc.subs):
+            raise lw.error(src_node, f"{what}: the scanned value must be a subregion itself, e.g. "
+                                     f"intent.{callee.name}(x[b:e]), to be stored into `{ref.name}[b:e]`")
+    dst_index = region_index(lw, ref, items, target, "the region scan target")
+    dyn_axis = next(k for k, it in enumerate(items) if it.kind == "dyn")
+    axis = call.static_int("axis")
+    if not (axis == dyn_axis or axis == dyn_axis - ref.type.rank):
+        raise lw.error(call.arg_node("axis"), f"{what}: a region scan runs along the subregion's axis {dyn_axis}, "
+                                              f"not axis {axis}")
+    reverse, exclusive = scan_flags(call)
+    if callee.name == "scan":
+        identity = _identity(lw, call, (acc.dtype,))
+        combine = combine_region(lw, call.value("combine"), (acc.dtype,), False, value_node, what)
+        kind = ScanKind.custom
+    else:
+        if call.given("acc") and not call.is_none("acc"):
+            raise lw.error(call.arg_node("acc"), f"{what}: a region scan accumulates in the element dtype; `acc` is "
+                                                 f"not supported here")
+        identity, combine, kind = None, None, SCAN_KINDS[callee.name]
+    lw.make(RegionScan, node, dst=ref.value, dst_index=dst_index, src=acc.ref.value, src_index=acc.index,
+            kind=kind, reverse=reverse, exclusive=exclusive, identity=identity, combine=combine)
+
+
+def _identity(lw: Lowerer, call: CallArgs, dtypes: tuple[ElemType, ...]) -> tuple:
+    from .reduce import identity_literals
+
+    return identity_literals(lw, call, dtypes)

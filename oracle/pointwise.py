@@ -1,0 +1,168 @@
+"""Constants, index values and pointwise ops (the numerics are in `oracle/numerics.py`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from kir.dtypes import DType
+from kir.pointwise import (
+    Binary,
+    BinaryFn,
+    Bitcast,
+    Cast,
+    CmpFn,
+    Compare,
+    Constant,
+    DimValue,
+    Iota,
+    Select,
+    Unary,
+    UnaryFn,
+)
+
+from .interp import Frame, evaluates
+from .numerics import bitcast, cast, int_floordiv, int_mod, int_pow, np_dtype, to_storage
+
+
+def value_dtype(v) -> DType:
+    dt = v.type.dtype
+    np_dtype(dt)  # refuses unassigned dtype variables with a clear error
+    return dt
+
+
+@evaluates(Constant)
+def _constant(frame: Frame, op: Constant) -> tuple[np.ndarray]:
+    return (to_storage(np.array([op.value]), op.dtype),)
+
+
+@evaluates(Iota)
+def _iota(frame: Frame, op: Iota) -> tuple[np.ndarray]:
+    return (np.arange(frame.dim(op.extent), dtype=np_dtype(op.dtype))[None],)
+
+
+@evaluates(DimValue)
+def _dim_value(frame: Frame, op: DimValue) -> tuple[np.ndarray]:
+    return (to_storage(np.array([frame.dim(op.dim)], dtype=np.int64), op.dtype),)
+
+
+# ---------------------------------------------------------------------------------------------- unary
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    # NumPy has no erf; torch's CPU erf is correctly rounded to well within the float tolerance.
+    wide = np.array(x, dtype=np.float64 if x.dtype == np.float64 else np.float32)  # a private, writable copy
+    return torch.erf(torch.from_numpy(wide)).numpy().astype(x.dtype)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    one = np.ones((), x.dtype)
+    return one / (one + np.exp(-x))
+
+
+def _rsqrt(x: np.ndarray) -> np.ndarray:
+    return np.ones((), x.dtype) / np.sqrt(x)
+
+
+def _not(x: np.ndarray) -> np.ndarray:
+    return np.logical_not(x) if x.dtype == np.bool_ else np.invert(x)
+
+
+UNARY: dict[UnaryFn, Callable[[np.ndarray], np.ndarray]] = {
+    UnaryFn.neg: np.negative,
+    UnaryFn.abs: np.abs,
+    UnaryFn.exp: np.exp,
+    UnaryFn.exp2: np.exp2,
+    UnaryFn.log: np.log,
+    UnaryFn.log2: np.log2,
+    UnaryFn.log1p: np.log1p,
+    UnaryFn.sqrt: np.sqrt,
+    UnaryFn.rsqrt: _rsqrt,
+    UnaryFn.sin: np.sin,
+    UnaryFn.cos: np.cos,
+    UnaryFn.tanh: np.tanh,
+    UnaryFn.sigmoid: _sigmoid,
+    UnaryFn.erf: _erf,
+    UnaryFn.floor: np.floor,
+    UnaryFn.ceil: np.ceil,
+    UnaryFn.round: np.rint,  # half to even
+    UnaryFn.not_: _not,
+    UnaryFn.isnan: np.isnan,
+    UnaryFn.isinf: np.isinf,
+}
+
+
+@evaluates(Unary)
+def _unary(frame: Frame, op: Unary) -> tuple[np.ndarray]:
+    return (UNARY[op.fn](frame.get(op.x)),)
+
+
+# ---------------------------------------------------------------------------------------------- binary
+
+
+INT_BINARY: dict[BinaryFn, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    BinaryFn.floordiv: int_floordiv,
+    BinaryFn.mod: int_mod,
+    BinaryFn.pow: int_pow,
+}
+
+FLOAT_BINARY: dict[BinaryFn, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    BinaryFn.div: np.true_divide,
+    BinaryFn.floordiv: lambda a, b: np.floor(a / b),
+    BinaryFn.mod: np.fmod,
+    BinaryFn.pow: np.power,
+}
+
+BINARY: dict[BinaryFn, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    BinaryFn.add: np.add,
+    BinaryFn.sub: np.subtract,
+    BinaryFn.mul: np.multiply,
+    BinaryFn.maximum: np.maximum,  # NaN-propagating
+    BinaryFn.minimum: np.minimum,
+    BinaryFn.and_: np.bitwise_and,
+    BinaryFn.or_: np.bitwise_or,
+    BinaryFn.xor: np.bitwise_xor,
+    # NumPy's shifts clamp like PTX's: amounts outside [0, bits) give 0 or the sign fill.
+    BinaryFn.shl: np.left_shift,
+    BinaryFn.shr: np.right_shift,  # arithmetic for signed dtypes, logical for unsigned
+}
+
+
+@evaluates(Binary)
+def _binary(frame: Frame, op: Binary) -> tuple[np.ndarray]:
+    a, b = frame.get(op.lhs), frame.get(op.rhs)
+    table = FLOAT_BINARY if value_dtype(op.lhs).is_float else INT_BINARY
+    fn = table.get(op.fn) or BINARY[op.fn]
+    return (fn(a, b),)
+
+
+COMPARE: dict[CmpFn, np.ufunc] = {
+    CmpFn.eq: np.equal,
+    CmpFn.ne: np.not_equal,
+    CmpFn.lt: np.less,
+    CmpFn.le: np.less_equal,
+    CmpFn.gt: np.greater,
+    CmpFn.ge: np.greater_equal,
+}
+
+
+@evaluates(Compare)
+def _compare(frame: Frame, op: Compare) -> tuple[np.ndarray]:
+    return (COMPARE[op.fn](frame.get(op.lhs), frame.get(op.rhs)),)
+
+
+@evaluates(Select, moves=True)
+def _select(frame: Frame, op: Select) -> tuple[np.ndarray]:
+    return (np.where(frame.get(op.cond), frame.get(op.on_true), frame.get(op.on_false)),)
+
+
+@evaluates(Cast)
+def _cast(frame: Frame, op: Cast) -> tuple[np.ndarray]:
+    return (cast(frame.get(op.x), value_dtype(op.x), value_dtype(op.results[0])),)
+
+
+@evaluates(Bitcast, moves=True)
+def _bitcast(frame: Frame, op: Bitcast) -> tuple[np.ndarray]:
+    return (bitcast(frame.get(op.x), value_dtype(op.x), value_dtype(op.results[0])),)

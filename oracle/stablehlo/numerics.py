@@ -1,0 +1,75 @@
+"""The oracle's numeric choices where KIR or StableHLO leave room (see `oracle/numerics.py`), made explicit.
+
+StableHLO leaves these implementation-defined, so they are spelled out with selects rather than
+left to the consumer:
+
+* an integer `floordiv`/`mod` by zero gives 0 (quotients truncate toward zero, as `divide` does);
+* an integer `pow` with a negative exponent gives `1 / a**-b` truncated toward zero;
+* a shift by an amount outside [0, bits) gives 0, or the sign fill for `shr` of a signed value;
+* float -> integer casts truncate toward zero, saturate at the target's range, and map NaN to 0;
+* casts to bf16 round through f32 (as torch and the oracle do).
+"""
+
+from __future__ import annotations
+
+from kir.dtypes import DType
+
+from .context import Ctx
+from .values import Val
+
+
+def int_divide(ctx: Ctx, name: str, a: Val, b: Val) -> Val:
+    """`divide` or `remainder` of integers with a zero divisor giving 0."""
+    s = ctx.ssa
+    zero = s.compare("EQ", b, ctx.splat_like(0, b))
+    safe = s.select(zero, ctx.splat_like(1, b), b)
+    return s.select(zero, ctx.splat_like(0, a), s.binary(name, a, safe))
+
+
+def int_power(ctx: Ctx, a: Val, b: Val) -> Val:
+    s = ctx.ssa
+    if not a.dtype.is_signed:
+        return s.binary("power", a, b)
+    negative = s.compare("LT", b, ctx.splat_like(0, b))
+    raised = s.binary("power", a, s.select(negative, ctx.splat_like(0, b), b))
+    one, minus = ctx.splat_like(1, a), ctx.splat_like(-1, a)
+    odd = s.compare("NE", s.binary("and", b, ctx.splat_like(1, b)), ctx.splat_like(0, b))
+    inverse = s.select(s.compare("EQ", a, one), one,
+                       s.select(s.compare("EQ", a, minus), s.select(odd, minus, one), ctx.splat_like(0, a)))
+    return s.select(negative, inverse, raised)
+
+
+def shift(ctx: Ctx, name: str, a: Val, b: Val) -> Val:
+    s = ctx.ssa
+    bits = a.dtype.bits
+    outside = s.compare("GE", b, ctx.splat_like(bits, b))
+    if a.dtype.is_signed:
+        outside = s.binary("or", outside, s.compare("LT", b, ctx.splat_like(0, b)))
+    shifted = s.binary(name, a, s.select(outside, ctx.splat_like(0, b), b))
+    fill = ctx.splat_like(0, a)
+    if name == "shift_right_arithmetic":
+        fill = s.select(s.compare("LT", a, ctx.splat_like(0, a)), ctx.splat_like(-1, a), fill)
+    return s.select(outside, fill, shifted)
+
+
+def float_to_int(ctx: Ctx, x: Val, dtype: DType) -> Val:
+    s = ctx.ssa
+    lo, hi = dtype.int_range
+    w = s.convert(x, DType.f64)
+    converted = s.convert(w, dtype)
+    inside = s.select(s.compare("NE", w, w), ctx.splat_like(0, converted), converted)
+    under = s.select(s.compare("LE", w, ctx.splat_like(float(lo), w)), ctx.splat_like(lo, converted), inside)
+    return s.select(s.compare("GE", w, ctx.splat_like(float(hi), w)), ctx.splat_like(hi, converted), under)
+
+
+def cast(ctx: Ctx, x: Val, dtype: DType) -> Val:
+    """KIR `cast` (value conversion)."""
+    if x.dtype == dtype:
+        return x
+    if dtype.is_pred:
+        return ctx.ssa.compare("NE", x, ctx.splat_like(0, x))
+    if x.dtype.is_float and dtype.is_int:
+        return float_to_int(ctx, x, dtype)
+    if dtype == DType.bf16 and x.dtype not in (DType.f32, DType.f16):
+        x = ctx.ssa.convert(x, DType.f32)
+    return ctx.ssa.convert(x, dtype)

@@ -1,0 +1,245 @@
+"""Constants, index values and pointwise ops.
+
+Semantics checked against XLA: integer `divide`/`remainder` truncate toward zero (C), float
+`remainder` is fmod, `maximum`/`minimum` propagate NaN; the oracle's choices for division by
+zero, negative integer exponents, wide shifts and float -> integer casts are in `numerics.py`.
+StableHLO has no erf (it is CHLO), so erf is a rational approximation evaluated in f64 (error
+< 1e-7) for f16/bf16/f32, and its everywhere convergent positive series for f64.
+"""
+
+from __future__ import annotations
+
+import math
+
+from kir.core import Op
+from kir.dtypes import DType
+from kir.pointwise import (
+    Binary,
+    BinaryFn,
+    Bitcast,
+    Cast,
+    CmpFn,
+    Compare,
+    Constant,
+    DimValue,
+    Iota,
+    Select,
+    Unary,
+    UnaryFn,
+)
+
+from .context import Affine, Ctx
+from .numerics import cast, int_divide, int_power, shift
+from .registry import emits
+from .values import Val
+
+
+def concrete(ctx: Ctx, dtype: object) -> DType:
+    if not isinstance(dtype, DType):
+        raise ctx.refuse(f"dtype variable {dtype} is not specialised")
+    return dtype
+
+
+@emits(Constant)
+def _constant(ctx: Ctx, op: Op) -> None:
+    assert isinstance(op, Constant)
+    dt = concrete(ctx, op.dtype)
+    value = op.value
+    ctx.set_lazy(op.result, lambda: ctx.splat(value, dt))
+    if dt.is_int and isinstance(op.value, int) and not isinstance(op.value, bool):
+        ctx.affine[op.result.id] = Affine((), int(op.value))
+
+
+@emits(DimValue)
+def _dim_value(ctx: Ctx, op: Op) -> None:
+    assert isinstance(op, DimValue)
+    value = ctx.dim(op.dim)
+    dt = concrete(ctx, op.dtype)
+    ctx.set_lazy(op.result, lambda: ctx.splat(value, dt))
+    if dt.is_int:
+        ctx.affine[op.result.id] = Affine((), value)
+
+
+@emits(Iota)
+def _iota(ctx: Ctx, op: Op) -> None:
+    assert isinstance(op, Iota)
+    ctx.set(op.result, ctx.ssa.iota(concrete(ctx, op.dtype), (ctx.dim(op.extent),), 0))
+
+
+# ---------------------------------------------------------------------------------------------- unary
+
+_SIMPLE_UNARY = {
+    UnaryFn.neg: "negate", UnaryFn.abs: "abs", UnaryFn.exp: "exponential", UnaryFn.log: "log",
+    UnaryFn.log1p: "log_plus_one", UnaryFn.sqrt: "sqrt", UnaryFn.rsqrt: "rsqrt", UnaryFn.sin: "sine",
+    UnaryFn.cos: "cosine", UnaryFn.tanh: "tanh", UnaryFn.sigmoid: "logistic", UnaryFn.floor: "floor",
+    UnaryFn.ceil: "ceil", UnaryFn.round: "round_nearest_even", UnaryFn.not_: "not",
+}
+
+
+def unary(ctx: Ctx, fn: UnaryFn, x: Val) -> Val:
+    s = ctx.ssa
+    if fn in _SIMPLE_UNARY:
+        return s.unary(_SIMPLE_UNARY[fn], x)
+    if fn is UnaryFn.exp2:
+        return s.binary("power", ctx.splat_like(2.0, x), x)
+    if fn is UnaryFn.log2:
+        return float_divide(ctx, s.unary("log", x), ctx.splat_like(math.log(2.0), x))
+    if fn is UnaryFn.isnan:
+        return s.compare("NE", x, x)
+    if fn is UnaryFn.isinf:
+        return s.compare("EQ", s.unary("abs", x), ctx.splat_like(math.inf, x))
+    if fn is UnaryFn.erf:
+        return erf(ctx, x)
+    raise AssertionError(fn)
+
+
+# Rational approximation of erf on [-4, 4] (Eigen's generic_fast_erf_float), evaluated in f64.
+_ERF_NUM = (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
+            -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02)
+_ERF_DEN = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
+            -1.42647390514189e-02)
+_ERF_SERIES_TERMS = 120  # enough for |x| <= 6, beyond which erf is +-1 in f64
+
+
+def _horner(ctx: Ctx, x2: Val, coeffs: tuple[float, ...]) -> Val:
+    acc = ctx.splat_like(coeffs[0], x2)
+    for c in coeffs[1:]:
+        acc = ctx.ssa.binary("add", ctx.ssa.binary("multiply", acc, x2), ctx.splat_like(c, x2))
+    return acc
+
+
+def erf(ctx: Ctx, x: Val) -> Val:
+    s = ctx.ssa
+    if x.dtype != DType.f64:
+        w = s.convert(x, DType.f64)
+        w = s.binary("maximum", s.binary("minimum", w, ctx.splat_like(4.0, w)), ctx.splat_like(-4.0, w))
+        x2 = s.binary("multiply", w, w)
+        num = s.binary("multiply", _horner(ctx, x2, _ERF_NUM), w)
+        return s.convert(s.binary("divide", num, _horner(ctx, x2, _ERF_DEN)), x.dtype, "erf")
+    # erf(x) = 2/sqrt(pi) * exp(-x^2) * sum_n x (2x^2)^n / (2n+1)!!  (all terms positive: no cancellation)
+    a = s.binary("minimum", s.unary("abs", x), ctx.splat_like(6.0, x))
+    two_a2 = s.binary("multiply", ctx.splat_like(2.0, a), s.binary("multiply", a, a))
+    n0 = ctx.splat(0.0, DType.f64)
+
+    def cond(args: list[Val]) -> list[Val]:
+        return [s.compare("LT", args[0], ctx.splat(float(_ERF_SERIES_TERMS), DType.f64))]
+
+    def body(args: list[Val]) -> list[Val]:
+        n, term, total = args
+        n1 = s.binary("add", n, ctx.splat(1.0, DType.f64))
+        denom = s.binary("add", s.binary("multiply", ctx.splat(2.0, DType.f64), n1), ctx.splat(1.0, DType.f64))
+        dn = s.broadcast_in_dim(denom, term.shape, [], term.depth)
+        nterm = s.binary("divide", s.binary("multiply", term, two_a2), dn)
+        return [n1, nterm, s.binary("add", total, nterm)]
+
+    _, _, total = s.while_([n0, a, a], cond, body, "erf_series")
+    scale = s.binary("multiply", ctx.splat_like(2.0 / math.sqrt(math.pi), a),
+                     s.unary("exponential", s.unary("negate", s.binary("multiply", a, a))))
+    mag = s.binary("minimum", s.binary("multiply", scale, total), ctx.splat_like(1.0, a))
+    return s.binary("multiply", s.unary("sign", x), mag)
+
+
+@emits(Unary)
+def _unary(ctx: Ctx, op: Op) -> None:
+    assert isinstance(op, Unary)
+    ctx.set(op.result, unary(ctx, op.fn, ctx.get(op.x)))
+
+
+# ---------------------------------------------------------------------------------------------- binary
+
+_SIMPLE_BINARY = {
+    BinaryFn.add: "add", BinaryFn.sub: "subtract", BinaryFn.mul: "multiply", BinaryFn.div: "divide",
+    BinaryFn.mod: "remainder", BinaryFn.pow: "power", BinaryFn.maximum: "maximum",
+    BinaryFn.minimum: "minimum", BinaryFn.and_: "and", BinaryFn.or_: "or", BinaryFn.xor: "xor",
+}
+
+
+def float_divide(ctx: Ctx, a: Val, b: Val) -> Val:
+    """IEEE division. The barrier keeps XLA from rewriting `a / broadcast(b)`, `a / sqrt(b)` and the like
+    into multiplications by a reciprocal, which round differently."""
+    return ctx.ssa.binary("divide", a, ctx.ssa.optimization_barrier(b))
+
+
+def binary(ctx: Ctx, fn: BinaryFn, a: Val, b: Val) -> Val:
+    a, b = ctx.lift_all(a, b)
+    s = ctx.ssa
+    dt = a.dtype
+    if dt.is_pred and fn in (BinaryFn.maximum, BinaryFn.minimum):
+        return s.binary("or" if fn is BinaryFn.maximum else "and", a, b)
+    if fn in (BinaryFn.div, BinaryFn.floordiv) and dt.is_float:
+        q = float_divide(ctx, a, b)
+        return s.unary("floor", q) if fn is BinaryFn.floordiv else q
+    if fn in (BinaryFn.floordiv, BinaryFn.mod) and not dt.is_float:
+        return int_divide(ctx, "divide" if fn is BinaryFn.floordiv else "remainder", a, b)
+    if fn is BinaryFn.pow and dt.is_int:
+        return int_power(ctx, a, b)
+    if fn is BinaryFn.shl:
+        return shift(ctx, "shift_left", a, b)
+    if fn is BinaryFn.shr:
+        return shift(ctx, "shift_right_arithmetic" if dt.is_signed else "shift_right_logical", a, b)
+    return s.binary(_SIMPLE_BINARY[fn], a, b)
+
+
+def _affine_binary(ctx: Ctx, op: Binary) -> Affine | None:
+    a, b = ctx.affine.get(op.lhs.id), ctx.affine.get(op.rhs.id)
+    if a is None or b is None:
+        return None
+    if op.fn is BinaryFn.add:
+        return a.combine(b, 1)
+    if op.fn is BinaryFn.sub:
+        return a.combine(b, -1)
+    if op.fn is BinaryFn.mul and (a.is_const or b.is_const):
+        return b.scale(a.const) if a.is_const else a.scale(b.const)
+    if op.fn in (BinaryFn.floordiv, BinaryFn.mod) and a.is_const and b.is_const and b.const != 0:
+        q = abs(a.const) // abs(b.const) * (1 if (a.const >= 0) == (b.const > 0) else -1)
+        return Affine((), q if op.fn is BinaryFn.floordiv else a.const - q * b.const)
+    return None
+
+
+@emits(Binary)
+def _binary(ctx: Ctx, op: Op) -> None:
+    assert isinstance(op, Binary)
+    aff = _affine_binary(ctx, op)
+    if aff is None:
+        ctx.set(op.result, binary(ctx, op.fn, ctx.get(op.lhs), ctx.get(op.rhs)))
+        return
+    # Index arithmetic is often used only as coordinates: emit it where it is used as a value.
+    ctx.affine[op.result.id] = aff
+    fn, lhs, rhs = op.fn, op.lhs, op.rhs
+    ctx.set_lazy(op.result, lambda: binary(ctx, fn, ctx.get(lhs), ctx.get(rhs)))
+
+
+_DIRECTION = {CmpFn.eq: "EQ", CmpFn.ne: "NE", CmpFn.lt: "LT", CmpFn.le: "LE", CmpFn.gt: "GT", CmpFn.ge: "GE"}
+
+
+@emits(Compare)
+def _compare(ctx: Ctx, op: Op) -> None:
+    assert isinstance(op, Compare)
+    a, b = ctx.lift_all(ctx.get(op.lhs), ctx.get(op.rhs))
+    ctx.set(op.result, ctx.ssa.compare(_DIRECTION[op.fn], a, b))
+
+
+@emits(Select)
+def _select(ctx: Ctx, op: Op) -> None:
+    assert isinstance(op, Select)
+    c, a, b = ctx.lift_all(ctx.get(op.cond), ctx.get(op.on_true), ctx.get(op.on_false))
+    ctx.set(op.result, ctx.ssa.select(c, a, b))
+
+
+@emits(Cast)
+def _cast(ctx: Ctx, op: Op) -> None:
+    assert isinstance(op, Cast)
+    dt = concrete(ctx, op.dtype)
+    src = ctx.affine.get(op.x.id)
+    if src is None or not dt.is_int:
+        ctx.set(op.result, cast(ctx, ctx.get(op.x), dt))
+        return
+    ctx.affine[op.result.id] = src
+    x = op.x
+    ctx.set_lazy(op.result, lambda: cast(ctx, ctx.get(x), dt))
+
+
+@emits(Bitcast)
+def _bitcast(ctx: Ctx, op: Op) -> None:
+    assert isinstance(op, Bitcast)
+    ctx.set(op.result, ctx.ssa.bitcast(ctx.get(op.x), concrete(ctx, op.dtype)))

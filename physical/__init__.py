@@ -1,0 +1,35 @@
+"""The physical program: construction from KIR, passes, verifier, printer and explanations."""
+
+from __future__ import annotations
+
+from kir.core import Kernel
+
+from . import model
+from .construct import construct, segments_for
+from .explain import explain
+from .model import Program
+from .passes import PIPELINE, Pass
+from .printer import print_program
+from .verify import verify as _verify_program
+
+verify = _verify_program
+
+
+def lower(kernel: Kernel, verify: bool = False) -> Program:  # noqa: A002 (the documented keyword)
+    """Construct the initial program, then run every pass of `PIPELINE` in order.
+
+    With `verify=True` the construction verifier runs after construction and after each pass.
+    """
+    program = construct(kernel)
+    if verify:
+        _verify_program(program)
+    for p in PIPELINE:
+        if p.legal(program) is True and p.profitable(program):
+            program = p.run(program)
+            if verify:
+                _verify_program(program)
+    return program
+
+
+__all__ = ["construct", "lower", "PIPELINE", "Pass", "verify", "print_program", "explain", "Program", "model",
+           "segments_for"]

@@ -1,0 +1,286 @@
+"""Analyses over KIR that construction needs: def-use, effects, instance variance, disjoint writes.
+
+The def-use and statement-dependence graphs are networkx graphs; the disjointness of writes from
+different instances is decided with Z3 over affine forms of the write coordinates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from kir import access as KA
+from kir import atomic as KT
+from kir import control as KC
+from kir import core as K
+from kir import region as KG
+from kir.dims import DConst, Dim, DSym, PAnd, PCmp, PNot, POr, dim_bin
+from kir.dtypes import DType
+from kir.pointwise import Binary, BinaryFn, Cast, Constant, DimValue
+
+# ---------------------------------------------------------------------------------------------- def-use
+
+
+def def_use_graph(region: K.Region) -> nx.DiGraph:
+    """Nodes are value ids and `id(op)`s; edges value -> op (use) and op -> value (definition)."""
+    g = nx.DiGraph()
+    for op in region.walk():
+        g.add_node(id(op), op=op)
+        for v in op.operands():
+            g.add_edge(v.id, id(op))
+        for v in op.results:
+            g.add_edge(id(op), v.id)
+        for r in op.regions():
+            for a in r.args:
+                g.add_edge(id(op), a.id)
+    return g
+
+
+def defined_inside(op: K.Op) -> set[int]:
+    out = {v.id for v in op.results}
+    for r in op.regions():
+        out.update(a.id for a in r.args)
+        for o in r.walk():
+            out.update(v.id for v in o.results)
+            for rr in o.regions():
+                out.update(a.id for a in rr.args)
+    return out
+
+
+def captured(op: K.Op) -> set[int]:
+    """Values an op (with its nested regions) uses but does not define."""
+    inner = defined_inside(op) - {v.id for v in op.results}
+    used = {v.id for v in op.operands()}
+    for r in op.regions():
+        for o in r.walk():
+            used.update(v.id for v in o.operands())
+    return used - inner
+
+
+# ---------------------------------------------------------------------------------------------- effects
+
+
+@dataclass
+class Effects:
+    reads: set[int] = field(default_factory=set)        # buffer (ref value) ids read
+    writes: set[int] = field(default_factory=set)       # written by plain stores / scatters / region scans
+    atomics: dict[int, set[str]] = field(default_factory=dict)  # buffer -> atomic kinds used
+
+    def merge(self, other: Effects) -> None:
+        self.reads |= other.reads
+        self.writes |= other.writes
+        for b, ks in other.atomics.items():
+            self.atomics.setdefault(b, set()).update(ks)
+
+    def touched(self) -> set[int]:
+        return self.reads | self.writes | set(self.atomics)
+
+
+def effects_of(ops: Iterable[K.Op]) -> Effects:
+    e = Effects()
+    for top in ops:
+        for op in [top, *[o for r in top.regions() for o in r.walk()]]:
+            if isinstance(op, KA.Load | KA.Gather | KG.RegionFold):
+                e.reads.add(op.src.id)
+            elif isinstance(op, KA.Store | KA.Scatter):
+                e.writes.add(op.dst.id)
+            elif isinstance(op, KG.RegionScan):
+                e.reads.add(op.src.id)
+                e.writes.add(op.dst.id)
+            elif isinstance(op, KT.Atomic):
+                e.atomics.setdefault(op.dst.id, set()).add(str(op.kind))
+            elif isinstance(op, KT.AtomicCAS):
+                e.atomics.setdefault(op.dst.id, set()).add("cas")
+    return e
+
+
+_COMMUTING = {"add", "max", "min", "and", "or", "xor"}
+
+
+def conflict(a: Effects, b: Effects) -> set[int]:
+    """Buffers through which two statements depend on each other (order would be observable)."""
+    out = set()
+    for buf in a.touched() & b.touched():
+        a_atomic_only = buf not in a.writes and buf not in a.reads
+        b_atomic_only = buf not in b.writes and buf not in b.reads
+        kinds = a.atomics.get(buf, set()) | b.atomics.get(buf, set())
+        if a_atomic_only and b_atomic_only and len(kinds) == 1 and kinds <= _COMMUTING:
+            continue  # the same commuting atomic from both sides: any interleaving gives one result
+        if buf in a.writes or buf in b.writes or buf in a.atomics or buf in b.atomics:
+            out.add(buf)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- variance
+
+
+def variant_values(region: K.Region, seeds: Iterable[int], lanes_context: bool) -> frozenset[int]:
+    """KIR values that differ between the instances one program owns (fixpoint over loops)."""
+    var = set(seeds)
+    ops = list(region.walk())
+    changed = True
+    while changed:
+        changed = False
+
+        def mark(vs: Iterable[K.Value]) -> None:
+            nonlocal changed
+            for v in vs:
+                if v.id not in var:
+                    var.add(v.id)
+                    changed = True
+
+        for op in ops:
+            ins = {v.id for v in op.operands()}
+            any_in = bool(ins & var)
+            if isinstance(op, KC.For):
+                if {op.start.id, op.stop.id, op.step.id} & var:
+                    mark([op.body.args[0]])
+                for init, arg, y, res in zip(op.inits, op.body.args[1:], op.body.yielded, op.results):
+                    if init.id in var or y.id in var or arg.id in var:
+                        mark([arg, res])
+            elif isinstance(op, KC.While):
+                cond_var = any(v.id in var for v in op.cond.yielded)
+                for init, ca, ba, y, res in zip(op.inits, op.cond.args, op.body.args, op.body.yielded, op.results):
+                    if cond_var or init.id in var or y.id in var or ba.id in var:
+                        mark([ca, ba, res])
+            elif isinstance(op, KC.If):
+                for res, a, b in zip(op.results, op.then_.yielded, op.else_.yielded):
+                    if op.cond.id in var or a.id in var or b.id in var:
+                        mark([res])
+            elif isinstance(op, KT.Atomic | KT.AtomicCAS):
+                if lanes_context or any_in:
+                    mark(op.results)
+            elif isinstance(op, KA.Load | KA.Gather | KG.RegionFold):
+                if any_in:
+                    mark(op.results)
+            elif any_in:
+                mark(op.results)
+    return frozenset(var)
+
+
+# ---------------------------------------------------------------------------------------------- disjoint writes
+
+
+class AffineForms:
+    """Affine forms of KIR integer values in terms of named symbols (parallel indices, loop ivs)."""
+
+    def __init__(self, suffix: str) -> None:
+        self.suffix = suffix
+        self.forms: dict[int, Dim] = {}
+        self.facts: list[PCmp] = []
+
+    def sym(self, v: K.Value, lo: Dim | None = None, hi: Dim | None = None) -> Dim:
+        s = DSym(f"_v{v.id}{self.suffix}")
+        self.forms[v.id] = s
+        if lo is not None:
+            self.facts.append(PCmp(">=", s, lo))
+        if hi is not None:
+            self.facts.append(PCmp("<", s, hi))
+        return s
+
+    def walk(self, region: K.Region) -> None:
+        for op in region.ops:
+            self.track(op)
+            if isinstance(op, KC.For):
+                lo, hi = self.forms.get(op.start.id), self.forms.get(op.stop.id)
+                self.sym(op.body.args[0], lo, hi)
+            for r in op.regions():
+                self.walk(r)
+
+    def track(self, op: K.Op) -> None:
+        if not op.results:
+            return
+        r = op.results[0]
+        if isinstance(op, Constant) and isinstance(op.value, int) and not isinstance(op.value, bool):
+            self.forms[r.id] = DConst(int(op.value))
+        elif isinstance(op, DimValue):
+            self.forms[r.id] = op.dim
+        elif isinstance(op, Cast) and op.x.id in self.forms and isinstance(op.dtype, DType) and op.dtype.is_int:
+            self.forms[r.id] = self.forms[op.x.id]
+        elif isinstance(op, Binary) and op.lhs.id in self.forms and op.rhs.id in self.forms:
+            a, b = self.forms[op.lhs.id], self.forms[op.rhs.id]
+            if op.fn in (BinaryFn.add, BinaryFn.sub):
+                self.forms[r.id] = dim_bin("+" if op.fn is BinaryFn.add else "-", a, b)
+            elif op.fn is BinaryFn.mul and (a.is_const or b.is_const):
+                self.forms[r.id] = dim_bin("*", a, b)
+
+    def coords(self, index: K.Index, tag: str) -> list[Dim] | None:
+        out: list[Dim] = []
+        for ax, it in enumerate(index):
+            if isinstance(it, K.Value):
+                f = self.forms.get(it.id)
+                if f is None:
+                    return None
+                out.append(f)
+            elif isinstance(it, K.Slice):
+                s = DSym(f"_s{ax}{tag}{self.suffix}")
+                self.facts += [PCmp(">=", s, DConst(0)), PCmp("<", s, it.extent)]
+                out.append(dim_bin("+", it.start, s))
+            else:
+                return None
+        return out
+
+
+def _writes(body: K.Region) -> list[K.Op]:
+    return [o for o in body.walk() if isinstance(o, KA.Store | KA.Scatter | KG.RegionScan)]
+
+
+def _reads(body: K.Region, bufs: set[int]) -> list[K.Op]:
+    return [o for o in body.walk() if isinstance(o, KA.Load | KA.Gather | KG.RegionFold) and o.src.id in bufs]
+
+
+def _index_of(op: K.Op) -> K.Index | None:
+    if isinstance(op, KA.Store | KA.Load):
+        return op.index
+    return None
+
+
+def instances_independent(kernel: K.Kernel, par: KC.Parallel) -> tuple[bool, str]:
+    """Whether different instances write disjoint elements and never read what another one writes.
+
+    Returns (ok, reason); the reason names the first statement that could not be proven.
+    """
+    solver = kernel.solver()
+    fa, fb = AffineForms("a"), AffineForms("b")
+    for f in (fa, fb):
+        for a, d in zip(par.body.args, par.domain):
+            f.sym(a, DConst(0), d)
+        f.walk(par.body)
+    differ = POr(tuple(PCmp("!=", fa.forms[a.id], fb.forms[a.id]) for a in par.body.args))
+    # Buffers allocated inside the body are private to each instance: no other instance sees them.
+    private = {v.id for o in par.body.walk() for v in o.results if isinstance(v.type, K.RefType)}
+    writes = [w for w in _writes(par.body) if w.dst.id not in private]  # type: ignore[attr-defined]
+    written = {w.dst.id for w in writes}  # type: ignore[attr-defined]
+    pairs: list[tuple[K.Op, K.Op]] = [(w1, w2) for w1 in writes for w2 in writes if w1.dst.id == w2.dst.id]  # type: ignore
+    pairs += [(r, w) for r in _reads(par.body, written) for w in writes if w.dst.id == r.src.id]  # type: ignore
+    for x, y in pairs:
+        if isinstance(x, KA.Scatter | KA.Store) and x is y and x.unique:
+            continue
+        ix, iy = _index_of(x), _index_of(y)
+        if ix is None or iy is None:
+            return False, _what(x if ix is None else y)
+        cx, cy = fa.coords(ix, "x"), fb.coords(iy, "y")
+        if cx is None or cy is None:
+            return False, _what(x if cx is None else y)
+        same = PAnd(tuple(PCmp("==", p, q) for p, q in zip(cx, cy)))
+        before = len(solver.facts)
+        solver.facts += fa.facts + fb.facts
+        try:
+            # Collision possible unless (differ and same) is unsatisfiable.
+            cex = solver.prove(PNot(PAnd((differ, same))))
+        finally:
+            del solver.facts[before:]
+        if cex is not None:
+            return False, _what(y)
+    return True, ""
+
+
+def _what(op: K.Op) -> str:
+    where = f" at {op.loc}" if op.loc else ""
+    return f"{op.NAME}{where}"
+
+
+__all__ = ["def_use_graph", "captured", "defined_inside", "Effects", "effects_of", "conflict", "variant_values",
+           "instances_independent", "AffineForms"]

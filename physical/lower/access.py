@@ -1,0 +1,100 @@
+"""Loads, gathers, stores and scatters: every one becomes an explicit access relation."""
+
+from __future__ import annotations
+
+from kir import access as KA
+from kir import core as K
+from kir.dims import DConst, Dim
+
+from .. import ops as P
+from ..model import Buffer, PValue, TileAxis
+from . import rule
+from .context import Lowerer
+
+
+def slice_coords(lw: Lowerer, index: K.Index, tile: tuple[TileAxis, ...]) -> tuple[PValue, ...]:
+    """Coordinates for point/slice index items: a slice's j-th axis is start + tile position j."""
+    coords: list[PValue] = []
+    j = 0
+    for it in index:
+        if isinstance(it, K.Value):
+            coords.append(lw.get(it))
+        elif isinstance(it, K.Slice):
+            pos = lw.tile_index(tile, j)
+            if it.start != DConst(0):
+                pos = lw.binary(_ADD, pos, lw.shape_value(it.start))
+            coords.append(pos)
+            j += 1
+        else:
+            raise lw.fail("a data-dependent subregion (b:e) is only allowed in region folds and scans")
+    return tuple(coords)
+
+
+def fill_for(buffer: Buffer) -> int | float | bool:
+    return False if buffer.dtype.is_pred else 0.0 if buffer.dtype.is_float else 0
+
+
+def note_read(lw: Lowerer, buffer: Buffer) -> None:
+    """A read of something this program wrote earlier needs its writes ordered first."""
+    written = lw.written
+    if buffer.id in written:
+        lw.add_barrier()
+
+
+def note_write(lw: Lowerer, buffer: Buffer) -> None:
+    lw.written.add(buffer.id)
+
+
+@rule(KA.Load)
+def lower_load(lw: Lowerer, op: KA.Load) -> None:
+    buf = lw.buffer_of(op.src)
+    note_read(lw, buf)
+    tile = lw.tile(op.result.type.shape)
+    coords = slice_coords(lw, op.index, tile)
+    copy = lw.copy_index(buf, True)
+    lanes = any(c.type.lanes for c in coords) or (copy is not None and copy.type.lanes)
+    acc = lw.access(buf, coords, tile, lanes, data_dependent=False, fill=fill_for(buf), effect=False, copy=copy)
+    lw.bind(op.result, lw.add(P.Load, lw.natural(op.result.type, lanes), name=op.result.name, access=acc))
+
+
+@rule(KA.Gather)
+def lower_gather(lw: Lowerer, op: KA.Gather) -> None:
+    buf = lw.buffer_of(op.src)
+    note_read(lw, buf)
+    coords = tuple(lw.get(v) for v in op.indices)
+    tile = lw.tile(op.result.type.shape)
+    copy = lw.copy_index(buf, True)
+    lanes = any(c.type.lanes for c in coords) or (copy is not None and copy.type.lanes)
+    acc = lw.access(buf, coords, tile, lanes, data_dependent=True, fill=op.fill, effect=False, copy=copy)
+    lw.bind(op.result, lw.add(P.Load, lw.natural(op.result.type, lanes), name=op.result.name, access=acc))
+
+
+@rule(KA.Store)
+def lower_store(lw: Lowerer, op: KA.Store) -> None:
+    buf = lw.buffer_of(op.dst)
+    value = lw.get(op.value)
+    coords = slice_coords(lw, op.index, value.type.tile)
+    lanes = value.type.lanes or any(c.type.lanes for c in coords) or lw.lane_valid is not None
+    acc = lw.access(buf, coords, value.type.tile, lanes, data_dependent=False, fill=None, effect=True,
+                    copy=lw.copy_index(buf, lanes))
+    lw.emit(P.Store, (), access=acc, value=value, unique=op.unique)
+    note_write(lw, buf)
+
+
+@rule(KA.Scatter)
+def lower_scatter(lw: Lowerer, op: KA.Scatter) -> None:
+    buf = lw.buffer_of(op.dst)
+    value = lw.get(op.value)
+    coords = tuple(lw.get(v) for v in op.indices)
+    tiles = [c.type.tile for c in coords if c.type.tile] + ([value.type.tile] if value.type.tile else [])
+    tile = tiles[0] if tiles else ()
+    lanes = value.type.lanes or any(c.type.lanes for c in coords) or lw.lane_valid is not None
+    acc = lw.access(buf, coords, tile, lanes, data_dependent=True, fill=None, effect=True,
+                    copy=lw.copy_index(buf, lanes))
+    lw.emit(P.Store, (), access=acc, value=value, unique=op.unique)
+    note_write(lw, buf)
+
+
+_ADD = __import__("kir.pointwise", fromlist=["BinaryFn"]).BinaryFn.add
+
+__all__ = ["slice_coords", "fill_for", "Dim"]

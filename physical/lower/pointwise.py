@@ -1,0 +1,83 @@
+"""Constants, index values and pointwise ops: one physical op each, fragments from the operands."""
+
+from __future__ import annotations
+
+from kir import pointwise as KP
+from kir.dims import DConst
+from kir.dtypes import DType
+
+from .. import ops as P
+from ..model import Fragment
+from . import rule
+from .context import Lowerer
+
+
+@rule(KP.Constant)
+def lower_constant(lw: Lowerer, op: KP.Constant) -> None:
+    lw.bind(op.result, lw.const(op.value, _dtype(lw, op.dtype)))
+
+
+@rule(KP.Iota)
+def lower_iota(lw: Lowerer, op: KP.Iota) -> None:
+    tile = lw.tile((op.extent,))
+    pos = lw.tile_index(tile, 0)
+    lw.bind(op.result, pos if op.dtype == DType.i64 else lw.cast(pos, _dtype(lw, op.dtype)))
+
+
+@rule(KP.DimValue)
+def lower_dim(lw: Lowerer, op: KP.DimValue) -> None:
+    v = lw.shape_value(op.dim, name=op.result.name or str(op.dim))
+    lw.bind(op.result, v if op.dtype == DType.i64 else lw.cast(v, _dtype(lw, op.dtype)))
+
+
+@rule(KP.Unary)
+def lower_unary(lw: Lowerer, op: KP.Unary) -> None:
+    x = lw.get(op.x)
+    dt = DType.pred if op.fn in (KP.UnaryFn.isnan, KP.UnaryFn.isinf) else x.type.dtype
+    lw.bind(op.result, lw.add(P.Unary, x.type.with_dtype(dt), name=op.result.name, fn=op.fn, x=x))
+
+
+@rule(KP.Binary)
+def lower_binary(lw: Lowerer, op: KP.Binary) -> None:
+    lw.bind(op.result, lw.binary(op.fn, lw.get(op.lhs), lw.get(op.rhs), name=op.result.name))
+
+
+@rule(KP.Compare)
+def lower_compare(lw: Lowerer, op: KP.Compare) -> None:
+    v = lw.compare(op.fn, lw.get(op.lhs), lw.get(op.rhs))
+    lw.bind(op.result, v)
+
+
+@rule(KP.Select)
+def lower_select(lw: Lowerer, op: KP.Select) -> None:
+    c, a, b = lw.get(op.cond), lw.get(op.on_true), lw.get(op.on_false)
+    t = lw.join(c, a, b)
+    t = Fragment(a.type.dtype, t.lanes, t.tile, a.type.index and b.type.index)
+    lw.bind(op.result, lw.add(P.Select, t, name=op.result.name, cond=c, on_true=a, on_false=b))
+
+
+@rule(KP.Cast)
+def lower_cast(lw: Lowerer, op: KP.Cast) -> None:
+    x = lw.get(op.x)
+    dt = _dtype(lw, op.dtype)
+    v = lw.add(P.Cast, x.type.with_dtype(dt), name=op.result.name, x=x, dtype=dt)
+    form = lw.affine_of(x)
+    if form is not None and dt.is_int and x.type.dtype.is_int:
+        lw.affine[v.id] = form
+    lw.bind(op.result, v)
+
+
+@rule(KP.Bitcast)
+def lower_bitcast(lw: Lowerer, op: KP.Bitcast) -> None:
+    x = lw.get(op.x)
+    dt = _dtype(lw, op.dtype)
+    lw.bind(op.result, lw.add(P.Bitcast, x.type.with_dtype(dt), name=op.result.name, x=x, dtype=dt))
+
+
+def _dtype(lw: Lowerer, dt: object) -> DType:
+    if not isinstance(dt, DType):
+        raise lw.fail(f"dtype variable {dt} reached physical construction; specialise the kernel first")
+    return dt
+
+
+__all__ = ["DConst"]

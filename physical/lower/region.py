@@ -1,0 +1,129 @@
+"""Region fold / region scan: the data-dependent subregion stays inside the instance, in chunks."""
+
+from __future__ import annotations
+
+from kir import core as K
+from kir import region as KG
+from kir.dims import DConst
+from kir.dtypes import DType
+from kir.pointwise import BinaryFn, CmpFn
+
+from .. import ops as P
+from ..model import Fragment, PRegion, PValue
+from . import lower_ops, rule
+from .access import fill_for, note_read, note_write
+from .context import Lowerer
+from .reduce import builtin_combine, identity_of, lower_combine
+
+CHUNK = 256  # elements of a subregion visited per chunk step
+
+
+def _dyn(index: K.Index) -> tuple[int, K.DynSlice]:
+    for ax, it in enumerate(index):
+        if isinstance(it, K.DynSlice):
+            return ax, it
+    raise AssertionError("region index without a subregion")
+
+
+def _positions(lw: Lowerer, begin: PValue, end: PValue, start: PValue, reverse: bool) -> tuple[PValue, PValue]:
+    """Element positions of one chunk and their membership in [begin, end) (traversal order)."""
+    tile = lw.tile((DConst(CHUNK),))
+    t = lw.binary(BinaryFn.add, start, lw.tile_index(tile, 0))
+    if reverse:
+        last = lw.binary(BinaryFn.sub, end, lw.shape_value(DConst(1)))
+        pos = lw.binary(BinaryFn.sub, lw.broadcast_to(last, Fragment(last.type.dtype, last.type.lanes, tile,
+                                                                       last.type.index)), t)
+        member = lw.compare(CmpFn.ge, pos, lw.broadcast_to(begin, pos.type.with_dtype(begin.type.dtype,
+                                                                                      begin.type.index)))
+    else:
+        pos = lw.binary(BinaryFn.add, lw.broadcast_to(begin, Fragment(begin.type.dtype, begin.type.lanes, tile,
+                                                                        begin.type.index)), t)
+        member = lw.compare(CmpFn.lt, pos, lw.broadcast_to(end, pos.type.with_dtype(end.type.dtype,
+                                                                                   end.type.index)))
+    return pos, member
+
+
+def _source(lw: Lowerer, src: K.Value, index: K.Index, begin: PValue, end: PValue, reverse: bool,
+            map_region: K.Region | None) -> tuple[PRegion, tuple[DType, ...], PValue | None]:
+    """The slicing relation + summariser: chunk start -> (components..., member)."""
+    buf = lw.buffer_of(src)
+    note_read(lw, buf)
+    axis, _ = _dyn(index)
+    (start,) = lw.begin((Fragment(DType.i64, index=True),), ("start",))
+    pos, member = _positions(lw, begin, end, start, reverse)
+    member = lw.and_(member, lw.lane_valid if pos.type.lanes else None)
+    coords = []
+    for ax, it in enumerate(index):
+        coords.append(pos if ax == axis else lw.get(it))  # type: ignore[arg-type]
+    acc = lw.access(buf, tuple(coords), pos.type.tile, pos.type.lanes, data_dependent=True, fill=fill_for(buf),
+                    effect=False, copy=lw.copy_index(buf, pos.type.lanes))
+    acc = type(acc)(acc.buffer, acc.coords, lw.and_(acc.mask, member), acc.bounds, acc.fill, acc.copy)
+    elem = lw.add(P.Load, Fragment(buf.dtype, pos.type.lanes, pos.type.tile), name="elem", access=acc)
+    if map_region is None:
+        comps: tuple[PValue, ...] = (elem,)
+    else:
+        lw.bind(map_region.args[0], elem)
+        lower_ops(lw, map_region.ops)
+        comps = tuple(lw.get(v) for v in map_region.yielded)
+    region = lw.end(comps + (member,))
+    return region, tuple(c.type.dtype for c in comps), member
+
+
+@rule(KG.RegionFold)
+def lower_region_fold(lw: Lowerer, op: KG.RegionFold) -> None:
+    _, dyn = _dyn(op.index)
+    begin, end = lw.get(dyn.begin), lw.get(dyn.end)
+    source, dtypes, _ = _source(lw, op.src, op.index, begin, end, False, op.map)
+    lanes = begin.type.lanes or end.type.lanes
+    if op.kind is KG.ReduceKind.custom:
+        assert op.combine is not None and op.identity is not None
+        combine, identity, accs = lower_combine(lw, op.combine, dtypes), op.identity, dtypes
+        outs = tuple(Fragment(d, lanes) for d in dtypes)
+    elif op.kind in (KG.ReduceKind.argmax, KG.ReduceKind.argmin):
+        raise lw.fail(f"region fold {op.kind} is not supported yet; fold (value, position) pairs with a custom "
+                      f"combine instead")
+    else:
+        acc = op.effective_acc()
+        assert isinstance(acc, DType)
+        combine, identity, accs = builtin_combine(lw, op.kind, (acc,)), (identity_of(op.kind, acc),), (acc,)
+        outs = (Fragment(dtypes[0], lanes),)
+    r = lw.emit(P.RegionFold, outs, names=tuple(v.name for v in op.results), begin=begin, end=end,
+                block=lw.state.block_name(DConst(CHUNK)), source=source, kind=op.kind, identity=identity,
+                acc_dtypes=accs, combine=combine, active=lw.lane_valid if lanes else None)
+    for kv, pv in zip(op.results, r.results):
+        lw.bind(kv, pv)
+
+
+@rule(KG.RegionScan)
+def lower_region_scan(lw: Lowerer, op: KG.RegionScan) -> None:
+    _, dyn = _dyn(op.src_index)
+    daxis, ddyn = _dyn(op.dst_index)
+    begin, end = lw.get(dyn.begin), lw.get(dyn.end)
+    dbegin = lw.get(ddyn.begin)
+    source, dtypes, _ = _source(lw, op.src, op.src_index, begin, end, op.reverse, None)
+    if op.kind is KG.ScanKind.custom:
+        assert op.combine is not None and op.identity is not None
+        combine, identity = lower_combine(lw, op.combine, dtypes), op.identity
+    else:
+        combine, identity = builtin_combine(lw, op.kind.as_reduce, dtypes), \
+            (op.identity or (identity_of(op.kind.as_reduce, dtypes[0]),))
+    buf = lw.buffer_of(op.dst)
+    tile = lw.tile((DConst(CHUNK),))
+    lanes = begin.type.lanes or end.type.lanes
+    args = lw.begin((Fragment(DType.i64, index=True),) + tuple(Fragment(d, lanes, tile) for d in dtypes)
+                    + (Fragment(DType.pred, lanes, tile),), ("start",) + ("scanned",) * len(dtypes) + ("member",))
+    start, vals = args[0], args[1:]
+    pos, _ = _positions(lw, begin, end, start, op.reverse)
+    dpos = lw.binary(BinaryFn.add, lw.binary(BinaryFn.sub, pos, lw.broadcast_to(begin, pos.type.with_dtype(
+        begin.type.dtype, begin.type.index))), lw.broadcast_to(dbegin, pos.type.with_dtype(dbegin.type.dtype,
+                                                                                          dbegin.type.index)))
+    coords = tuple(dpos if ax == daxis else lw.get(it) for ax, it in enumerate(op.dst_index))  # type: ignore
+    acc = lw.access(buf, coords, tile, lanes, data_dependent=True, fill=None, effect=True,
+                    copy=lw.copy_index(buf, lanes))
+    acc = type(acc)(acc.buffer, acc.coords, lw.and_(acc.mask, vals[-1]), acc.bounds, acc.fill, acc.copy)
+    lw.emit(P.Store, (), access=acc, value=vals[0])
+    emit_region = lw.end(())
+    note_write(lw, buf)
+    lw.emit(P.RegionScan, (), begin=begin, end=end, block=lw.state.block_name(DConst(CHUNK)), source=source,
+            kind=op.kind, reverse=op.reverse, exclusive=op.exclusive, identity=identity, acc_dtypes=dtypes,
+            combine=combine, emit=emit_region, active=lw.lane_valid if lanes else None)

@@ -1,0 +1,34 @@
+"""Scans along one tile axis; built-ins get a synthesised combine region."""
+
+from __future__ import annotations
+
+from kir import scan as KS
+from kir.dtypes import DType
+
+from .. import ops as P
+from ..model import Fragment
+from . import rule
+from .context import Lowerer
+from .reduce import builtin_combine, identity_of, lower_combine
+
+
+@rule(KS.Scan)
+def lower_scan(lw: Lowerer, op: KS.Scan) -> None:
+    xs = tuple(lw.get(v) for v in op.inputs)
+    tile = xs[0].type.tile
+    lanes = any(x.type.lanes for x in xs)
+    dtypes = tuple(x.type.dtype for x in xs)
+    if op.kind is KS.ScanKind.custom:
+        assert op.combine is not None and op.identity is not None
+        combine, identity, accs = lower_combine(lw, op.combine, dtypes), op.identity, dtypes
+    else:
+        acc = op.acc_dtype if isinstance(op.acc_dtype, DType) else dtypes[0]
+        combine = builtin_combine(lw, op.kind.as_reduce, (acc,))
+        identity = op.identity or (identity_of(op.kind.as_reduce, acc),)
+        accs = (acc,)
+    outs = tuple(Fragment(d, lanes, tile) for d in dtypes)
+    r = lw.emit(P.Scan, outs, names=tuple(v.name for v in op.results), inputs=xs, axis=op.axis, kind=op.kind,
+                reverse=op.reverse, exclusive=op.exclusive, identity=identity, acc_dtypes=accs,
+                member=lw.tile_member(tile), combine=combine)
+    for kv, pv in zip(op.results, r.results):
+        lw.bind(kv, pv)

@@ -1,0 +1,492 @@
+"""The physical program: how one kernel's logical work runs as Triton program instances.
+
+A `Program` is everything the emitter (or an interpreter) needs, without KIR:
+
+* the ABI: public parameters (tensors with their buffers, runtime scalars) and hidden invocation
+  workspaces, plus the shape symbols bound at launch;
+* a one-dimensional program space cut into `segments`, one per execution `Group`. Segment `g` has
+  length `L_g` (launch expression, in programs) and offset `O_g = sum_{h<g} L_h`; the grid is
+  `sum_g L_g`. A program `pid` runs group `g` iff `O_g <= pid < O_g + L_g` (uniform per program);
+* each group's body: a region of physical ops over *fragments*. A program owns `BLOCK_I`
+  consecutive row-major flattened instances of the group's `domain`; values that vary across those
+  instances carry a leading lanes axis of size `BLOCK_I` (`Fragment.lanes`), inner tile axes follow;
+* every memory access is an explicit `AccessRelation` (buffer, one coordinate SSA value per axis,
+  active member mask, fill for reads, and exactly one bounds justification);
+* buffers with scope, initialisation, ownership and lifetime; constexprs (name -> launch expression),
+  `num_warps`, performance notes and origins (KIR identities, for diagnostics and verification only).
+
+The op classes live in `physical/ops/` (one module per KIR family) and are re-exported here.
+Everything is a frozen dataclass; values are identified by integer ids, never by names.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import ClassVar
+
+from kir.dims import DConst, Dim
+from kir.dtypes import DType
+from kir.errors import Loc
+
+from .launch_expr import LaunchExpr
+
+Literal = int | float | bool
+
+# ---------------------------------------------------------------------------------------------- origins
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a physical item comes from in KIR (integers only; for diagnostics and verification).
+
+    `op` is the ordinal of the KIR op in `kernel.walk()` order, `value` a KIR value id, `region` the
+    ordinal of a KIR region (walk order of ops, then their regions), `arg` a region-argument position.
+    """
+
+    kernel: int = 0
+    op: int | None = None
+    value: int | None = None
+    region: int | None = None
+    arg: int | None = None
+
+
+@dataclass(frozen=True)
+class KirOpInfo:
+    """A KIR op as diagnostics and generated-source comments see it (name for display only)."""
+
+    op: int
+    name: str
+    loc: Loc | None = None
+    detail: str = ""
+
+    def where(self) -> str:
+        if self.loc is None:
+            return ""
+        return f"{self.loc.file.rsplit('/', 1)[-1]}:{self.loc.line}"
+
+
+@dataclass(frozen=True)
+class Note:
+    """A performance note: what the construction or a pass did conservatively, and what helps."""
+
+    message: str
+    loc: Loc | None = None
+    origin: Origin | None = None
+
+    def __str__(self) -> str:
+        return f"{self.loc}: {self.message}" if self.loc else self.message
+
+
+# ---------------------------------------------------------------------------------------------- types
+
+
+@dataclass(frozen=True)
+class TileAxis:
+    """An inner axis of a fragment: logical `extent`, held in a power-of-two constexpr `block` >= extent.
+
+    Elements at positions >= extent are padding: they are never members of any access or reduction.
+    """
+
+    extent: Dim
+    block: str
+
+    def __str__(self) -> str:
+        return f"{self.extent}:{self.block}"
+
+
+@dataclass(frozen=True)
+class Fragment:
+    """The type of a physical value.
+
+    `lanes`: the value varies across the instances a program owns (a leading axis of size BLOCK_I).
+    `tile`: inner axes. A scalar is `lanes=False, tile=()`.
+    `index`: integer index arithmetic computed at the program's index width (the INDEX_64 flag:
+    64-bit when set, 32-bit when the launcher has proven every offset fits); `dtype` is then the
+    KIR dtype the value stands for.
+    """
+
+    dtype: DType
+    lanes: bool = False
+    tile: tuple[TileAxis, ...] = ()
+    index: bool = False
+
+    @property
+    def rank(self) -> int:
+        """Rank of the Triton value: lanes axis plus tile axes."""
+        return int(self.lanes) + len(self.tile)
+
+    @property
+    def is_scalar(self) -> bool:
+        return not self.lanes and not self.tile
+
+    @property
+    def uniform(self) -> bool:
+        return not self.lanes
+
+    def with_dtype(self, dtype: DType, index: bool = False) -> Fragment:
+        return Fragment(dtype, self.lanes, self.tile, index)
+
+    def with_lanes(self, lanes: bool) -> Fragment:
+        return Fragment(self.dtype, lanes, self.tile, self.index)
+
+    def with_tile(self, tile: tuple[TileAxis, ...]) -> Fragment:
+        return Fragment(self.dtype, self.lanes, tile, self.index)
+
+    def __str__(self) -> str:
+        dims = (["I"] if self.lanes else []) + [str(t) for t in self.tile]
+        kind = f"{self.dtype}" + ("(index)" if self.index else "")
+        return f"{kind}[{', '.join(dims)}]" if dims else kind
+
+
+def scalar_type(dtype: DType, index: bool = False) -> Fragment:
+    return Fragment(dtype, False, (), index)
+
+
+# ---------------------------------------------------------------------------------------------- values, ops, regions
+
+
+@dataclass(frozen=True)
+class PValue:
+    """A physical SSA value. Identity is `id`; `name` (from KIR names) is a printing hint only."""
+
+    id: int
+    type: Fragment
+    name: str | None = field(default=None, compare=False)
+
+    def __repr__(self) -> str:
+        return f"%{self.name or 'p'}{self.id}: {self.type}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class POp:
+    """Base of physical ops: fields are SSA operands (`PValue`), regions (`PRegion`) or attributes."""
+
+    results: tuple[PValue, ...] = ()
+    origin: Origin | None = field(default=None, compare=False)
+
+    NAME: ClassVar[str] = "?"
+    TERMINATOR: ClassVar[bool] = False
+
+    def fields(self) -> list[dataclasses.Field]:
+        return [f for f in dataclasses.fields(self) if f.name not in ("results", "origin")]
+
+    def operands(self) -> tuple[PValue, ...]:
+        out: list[PValue] = []
+        for f in self.fields():
+            out.extend(values_in(getattr(self, f.name)))
+        return tuple(out)
+
+    def regions(self) -> tuple[PRegion, ...]:
+        return tuple(getattr(self, f.name) for f in self.fields() if isinstance(getattr(self, f.name), PRegion))
+
+    @property
+    def result(self) -> PValue:
+        if len(self.results) != 1:
+            raise ValueError(f"{self.NAME} has {len(self.results)} results")
+        return self.results[0]
+
+    def has_effects(self) -> bool:
+        return False
+
+
+def values_in(x: object) -> Iterator[PValue]:
+    """SSA operands held by a field (directly, in tuples, or inside access relations / justifications)."""
+    if isinstance(x, PValue):
+        yield x
+    elif isinstance(x, tuple):
+        for y in x:
+            yield from values_in(y)
+    elif isinstance(x, AccessRelation):
+        yield from x.operands()
+    elif isinstance(x, Guard):
+        yield x.mask
+
+
+@dataclass(frozen=True)
+class PRegion:
+    """A block of physical ops with arguments; nested regions end with a `Yield`."""
+
+    args: tuple[PValue, ...]
+    ops: tuple[POp, ...]
+
+    @property
+    def terminator(self) -> POp | None:
+        return self.ops[-1] if self.ops and self.ops[-1].TERMINATOR else None
+
+    @property
+    def yielded(self) -> tuple[PValue, ...]:
+        t = self.terminator
+        return t.operands() if t is not None else ()
+
+    def walk(self) -> Iterator[POp]:
+        for o in self.ops:
+            yield o
+            for r in o.regions():
+                yield from r.walk()
+
+
+# ---------------------------------------------------------------------------------------------- access relations
+
+
+@dataclass(frozen=True)
+class Guard:
+    """Bounds justified by an explicit guard: `mask` is true exactly where the coordinates are in range.
+
+    It must be a conjunct of the access's active-member mask.
+    """
+
+    mask: PValue
+
+    def __str__(self) -> str:
+        return f"guard %{self.mask.name or 'p'}{self.mask.id}"
+
+
+@dataclass(frozen=True)
+class Proven:
+    """Bounds proven at construction (Z3, under the refinements, loop ranges and tile membership)."""
+
+    predicate: str
+
+    def __str__(self) -> str:
+        return f"proven {self.predicate}"
+
+
+@dataclass(frozen=True)
+class AssumeInBounds:
+    """Bounds assumed on the author's word (an explicit, canonical assumption)."""
+
+    reason: str
+
+    def __str__(self) -> str:
+        return f"assume_in_bounds ({self.reason})"
+
+
+Justification = Guard | Proven | AssumeInBounds
+
+
+@dataclass(frozen=True)
+class AccessRelation:
+    """One memory access: `buffer[coords]` for the members in `mask`.
+
+    `coords` holds one index value per buffer axis (after `copy` for buffers with several copies);
+    every coordinate is a fragment whose tile is empty or equal to the access's tile. Members outside
+    `mask` (None: every member) touch no memory; reads give them `fill`. `bounds` is the single
+    justification that every active member's coordinates lie inside the buffer.
+    """
+
+    buffer: int
+    coords: tuple[PValue, ...]
+    mask: PValue | None
+    bounds: Justification
+    fill: Literal | None = None
+    copy: PValue | None = None  # which copy of a buffer with `copies > 1` (program-private storage)
+
+    def operands(self) -> tuple[PValue, ...]:
+        out = list(self.coords)
+        if self.copy is not None:
+            out.insert(0, self.copy)
+        if self.mask is not None:
+            out.append(self.mask)
+        if isinstance(self.bounds, Guard):
+            out.append(self.bounds.mask)
+        return tuple(out)
+
+
+# ---------------------------------------------------------------------------------------------- buffers
+
+
+class BufferScope(Enum):
+    EXTERNAL_VIEW = "external_view"          # a public tensor parameter; host owns contents and lifetime
+    PROGRAM_PRIVATE = "program_private"      # one copy per owning instance
+    ITERATION_PRIVATE = "iteration_private"  # one copy per dynamic execution of the enclosing ordered loop
+    INVOCATION_WORKSPACE = "invocation_workspace"  # compiler-private, shared through ownership slices
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class BufferInit(Enum):
+    EXTERNAL = "external"            # contents come from the host (tensor parameters)
+    UNINITIALISED = "uninitialised"  # the author's first-write obligation stands; never default-filled
+    FULL = "full"                    # set to `fill` exactly once per allocation instance
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Lifetime(Enum):
+    HOST = "host"            # external views: beyond the kernel
+    INVOCATION = "invocation"
+    INSTANCE = "instance"    # one logical instance's execution of the group body
+    ITERATION = "iteration"  # one iteration of the enclosing ordered loop
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Access(Enum):
+    READ = "read"
+    WRITE = "write"
+    READ_WRITE = "read_write"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """A logical buffer and its physical placement.
+
+    External views belong to a tensor parameter (`param`); local buffers are backed by a hidden
+    invocation workspace (`storage`, an ABI name) holding `copies` slices, one per owner.
+    """
+
+    id: int
+    name: str
+    dtype: DType
+    shape: tuple[Dim, ...]
+    scope: BufferScope
+    init: BufferInit
+    lifetime: Lifetime
+    access: Access = Access.READ
+    fill: Literal | None = None
+    param: str | None = None
+    storage: str | None = None
+    copies: LaunchExpr | None = None
+    owner_group: int | None = None
+    origin: Origin | None = None
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+
+# ---------------------------------------------------------------------------------------------- ABI
+
+
+class ParamKind(Enum):
+    TENSOR = "tensor"
+    SCALAR = "scalar"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class ProgramParam:
+    """A public kernel parameter: a tensor (with its external-view buffer) or a runtime scalar."""
+
+    name: str
+    kind: ParamKind
+    dtype: DType
+    shape: tuple[Dim, ...] = ()
+    role: str = "in"  # in | out | inout
+    buffer: int | None = None
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """A hidden ABI argument the launcher allocates per invocation (`count` elements of `dtype`)."""
+
+    name: str
+    dtype: DType
+    count: LaunchExpr
+    fill: Literal | None = None
+    buffer: int | None = None
+
+
+# ---------------------------------------------------------------------------------------------- groups and segments
+
+
+@dataclass(frozen=True)
+class Group:
+    """An execution group: a launch-visible instance `domain` (flattened row-major) and its body.
+
+    A program owns `BLOCK_I` consecutive flattened instances (`block` names that constexpr). A
+    group with `domain == ()` is a single-instance group. `serial` is set when the group runs work
+    whose independence could not be proven: everything then runs in order inside its one instance.
+    """
+
+    id: int
+    name: str
+    domain: tuple[Dim, ...]
+    block: str
+    body: PRegion
+    serial: bool = False
+    origins: tuple[Origin, ...] = ()
+    loc: Loc | None = None
+
+    @property
+    def single_instance(self) -> bool:
+        return not self.domain
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Group `group` runs for programs `offset <= pid < offset + length`."""
+
+    group: int
+    length: LaunchExpr
+    offset: LaunchExpr
+
+
+@dataclass(frozen=True)
+class Program:
+    name: str
+    params: tuple[ProgramParam, ...]
+    workspaces: tuple[Workspace, ...]
+    symbols: tuple[str, ...]
+    segments: tuple[Segment, ...]
+    groups: tuple[Group, ...]
+    buffers: tuple[Buffer, ...]
+    constexprs: tuple[tuple[str, LaunchExpr], ...]
+    grid: LaunchExpr
+    num_warps: LaunchExpr | int = 4
+    notes: tuple[Note, ...] = ()
+    origins: tuple[KirOpInfo, ...] = ()
+    requires: tuple[object, ...] = ()  # the kernel's refinements (kir preds), for proofs and printing
+    checks: bool = False
+
+    def group(self, gid: int) -> Group:
+        for g in self.groups:
+            if g.id == gid:
+                return g
+        raise KeyError(gid)
+
+    def buffer(self, bid: int) -> Buffer:
+        for b in self.buffers:
+            if b.id == bid:
+                return b
+        raise KeyError(bid)
+
+    def constexpr(self, name: str) -> LaunchExpr:
+        for n, e in self.constexprs:
+            if n == name:
+                return e
+        raise KeyError(name)
+
+    def op_info(self, origin: Origin | None) -> KirOpInfo | None:
+        if origin is None or origin.op is None:
+            return None
+        for info in self.origins:
+            if info.op == origin.op:
+                return info
+        return None
+
+    def walk(self) -> Iterator[POp]:
+        for g in self.groups:
+            yield from g.body.walk()
+
+    def replace(self, **changes: object) -> Program:
+        return dataclasses.replace(self, **changes)
+
+
+def one() -> Dim:
+    return DConst(1)
+
+
+from .ops import *  # noqa: E402,F401,F403  (the op classes are part of the model)
+from .ops import OP_CLASSES  # noqa: E402,F401

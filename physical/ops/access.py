@@ -1,0 +1,27 @@
+"""Loads and stores through explicit access relations (point, slice, gather and scatter alike)."""
+
+from __future__ import annotations
+
+from ..model import AccessRelation, POp, PValue
+from ._base import pop
+
+
+@pop("load")
+class Load(POp):
+    """Read `access` (members outside its mask take its fill)."""
+
+    access: AccessRelation
+
+
+@pop("store")
+class Store(POp):
+    """Write `value` (broadcast to the access) at `access` for the members in its mask.
+
+    `unique` records that the author stated instances write disjoint elements (KIR `unique=True`)."""
+
+    access: AccessRelation
+    value: PValue
+    unique: bool = False
+
+    def has_effects(self) -> bool:
+        return True

@@ -1,0 +1,53 @@
+"""Atomic read-modify-write with memory order, sharing domain and the chosen scope."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from kir.atomic import AtomicKind, MemOrder
+
+from ..model import AccessRelation, POp, PValue
+from ._base import pop
+
+
+class Sharing(Enum):
+    """Who may touch the same element concurrently (the logical sharing domain)."""
+
+    INVOCATION = "invocation"  # any program instance of this launch
+    PROGRAM = "program"        # only lanes of one program instance
+
+    def __str__(self) -> str:
+        return self.value
+
+
+SCOPE_FOR_SHARING = {Sharing.INVOCATION: "gpu", Sharing.PROGRAM: "cta"}
+
+
+@pop("atomic_rmw")
+class AtomicRMW(POp):
+    """Returns the old value per member (fill for inactive members)."""
+
+    kind: AtomicKind
+    access: AccessRelation
+    value: PValue
+    order: MemOrder
+    sharing: Sharing
+    scope: str  # provider scope chosen from the mapping: "gpu" (device-wide) or "cta"
+
+    def has_effects(self) -> bool:
+        return True
+
+
+@pop("atomic_cas")
+class AtomicCAS(POp):
+    """Compare-and-swap; returns the old value (success is old == expected)."""
+
+    access: AccessRelation
+    expected: PValue
+    value: PValue
+    order: MemOrder
+    sharing: Sharing
+    scope: str
+
+    def has_effects(self) -> bool:
+        return True

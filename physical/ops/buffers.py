@@ -1,0 +1,19 @@
+"""Buffer allocation points: where an allocation instance begins (and is filled, for FULL init)."""
+
+from __future__ import annotations
+
+from ..model import POp, PValue
+from ._base import pop
+
+
+@pop("alloc")
+class AllocBuffer(POp):
+    """Begin an allocation instance of `buffer` (copy `copy`); a FULL buffer is set to its fill here,
+    an UNINITIALISED one is left alone (the author's first-write obligation)."""
+
+    buffer: int
+    copy: PValue | None = None
+    active: PValue | None = None  # the members that own a live allocation instance
+
+    def has_effects(self) -> bool:
+        return True

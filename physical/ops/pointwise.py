@@ -1,0 +1,60 @@
+"""Pointwise physical ops; operands are broadcast mechanically (lanes and tile) to the result."""
+
+from __future__ import annotations
+
+from kir.dtypes import DType
+from kir.pointwise import BinaryFn, CmpFn, UnaryFn
+
+from ..model import Literal, POp, PValue
+from ._base import pop
+
+
+@pop("const")
+class Const(POp):
+    value: Literal
+    dtype: DType
+
+
+@pop("unary")
+class Unary(POp):
+    fn: UnaryFn
+    x: PValue
+
+
+@pop("binary")
+class Binary(POp):
+    """Integer floordiv/mod truncate toward zero (C); float floordiv is floor(a/b), float mod is fmod;
+    maximum/minimum propagate NaN."""
+
+    fn: BinaryFn
+    lhs: PValue
+    rhs: PValue
+
+
+@pop("compare")
+class Compare(POp):
+    fn: CmpFn
+    lhs: PValue
+    rhs: PValue
+
+
+@pop("select")
+class Select(POp):
+    cond: PValue
+    on_true: PValue
+    on_false: PValue
+
+
+@pop("cast")
+class Cast(POp):
+    """Value conversion (float->int truncates toward zero; to pred is != 0; ints wrap); also moves a
+    value between index width and its KIR dtype."""
+
+    x: PValue
+    dtype: DType
+
+
+@pop("bitcast")
+class Bitcast(POp):
+    x: PValue
+    dtype: DType

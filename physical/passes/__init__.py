@@ -1,0 +1,31 @@
+"""Passes over the physical program, in pipeline order. Each has separate legality and profitability."""
+
+from __future__ import annotations
+
+from ..model import Program
+
+
+class Pass:
+    """A named program-to-program rewrite; the construction verifier runs after it."""
+
+    name = "pass"
+
+    def legal(self, program: Program) -> bool | str:
+        """True, or the reason it is not legal."""
+        raise NotImplementedError
+
+    def profitable(self, program: Program) -> bool:
+        raise NotImplementedError
+
+    def run(self, program: Program) -> Program:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<pass {self.name}>"
+
+
+from .enlarge import EnlargeOwnership  # noqa: E402
+
+PIPELINE: list[Pass] = [EnlargeOwnership()]
+
+__all__ = ["Pass", "PIPELINE", "EnlargeOwnership"]

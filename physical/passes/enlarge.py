@@ -1,0 +1,74 @@
+"""Ownership enlargement: a program owns BLOCK_I consecutive instances instead of one.
+
+Lanes are independent instances of a workset, so merging them into one program is legal whenever the
+group's instances are independent (construction proved it for every mapped group). It pays when the
+work per instance is small: scalar bodies take up to 1024 instances; bodies holding tiles take as
+many as keep BLOCK_I * (largest tile) within 4096 elements. num_warps follows the largest block.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..construct import segments_for
+from ..launch_expr import LaunchExpr, LBin, LConst, LNextPow2, LWarps, ldim, lmax, lmin, lmul, lprod
+from ..model import Group, Program
+from ..ops import ChunkLanes, Contract, OwnedInstances
+from . import Pass
+
+SCALAR_LANES = 1024
+TILE_BUDGET = 4096
+# Per-lane contractions stream both operands per lane; larger blocks amortise the program's fixed cost.
+CONTRACT_BUDGET = 16384
+
+
+def tile_elements(program: Program, group: Group) -> LaunchExpr:
+    """The largest tile (product of its blocks) any value of the group holds, as a launch expression."""
+    blocks = dict(program.constexprs)
+    sizes: dict[tuple[str, ...], LaunchExpr] = {}
+    for op in group.body.walk():
+        for v in (*op.results, *[a for r in op.regions() for a in r.args]):
+            names = tuple(t.block for t in v.type.tile)
+            if names and names not in sizes:
+                sizes[names] = lprod(tuple(blocks[n] for n in names))
+    if not sizes:
+        return LConst(1)
+    return lmax(*sizes.values())
+
+
+def _has_lanes(group: Group) -> bool:
+    return any(isinstance(op, OwnedInstances | ChunkLanes) for op in group.body.walk())
+
+
+class EnlargeOwnership(Pass):
+    name = "enlarge-ownership"
+
+    def legal(self, program: Program) -> bool | str:
+        for g in program.groups:
+            if g.domain and g.serial:
+                return f"group {g.id} maps instances to programs but is marked serial"
+        return True
+
+    def profitable(self, program: Program) -> bool:
+        consts = dict(program.constexprs)
+        return any(_has_lanes(g) and consts[g.block] == LConst(1) for g in program.groups)
+
+    def run(self, program: Program) -> Program:
+        consts = dict(program.constexprs)
+        largest: list[LaunchExpr] = []
+        for g in program.groups:
+            tile = tile_elements(program, g)
+            if _has_lanes(g):
+                limit = CONTRACT_BUDGET if any(isinstance(o, Contract) for o in g.body.walk()) else TILE_BUDGET
+                budget = LConst(SCALAR_LANES) if tile == LConst(1) else \
+                    lmax(LConst(1), LBin("//", LConst(limit), tile))
+                if g.domain:
+                    total = lprod(tuple(ldim(d) for d in g.domain))
+                    consts[g.block] = lmin(budget, LNextPow2(total))
+                else:
+                    consts[g.block] = lmin(budget, LConst(SCALAR_LANES))
+            largest.append(lmul(consts[g.block], tile))
+        constexprs = tuple((n, consts[n]) for n, _ in program.constexprs)
+        segments, grid = segments_for(program.groups, consts)
+        warps = LWarps(lmax(*largest)) if largest else 4
+        return dataclasses.replace(program, constexprs=constexprs, segments=segments, grid=grid, num_warps=warps)

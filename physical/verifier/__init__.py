@@ -1,0 +1,71 @@
+"""The construction verifier: every obligation of seed 001 section 9 as a named rule.
+
+    from physical.verifier import verify, check, RULES
+
+    verify(program)            # raises PhysicalVerifyError("[rule] ...") at the first broken rule
+    verify(program, kernel)    # also compares with the KIR the program came from (through origins)
+    check(program)             # every violation of every rule, without raising
+
+Rules run in the order of `RULES` (structure first, so that later rules see a well-formed program);
+`verify` reports the first rule that fails, with its first violation located at the KIR source.
+Each rule lives in the module of its concern:
+
+    structure.py   self-contained, ssa-defined, launch-extent, segments-partition
+    fragments.py   fragment-types
+    ownership.py   ownership, effect-coverage
+    structured.py  structured-complete, region-op-complete
+    buffers.py     buffer-complete, buffer-init
+    accesses.py    access-complete, coordinate-provenance, narrowing-explicit, bounds-justified
+    dependence.py  ordered-dependence, unordered-conflict, buffer-visibility
+    atomics.py     atomic-preserved
+"""
+
+from __future__ import annotations
+
+from kir.core import Kernel
+
+from ..model import Program
+
+# Importing a module registers its rules; `_ORDER` below is the order they run in.
+from . import accesses, atomics, buffers, dependence, fragments, ownership, structure, structured
+from .base import RULE_DOCS, RULES, PhysicalVerifyError, Violation, locate
+
+_ORDER = ["self-contained", "ssa-defined", "fragment-types", "launch-extent", "segments-partition", "ownership",
+          "effect-coverage", "structured-complete", "region-op-complete", "buffer-complete", "buffer-init",
+          "access-complete", "coordinate-provenance", "narrowing-explicit", "bounds-justified",
+          "ordered-dependence", "unordered-conflict", "buffer-visibility", "atomic-preserved"]
+_registered = dict(RULES)
+RULES.clear()
+RULES.update({name: _registered[name] for name in _ORDER})
+if set(RULES) != set(_registered):
+    raise ImportError(f"verifier rules without a place in the order: {sorted(set(_registered) - set(RULES))}")
+
+
+def run_rule(name: str, program: Program, kernel: Kernel | None = None) -> list[Violation]:
+    """One rule's violations; a rule that cannot finish reports that as its own violation."""
+    try:
+        return RULES[name](program, kernel)
+    except Exception as exc:  # noqa: BLE001  (a rule never turns a bad program into a traceback)
+        return [Violation(name, f"the rule could not be checked on this program: {type(exc).__name__}: {exc}")]
+
+
+def check(program: Program, kernel: Kernel | None = None) -> list[Violation]:
+    """Every violation of every rule, in rule order."""
+    out: list[Violation] = []
+    for name in RULES:
+        out.extend(run_rule(name, program, kernel))
+    return out
+
+
+def verify(program: Program, kernel: Kernel | None = None) -> None:
+    """Raise `PhysicalVerifyError` for the first rule the program breaks (None when it keeps them all)."""
+    for name in RULES:
+        found = run_rule(name, program, kernel)
+        if found:
+            first = found[0]
+            raise PhysicalVerifyError(first.rule, first.message, first.origin, locate(program, first),
+                                      tuple(found[1:]))
+
+
+__all__ = ["verify", "check", "run_rule", "RULES", "RULE_DOCS", "PhysicalVerifyError", "Violation", "structure",
+           "fragments", "ownership", "structured", "buffers", "accesses", "dependence", "atomics"]

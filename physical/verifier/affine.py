@@ -1,0 +1,492 @@
+"""Affine forms of a group's integer values and facts of its masks, for Z3 proofs.
+
+The verifier re-derives, independently of construction, what every integer SSA value is in terms of
+*atoms*: shape symbols and ABI scalars (shared by all instances), and per-instance atoms (decoded
+instance coordinates, tile positions, loop induction variables, chunk starts, loaded data). One
+"copy" of the forms describes one member: one instance at one tile position. Two copies (atoms
+renamed `A`/`B`) describe two members of different instances, which is how cross-instance
+conflicts are decided.
+
+Flattened instance indices (`owned_instances`, `chunk_lanes`, and induction variables of loops over
+a flattened domain) are decoded row-major by `%` and `//` by the domain's extents; the decode is
+recognised, so that coordinate `k` becomes an atom `C_k` in `[0, D_k)` and the leading quotient an
+atom `Q` (below `D_0` when the lane is valid). Products of symbols stay non-linear terms for Z3.
+
+Facts of a pred value are the Presburger predicates its `and`/`or`/`not`/compare tree states about
+the forms; a mask's facts are what the members it keeps satisfy.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import z3
+
+from kir.dims import DBin, DConst, Dim, DSym, PAnd, PCmp, PNot, POr, Pred, dim_bin
+from kir.solver import default_lower_bounds
+
+from .. import ops as P
+from ..launch_expr import LaunchExpr, LBin, LConst, LConstexpr, LDim, LScalar, LSum
+from ..model import Group, POp, PRegion, PValue, TileAxis
+from .index import ProgramIndex, product
+
+_CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+TIMEOUT_MS = 2000
+
+
+@dataclass
+class FlatSource:
+    """A flattened instance index and the atoms of its row-major decode over `domain`."""
+
+    key: int
+    domain: tuple[Dim, ...]
+    flat: Dim                       # the flat index as a form (an atom, or base + lane for chunks)
+    atoms: tuple[str, ...]          # Q, C_1 .. C_{r-1}
+    always_valid: bool              # Q < D_0 holds without a lane-validity test
+    base: Dim | None = None         # chunk lanes: the chunk's base (equal for two lanes of one chunk)
+    facts: list[Pred] = field(default_factory=list)
+
+    def identity(self) -> list[Dim]:
+        return [DSym(a) for a in self.atoms] if len(self.domain) > 1 else [self.flat]
+
+
+class Forms:
+    """Forms and facts of the values of one group."""
+
+    def __init__(self, index: ProgramIndex, group: Group) -> None:
+        self.ix = index
+        self.group = group
+        self.forms: dict[int, Dim | None] = {}
+        self.pred_facts: dict[int, Pred | None] = {}
+        self.div: dict[int, tuple[int, int]] = {}       # value id -> (source key, k): flat // S_k
+        self.sources: dict[int, FlatSource] = {}
+        self.source_of_flat: dict[int, int] = {}        # value id of a flat index -> source key
+        self.per_copy: set[str] = set()
+        self.tiled_atoms: set[str] = set()              # atoms that differ between tile positions
+        self.facts: list[Pred] = []                     # always-true facts about the atoms
+        self.shared: dict[object, str] = {}
+        self.tile_keys: dict[tuple[TileAxis, ...], int] = {}
+        self._n = itertools.count()
+
+    def compute_all(self) -> None:
+        """Derive every value's form and fact up front, so that the facts about atoms are complete."""
+        for d in sorted(self.ix.defs.values(), key=lambda d: d.order):
+            if d.group == self.group.id:
+                if d.value.type.dtype.is_pred:
+                    self.fact(d.value)
+                else:
+                    self.form(d.value)
+
+    # ------------------------------------------------------------------ atoms
+    def atom(self, hint: str, tiled: bool = False) -> DSym:
+        name = f"_{hint}{next(self._n)}"
+        self.per_copy.add(name)
+        if tiled:
+            self.tiled_atoms.add(name)
+        return DSym(name)
+
+    def shared_atom(self, key: object, positive: bool = False) -> DSym:
+        if key not in self.shared:
+            self.shared[key] = f"_s{next(self._n)}"
+            if positive:
+                self.facts.append(PCmp(">=", DSym(self.shared[key]), DConst(1)))
+        return DSym(self.shared[key])
+
+    def tile_atom(self, tile: tuple[TileAxis, ...], axis: int) -> DSym:
+        key = self.tile_keys.setdefault(tile, len(self.tile_keys))
+        name = f"_p{key}_{axis}"
+        if name not in self.per_copy:
+            self.per_copy.add(name)
+            self.facts.append(PCmp(">=", DSym(name), DConst(0)))
+        return DSym(name)
+
+    # ------------------------------------------------------------------ launch expressions as dims
+    def launch_dim(self, e: LaunchExpr) -> Dim:
+        if isinstance(e, LConst):
+            return DConst(e.value)
+        if isinstance(e, LDim):
+            return e.dim
+        if isinstance(e, LScalar):
+            return DSym(e.name)
+        if isinstance(e, LConstexpr):
+            return self.shared_atom(("constexpr", e.name), positive=True)
+        if isinstance(e, LBin) and e.op in ("+", "-", "*"):
+            return dim_bin(e.op, self.launch_dim(e.lhs), self.launch_dim(e.rhs))
+        if isinstance(e, LSum):
+            out: Dim = DConst(0)
+            for x in e.items:
+                out = dim_bin("+", out, self.launch_dim(x))
+            return out
+        return self.shared_atom(("launch", e))
+
+    # ------------------------------------------------------------------ forms of integer values
+    def form(self, v: PValue) -> Dim | None:
+        if v.id in self.forms:
+            return self.forms[v.id]
+        self.forms[v.id] = None  # cycles (malformed programs) end here
+        d = self.ix.defs.get(v.id)
+        if d is None or not (v.type.dtype.is_int):
+            out = None
+        elif d.is_arg:
+            out = self._arg_form(d.op, d.region, d.index, v)
+        else:
+            assert d.op is not None
+            out = self._op_form(d.op, d.index, v)
+        self.forms[v.id] = out
+        return out
+
+    def opaque(self, v: PValue, hint: str = "d") -> DSym:
+        return self.atom(hint, tiled=bool(v.type.tile))
+
+    def _arg_form(self, owner: POp | None, region: PRegion | None, k: int, v: PValue) -> Dim | None:
+        if isinstance(owner, P.For) and region is owner.body and k == 0:
+            iv = self.atom("l")
+            self._loop_facts(owner, iv)
+            src = self._loop_source(owner, iv)
+            if src is not None:
+                self.div[v.id] = (src.key, len(src.domain) - 1)
+                self.source_of_flat[v.id] = src.key
+            return iv
+        if isinstance(owner, P.RegionFold | P.RegionScan) and k == 0 and \
+                (region is owner.source or (isinstance(owner, P.RegionScan) and region is owner.emit)):
+            start = self.atom("k")
+            self.facts.append(PCmp(">=", start, DConst(0)))
+            return start
+        return self.opaque(v)
+
+    def _loop_facts(self, loop: P.For, iv: DSym) -> None:
+        lo, hi, step = self.form(loop.start), self.form(loop.stop), self.form(loop.step)
+        if lo is None or step is None or not self._positive(step):
+            return
+        self.facts.append(PCmp(">=", iv, lo))
+        if hi is not None and not (loop.start.type.lanes or loop.stop.type.lanes or loop.step.type.lanes):
+            self.facts.append(PCmp("<", iv, hi))
+
+    def _positive(self, d: Dim) -> bool:
+        if isinstance(d, DConst):
+            return d.value > 0
+        return isinstance(d, DSym) and any(PCmp(">=", d, DConst(1)) == f for f in self.facts)
+
+    def _loop_source(self, loop: P.For, iv: DSym) -> FlatSource | None:
+        """A loop `for f in range(0, prod(domain), step)` walks a flattened domain (its decode is known)."""
+        stop = self.ix.producer(loop.stop)
+        start = self.form(loop.start)
+        if not isinstance(stop, P.ShapeValue) or start != DConst(0):
+            return None
+        domain = _factors(stop.expr)
+        if domain is None or len(domain) < 2:
+            return None
+        return self._source(id(loop), domain, iv, always_valid=True)
+
+    def _source(self, key: int, domain: tuple[Dim, ...], flat: Dim, always_valid: bool,
+                base: Dim | None = None) -> FlatSource:
+        if key in self.sources:
+            return self.sources[key]
+        atoms = tuple(self.atom("q" if k == 0 else "c").name for k in range(len(domain)))
+        src = FlatSource(key, domain, flat, atoms, always_valid, base)
+        for k, a in enumerate(atoms):
+            self.facts.append(PCmp(">=", DSym(a), DConst(0)))
+            if k > 0 or always_valid:
+                self.facts.append(PCmp("<", DSym(a), domain[k]))
+        if len(domain) == 1:
+            self.facts.append(PCmp("==", DSym(atoms[0]), flat))
+        self.sources[key] = src
+        return src
+
+    def _op_form(self, op: POp, k: int, v: PValue) -> Dim | None:  # noqa: C901 (one case per op kind)
+        if isinstance(op, P.Const):
+            return DConst(int(op.value)) if isinstance(op.value, int) and not isinstance(op.value, bool) else None
+        if isinstance(op, P.ShapeValue):
+            return self.launch_dim(op.expr)
+        if isinstance(op, P.ScalarParam):  # one launch value, shared by every instance
+            return DSym(op.param) if v.type.dtype.is_int else None
+        if isinstance(op, P.TileIndex):
+            return self.tile_atom(v.type.tile, op.axis) if 0 <= op.axis < len(v.type.tile) else None
+        if isinstance(op, P.OwnedInstances):
+            return self._owned(op, v)
+        if isinstance(op, P.ChunkLanes):
+            return self._chunk(op, v)
+        if isinstance(op, P.Binary):
+            return self._binary(op, v)
+        if isinstance(op, P.Unary):
+            x = self.form(op.x)
+            return dim_bin("-", DConst(0), x) if op.fn.value == "neg" and x is not None else self.opaque(v)
+        if isinstance(op, P.Cast):
+            x = self.form(op.x) if op.x.type.dtype.is_int else None
+            if x is not None and op.x.id in self.div:
+                self.div[v.id] = self.div[op.x.id]
+            return x if x is not None else self.opaque(v)
+        if isinstance(op, P.Broadcast | P.Permute | P.ExpandDims | P.Squeeze):
+            x = self.form(op.x)
+            if x is None:
+                return self.opaque(v)
+            mapped = self.map_tile(x, op, op.x.type.tile, v.type.tile)
+            if mapped is None:
+                return self.opaque(v)
+            if op.x.id in self.div and mapped == x:
+                self.div[v.id] = self.div[op.x.id]
+            return mapped
+        return self.opaque(v)
+
+    def _owned(self, op: P.OwnedInstances, v: PValue) -> Dim:
+        domain = self.group.domain or (DConst(1),)
+        block = self.ix.constexprs.get(op.block)
+        always = block is not None and all(x == 1 for x in self.ix.values(block))
+        flat = self.atom("f")
+        self.facts.append(PCmp(">=", flat, DConst(0)))
+        src = self._source(id(op), domain, flat, always)
+        self.div[v.id] = (src.key, len(domain) - 1)
+        self.source_of_flat[v.id] = src.key
+        return flat
+
+    def _chunk(self, op: P.ChunkLanes, v: PValue) -> Dim:
+        base = self.form(op.base)
+        lane = self.atom("lane")
+        self.facts.append(PCmp(">=", lane, DConst(0)))
+        self.facts.append(PCmp("<", lane, self.launch_dim(LConstexpr(op.block))))
+        flat: Dim = dim_bin("+", base, lane) if base is not None else lane
+        loop = self._enclosing_loop(op)
+        stop = self.ix.producer(loop.stop) if loop is not None else None
+        domain = _factors(stop.expr) if isinstance(stop, P.ShapeValue) else None
+        src = self._source(id(op), domain or (self.atom("n"),), flat, False, base)
+        self.div[v.id] = (src.key, len(src.domain) - 1)
+        self.source_of_flat[v.id] = src.key
+        return flat
+
+    def _enclosing_loop(self, op: POp) -> P.For | None:
+        pl = self.ix.place.get(id(op))
+        if pl is None:
+            return None
+        for parent in reversed(pl.parents):
+            if isinstance(parent, P.For):
+                return parent
+        return None
+
+    def _binary(self, op: P.Binary, v: PValue) -> Dim | None:
+        fn = op.fn.value
+        a, b = self.form(op.lhs), self.form(op.rhs)
+        if fn in ("floordiv", "mod") and op.lhs.id in self.div and b is not None:
+            key, k = self.div[op.lhs.id]
+            src = self.sources[key]
+            if k >= 1 and self._same(b, src.domain[k]):
+                if fn == "mod":
+                    return DSym(src.atoms[k])
+                self.div[v.id] = (key, k - 1)
+                return DSym(src.atoms[0]) if k - 1 == 0 else self.atom("r")
+        if a is None or b is None:
+            return self.opaque(v)
+        if fn in ("add", "sub"):
+            return dim_bin("+" if fn == "add" else "-", a, b)
+        if fn == "mul":
+            return dim_bin("*", a, b)
+        if fn in ("floordiv", "mod") and isinstance(b, DConst) and b.value > 0:
+            return DBin("//" if fn == "floordiv" else "%", a, b)
+        return self.opaque(v)
+
+    def _same(self, a: Dim, b: Dim) -> bool:
+        if a == b:
+            return True
+        if a.symbols() & self.per_copy:
+            return False
+        return self.ix.same_value(a, b)
+
+    def map_tile(self, x: Dim, op: POp, src: tuple[TileAxis, ...], dst: tuple[TileAxis, ...]) -> Dim | None:
+        """Rename tile-position atoms from the operand tile to the result tile of a layout op."""
+        if src == dst:
+            return x
+        names = x.symbols()
+        if names & self.tiled_atoms:
+            return None  # a per-element data value does not follow a position renaming
+        env: dict[str, Dim] = {}
+        for k in range(len(src)):
+            old = f"_p{self.tile_keys.get(src, -1)}_{k}"
+            if old not in names:
+                continue
+            target = _target_axis(op, k, len(src))
+            if target is None or target >= len(dst):
+                env[old] = DConst(0)
+            elif src[k].extent != dst[target].extent:
+                env[old] = DConst(0)
+            else:
+                env[old] = self.tile_atom(dst, target)
+        return x.substitute(env) if env else x
+
+    # ------------------------------------------------------------------ facts of masks
+    def fact(self, v: PValue | None) -> Pred | None:
+        if v is None:
+            return None
+        if v.id in self.pred_facts:
+            return self.pred_facts[v.id]
+        self.pred_facts[v.id] = None
+        op = self.ix.producer(v)
+        out = self._op_fact(op, v) if op is not None else None
+        self.pred_facts[v.id] = out
+        return out
+
+    def _op_fact(self, op: POp, v: PValue) -> Pred | None:  # noqa: C901
+        if isinstance(op, P.Compare):
+            a, b = self.form(op.lhs), self.form(op.rhs)
+            if a is None or b is None:
+                return None
+            pred: Pred = PCmp(_CMP[op.fn.value], a, b)
+            valid = self._lane_valid(op)
+            return PAnd((pred, valid)) if valid is not None else pred
+        if isinstance(op, P.Binary) and op.fn.value in ("and", "or"):
+            fa, fb = self.fact(op.lhs), self.fact(op.rhs)
+            if op.fn.value == "and":
+                parts = tuple(f for f in (fa, fb) if f is not None)
+                return PAnd(parts) if parts else None
+            return POr((fa, fb)) if fa is not None and fb is not None else None
+        if isinstance(op, P.Unary) and op.fn.value == "not":
+            f = self.fact(op.x)
+            return PNot(f) if f is not None else None
+        if isinstance(op, P.Const) and isinstance(op.value, bool):
+            return PAnd(()) if op.value else PCmp("<", DConst(0), DConst(0))
+        if isinstance(op, P.Broadcast | P.Permute | P.ExpandDims | P.Squeeze):
+            f = self.fact(op.x)
+            if f is None:
+                return None
+            return self.map_tile_pred(f, op, op.x.type.tile, v.type.tile)
+        return None
+
+    def map_tile_pred(self, f: Pred, op: POp, src: tuple[TileAxis, ...], dst: tuple[TileAxis, ...]) -> Pred | None:
+        if src == dst:
+            return f
+        if f.symbols() & self.tiled_atoms:
+            return None
+        env: dict[str, Dim] = {}
+        for k in range(len(src)):
+            target = _target_axis(op, k, len(src))
+            old = f"_p{self.tile_keys.get(src, -1)}_{k}"
+            if target is None or target >= len(dst) or src[k].extent != dst[target].extent:
+                env[old] = DConst(0)
+            else:
+                env[old] = self.tile_atom(dst, target)
+        return f.substitute(env)
+
+    def _lane_valid(self, op: P.Compare) -> Pred | None:
+        """`flat < prod(domain)` also bounds the leading decoded coordinate: Q < D_0."""
+        if op.fn.value != "lt" or op.lhs.id not in self.source_of_flat:
+            return None
+        src = self.sources[self.source_of_flat[op.lhs.id]]
+        b = self.form(op.rhs)
+        if b is None or len(src.domain) < 2 or not self._same(b, product(src.domain)):
+            return None
+        return PCmp("<", DSym(src.atoms[0]), src.domain[0])
+
+    # ------------------------------------------------------------------ copies and proofs
+    def rename(self, x: Dim | Pred, tag: str) -> Dim | Pred:
+        names = x.symbols() & self.per_copy
+        if not names:
+            return x
+        return x.substitute({n: DSym(n + tag) for n in names})
+
+    def base_facts(self, tag: str = "") -> list[Pred]:
+        kernel_facts = list(default_lower_bounds(self.ix.program.symbols, self.ix.program.requires))
+        kernel_facts += [p for p in self.ix.program.requires if isinstance(p, Pred)]
+        return kernel_facts + [self.rename(f, tag) for f in self.facts]  # type: ignore[misc]
+
+    def distinct(self, src: FlatSource) -> tuple[list[Pred], Pred]:
+        """Hypotheses and the disjunction saying copies A and B are different instances of `src`."""
+        ids = src.identity()
+        hyps: list[Pred] = []
+        if src.base is not None:
+            hyps.append(PCmp("==", self.rename(src.base, "A"), self.rename(src.base, "B")))  # type: ignore
+        if len(src.domain) > 1:
+            fa, fb = self.rename(src.flat, "A"), self.rename(src.flat, "B")
+            same_atoms = PAnd(tuple(PCmp("==", self.rename(a, "A"), self.rename(a, "B")) for a in ids))  # type: ignore
+            hyps.append(POr((PNot(PCmp("==", fa, fb)), same_atoms)))  # type: ignore[arg-type]
+            hyps.append(POr((PNot(same_atoms), PCmp("==", fa, fb))))  # type: ignore[arg-type]
+        differ = POr(tuple(PCmp("!=", self.rename(a, "A"), self.rename(a, "B")) for a in ids))  # type: ignore
+        return hyps, differ
+
+
+def _target_axis(op: POp, k: int, rank: int) -> int | None:
+    if isinstance(op, P.Broadcast):
+        return op.dims[k] if k < len(op.dims) else None
+    if isinstance(op, P.Permute):
+        return op.perm.index(k) if k in op.perm else None
+    if isinstance(op, P.ExpandDims):
+        return k if k < op.axis else k + 1
+    if isinstance(op, P.Squeeze):
+        return None if k == op.axis else (k if k < op.axis else k - 1)
+    return k
+
+
+def _factors(e: LaunchExpr) -> tuple[Dim, ...] | None:
+    """The dims whose product an `lprod` expression is (in order), or None."""
+    if isinstance(e, LBin) and e.op == "*":
+        a, b = _factors(e.lhs), _factors(e.rhs)
+        return a + b if a is not None and b is not None else None
+    if isinstance(e, LDim):
+        return (e.dim,)
+    if isinstance(e, LConst):
+        return (DConst(e.value),)
+    return None
+
+
+# ---------------------------------------------------------------------------------------------- Z3
+
+
+def _z3_dim(d: Dim, env: dict[str, z3.ArithRef]) -> z3.ArithRef:
+    if isinstance(d, DConst):
+        return z3.IntVal(d.value)
+    if isinstance(d, DSym):
+        if d.name not in env:
+            env[d.name] = z3.Int(d.name)
+        return env[d.name]
+    assert isinstance(d, DBin)
+    a, b = _z3_dim(d.lhs, env), _z3_dim(d.rhs, env)
+    if d.op == "+":
+        return a + b
+    if d.op == "-":
+        return a - b
+    if d.op == "*":
+        return a * b
+    # Physical integer division truncates toward zero (C semantics); Z3's is Euclidean.
+    q = z3.If(a >= 0, a / b, -((-a) / b))
+    return q if d.op == "//" else a - b * q
+
+
+def _z3_pred(p: Pred, env: dict[str, z3.ArithRef]) -> z3.BoolRef:
+    if isinstance(p, PCmp):
+        a, b = _z3_dim(p.lhs, env), _z3_dim(p.rhs, env)
+        return {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[p.op]
+    if isinstance(p, PAnd):
+        return z3.And(*[_z3_pred(q, env) for q in p.items]) if p.items else z3.BoolVal(True)
+    if isinstance(p, POr):
+        return z3.Or(*[_z3_pred(q, env) for q in p.items]) if p.items else z3.BoolVal(False)
+    assert isinstance(p, PNot)
+    return z3.Not(_z3_pred(p.item, env))
+
+
+def proves(hyps: Iterable[Pred], goal: Pred) -> bool:
+    """Whether `goal` holds in every model of `hyps` (an undecided query counts as not proven)."""
+    env: dict[str, z3.ArithRef] = {}
+    s = z3.Solver()
+    s.set("timeout", TIMEOUT_MS)
+    for h in hyps:
+        s.add(_z3_pred(h, env))
+    s.add(z3.Not(_z3_pred(goal, env)))
+    return s.check() == z3.unsat
+
+
+_FORMS: dict[tuple[int, int], tuple[object, Forms]] = {}
+
+
+def forms_of(index: ProgramIndex, group: Group) -> Forms:
+    key = (id(index), group.id)
+    hit = _FORMS.get(key)
+    if hit is not None and hit[0] is index:
+        return hit[1]
+    f = Forms(index, group)
+    f.compute_all()
+    if len(_FORMS) > 32:
+        _FORMS.clear()
+    _FORMS[key] = (index, f)
+    return f
+
+
+__all__ = ["Forms", "FlatSource", "forms_of", "proves", "TIMEOUT_MS"]

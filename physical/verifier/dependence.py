@@ -1,0 +1,201 @@
+"""Dependences between program instances, and the order of one program's memory effects.
+
+* ordered-dependence: no instance reads what another instance (of its group, or of another group)
+  writes: within a group's concurrent lanes this is proven with Z3 over the coordinate forms of two
+  different instances; across groups (which run concurrently in one launch) a buffer written in one
+  may not be touched by another, except through the same commuting atomic.
+* unordered-conflict: two instances never write the same element except through atomics or an
+  author-stated `unique` write (proven with Z3 like the above).
+* buffer-visibility: a program's later read of a buffer it wrote is ordered behind the write by a
+  barrier (loop bodies and chunked region traversals are followed into their next iteration).
+"""
+
+from __future__ import annotations
+
+from kir.core import Kernel
+from kir.dims import PCmp, POr, Pred
+
+from .. import ops as P
+from ..model import BufferScope, POp, PRegion, Program
+from .affine import Forms, forms_of, proves
+from .base import Reporter, Violation, describe, rule
+from .index import AccessKind, AccessSite, ProgramIndex, index_of
+from .ownership import lane_source
+
+_COMMUTING = {"add", "max", "min", "and", "or", "xor"}
+
+
+def disjoint_across_instances(ix: ProgramIndex, x: AccessSite, y: AccessSite, source: POp) -> bool:
+    """Whether x in one instance and y in another never touch the same element (Z3)."""
+    g = ix.groups[x.placed.group]
+    forms = forms_of(ix, g)
+    flat = source.results[0]
+    forms.form(flat)
+    src = forms.sources.get(id(source))
+    if src is None:
+        return False
+    hyps, differ = forms.distinct(src)
+    hyps = hyps + [differ] + forms.base_facts("A") + forms.base_facts("B")
+    pairs = []
+    for site, tag in ((x, "A"), (y, "B")):
+        fact = forms.fact(site.access.mask)
+        if fact is not None:
+            hyps.append(forms.rename(fact, tag))  # type: ignore[arg-type]
+    cx = ((x.access.copy,) if x.access.copy is not None else ()) + x.access.coords
+    cy = ((y.access.copy,) if y.access.copy is not None else ()) + y.access.coords
+    if len(cx) != len(cy):
+        return False
+    for a, b in zip(cx, cy):
+        fa, fb = forms.form(a), forms.form(b)
+        if fa is None or fb is None:
+            return False
+        pairs.append(PCmp("!=", forms.rename(fa, "A"), forms.rename(fb, "B")))  # type: ignore[arg-type]
+    goal: Pred = POr(tuple(pairs))
+    return proves(hyps, goal)
+
+
+def _concurrent_pairs(ix: ProgramIndex, want: tuple[AccessKind, ...], other: tuple[AccessKind, ...],
+                      symmetric: bool = False):
+    """Pairs of accesses of one buffer that lanes of the same program space run concurrently.
+
+    With `symmetric`, each unordered pair comes once (x before or equal to y)."""
+    by_source: dict[int, tuple[POp, list[AccessSite]]] = {}
+    for site in ix.accesses:
+        src = lane_source(ix, site.op)
+        if src is None:
+            continue
+        by_source.setdefault(id(src[0]), (src[0], []))[1].append(site)
+    for source, sites in by_source.values():
+        for n, x in enumerate(sites):
+            if x.kind not in want:
+                continue
+            for m, y in enumerate(sites):
+                if symmetric and m < n and y.kind in want:
+                    continue
+                if y.access.buffer == x.access.buffer and y.kind in other:
+                    yield source, x, y
+
+
+def _forms(ix: ProgramIndex, site: AccessSite) -> Forms:
+    return forms_of(ix, ix.groups[site.placed.group])
+
+
+@rule("ordered-dependence", "ordered dependences are not broken across independent program instances (no instance "
+      "reads what another instance or group writes)")
+def check_ordered_dependence(program: Program, kernel: Kernel | None = None) -> list[Violation]:
+    report = Reporter("ordered-dependence")
+    ix = index_of(program)
+    for source, w, r in _concurrent_pairs(ix, (AccessKind.WRITE,), (AccessKind.READ,)):
+        if not disjoint_across_instances(ix, r, w, source):
+            name = ix.buffers[w.access.buffer].name if w.access.buffer in ix.buffers else "?"
+            report(f"{describe(program, r.op)} may read {name} where another instance's {describe(program, w.op)} "
+                   f"writes: instances of group {w.placed.group} would depend on each other", r.op, r.placed.group)
+    _across_groups(program, ix, report)
+    return report.found
+
+
+def _across_groups(program: Program, ix: ProgramIndex, report: Reporter) -> None:
+    uses: dict[int, dict[int, list[AccessSite]]] = {}
+    for site in ix.accesses:
+        uses.setdefault(site.access.buffer, {}).setdefault(site.placed.group, []).append(site)
+    for bid, groups in uses.items():
+        if len(groups) < 2:
+            continue
+        buf = ix.buffers.get(bid)
+        if buf is not None and buf.scope in (BufferScope.PROGRAM_PRIVATE, BufferScope.ITERATION_PRIVATE):
+            continue  # buffer-complete reports private buffers used outside their group
+        sites = [s for ss in groups.values() for s in ss]
+        if all(s.kind is AccessKind.READ for s in sites):
+            continue
+        atomic_kinds = {_atomic_kind(s.op) for s in sites if s.kind is AccessKind.RMW}
+        if all(s.kind is AccessKind.RMW for s in sites) and len(atomic_kinds) == 1 and atomic_kinds <= _COMMUTING:
+            continue
+        writer = next(s for s in sites if s.kind is not AccessKind.READ)
+        other = next(s for s in sites if s.placed.group != writer.placed.group)
+        name = buf.name if buf is not None else f"buffer {bid}"
+        report(f"{describe(program, writer.op)} in group {writer.placed.group} writes {name}, which "
+               f"{describe(program, other.op)} in group {other.placed.group} also touches: groups run concurrently, "
+               f"so the dependence would be broken", writer.op, writer.placed.group)
+
+
+def _atomic_kind(op: POp) -> str:
+    return op.kind.value if isinstance(op, P.AtomicRMW) else "cas"
+
+
+@rule("unordered-conflict", "unordered conflicts (two instances writing one element) are resolved by unique, "
+      "reduction or atomic semantics")
+def check_unordered_conflict(program: Program, kernel: Kernel | None = None) -> list[Violation]:
+    report = Reporter("unordered-conflict")
+    ix = index_of(program)
+    for source, x, y in _concurrent_pairs(ix, (AccessKind.WRITE,), (AccessKind.WRITE, AccessKind.RMW), True):
+        if x is y and isinstance(x.op, P.Store) and x.op.unique:
+            continue
+        if not disjoint_across_instances(ix, x, y, source):
+            name = ix.buffers[x.access.buffer].name if x.access.buffer in ix.buffers else "?"
+            same = "it" if x is y else describe(program, y.op)
+            report(f"{describe(program, x.op)} may write the element of {name} that {same} writes in another "
+                   f"instance, with neither unique, reduction nor atomic semantics", x.op, x.placed.group)
+    if kernel is not None:
+        _unique_preserved(program, ix, kernel, report)
+    return report.found
+
+
+def _unique_preserved(program: Program, ix: ProgramIndex, kernel: Kernel, report: Reporter) -> None:
+    ops = list(kernel.walk())
+    for site in ix.accesses:
+        op = site.op
+        if not (isinstance(op, P.Store) and op.unique) or op.origin is None or op.origin.op is None:
+            continue
+        kop = ops[op.origin.op] if op.origin.op < len(ops) else None
+        if not getattr(kop, "unique", False):
+            report(f"{describe(program, op)} claims unique writes, which its KIR op does not state", op,
+                   site.placed.group)
+
+
+# ---------------------------------------------------------------------------------------------- visibility
+
+
+@rule("buffer-visibility", "a program reads what it wrote earlier only after a barrier orders the write before "
+      "the read")
+def check_visibility(program: Program, kernel: Kernel | None = None) -> list[Violation]:
+    report = Reporter("buffer-visibility")
+    ix = index_of(program)
+    flagged: set[int] = set()
+    for g in program.groups:
+        _walk(program, ix, g.body, set(), report, flagged, g.id)
+    return report.found
+
+
+def _walk(program: Program, ix: ProgramIndex, region: PRegion, dirty: set[int], report: Reporter,
+          flagged: set[int], gid: int) -> set[int]:
+    dirty = set(dirty)
+    for op in region.ops:
+        if isinstance(op, P.Barrier):
+            dirty.clear()
+        elif isinstance(op, P.Load):
+            b = op.access.buffer
+            if b in dirty and id(op) not in flagged:
+                flagged.add(id(op))
+                name = ix.buffers[b].name if b in ix.buffers else f"buffer {b}"
+                report(f"{describe(program, op)} reads {name} after this program wrote it, with no barrier between "
+                       f"the write and the read", op, gid)
+        elif isinstance(op, P.Store | P.AtomicRMW | P.AtomicCAS):
+            dirty.add(op.access.buffer)
+        elif isinstance(op, P.AllocBuffer):
+            buf = ix.buffers.get(op.buffer)
+            if buf is not None and buf.fill is not None:
+                dirty.add(op.buffer)
+        elif isinstance(op, P.For | P.While | P.RegionFold | P.RegionScan):
+            body = [r for r in op.regions() if r is not getattr(op, "combine", None)]
+            state = set(dirty)
+            for _ in range(2):  # the second pass is the next iteration, after the first one's writes
+                for r in body:
+                    state = _walk(program, ix, r, state, report, flagged, gid)
+            dirty |= state
+        elif isinstance(op, P.If):
+            dirty = _walk(program, ix, op.then_, dirty, report, flagged, gid) | \
+                _walk(program, ix, op.else_, dirty, report, flagged, gid)
+    return dirty
+
+
+__all__ = ["check_ordered_dependence", "check_unordered_conflict", "check_visibility", "disjoint_across_instances"]

@@ -1,0 +1,237 @@
+"""One pass over a physical program that every rule reads: definitions, op placement and accesses.
+
+`ProgramIndex` records, for every op, its group and the chain of enclosing ops; for every SSA value
+its definition (an op result or a region argument, with the owning op and region); every access
+relation with its kind (read, write, read-modify-write). It also evaluates launch expressions on a
+few sample bindings of the shape symbols and integer ABI scalars, which is how rules compare
+expressions (offsets against sums of lengths, lengths against domains) without algebra.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+from functools import cached_property
+
+from kir.dims import DConst, Dim
+from kir.errors import IntentError
+
+from .. import ops as P
+from ..launch_expr import LaunchExpr
+from ..model import AccessRelation, Buffer, Group, ParamKind, POp, PRegion, Program, PValue
+
+
+class AccessKind(Enum):
+    READ = "read"
+    WRITE = "write"
+    RMW = "read-modify-write"
+
+
+@dataclass(frozen=True)
+class Placed:
+    """An op, its group and the ops whose regions enclose it (outermost first)."""
+
+    op: POp
+    group: int
+    parents: tuple[POp, ...]
+    order: int  # position in the program's walk order
+
+
+@dataclass(frozen=True)
+class Definition:
+    """Where a value is defined: the result `index` of `op`, or argument `index` of `region` of `op`.
+
+    A region argument of a group body has `op` None.
+    """
+
+    value: PValue
+    group: int
+    op: POp | None
+    region: PRegion | None
+    index: int
+    order: int
+
+    @property
+    def is_arg(self) -> bool:
+        return self.region is not None
+
+
+@dataclass(frozen=True)
+class AccessSite:
+    placed: Placed
+    access: AccessRelation
+    kind: AccessKind
+
+    @property
+    def op(self) -> POp:
+        return self.placed.op
+
+
+class ProgramIndex:
+    def __init__(self, program: Program) -> None:
+        self.program = program
+        self.placed: list[Placed] = []
+        self.place: dict[int, Placed] = {}            # id(op) -> placement
+        self.defs: dict[int, Definition] = {}          # value id -> its first definition
+        self.duplicates: list[Definition] = []         # later definitions of an already defined id
+        self.accesses: list[AccessSite] = []
+        self.buffers: dict[int, Buffer] = {}
+        self.duplicate_buffers: list[Buffer] = []
+        for b in program.buffers:
+            if b.id in self.buffers:
+                self.duplicate_buffers.append(b)
+            else:
+                self.buffers[b.id] = b
+        self.groups: dict[int, Group] = {g.id: g for g in program.groups}
+        self.constexprs: dict[str, LaunchExpr] = dict(program.constexprs)
+        for g in program.groups:
+            self._region(g.body, g.id, (), None)
+
+    # ------------------------------------------------------------------ construction
+    def _define(self, d: Definition) -> None:
+        if d.value.id in self.defs:
+            self.duplicates.append(d)
+        else:
+            self.defs[d.value.id] = d
+
+    def _region(self, region: PRegion, gid: int, parents: tuple[POp, ...], owner: POp | None) -> None:
+        for k, a in enumerate(region.args):
+            self._define(Definition(a, gid, owner, region, k, len(self.placed)))
+        for op in region.ops:
+            pl = Placed(op, gid, parents, len(self.placed))
+            self.placed.append(pl)
+            self.place[id(op)] = pl
+            for f in op.fields():
+                x = getattr(op, f.name)
+                if isinstance(x, AccessRelation):
+                    self.accesses.append(AccessSite(pl, x, access_kind(op)))
+            for r in op.regions():
+                self._region(r, gid, parents + (op,), op)
+            for k, v in enumerate(op.results):
+                self._define(Definition(v, gid, op, None, k, pl.order))
+
+    # ------------------------------------------------------------------ queries
+    def producer(self, v: PValue) -> POp | None:
+        d = self.defs.get(v.id)
+        return d.op if d is not None and not d.is_arg else None
+
+    def group_ops(self, gid: int) -> list[Placed]:
+        return [p for p in self.placed if p.group == gid]
+
+    def conjuncts(self, mask: PValue | None) -> list[PValue]:
+        """The leaves of the `and` tree that defines `mask` (the mask itself when it is no `and`)."""
+        out: list[PValue] = []
+        seen: set[int] = set()
+        work = [mask] if mask is not None else []
+        while work:
+            v = work.pop()
+            if v.id in seen:
+                continue
+            seen.add(v.id)
+            op = self.producer(v)
+            if isinstance(op, P.Binary) and op.fn.value == "and" and op.results[0].type.dtype.is_pred:
+                work += [op.rhs, op.lhs]
+            else:
+                out.append(v)
+        return out
+
+    def is_conjunct(self, mask: PValue | None, part: PValue) -> bool:
+        """Whether `part` is `mask` or a node of the `and` tree defining it (so mask implies part)."""
+        work = [mask] if mask is not None else []
+        seen: set[int] = set()
+        while work:
+            v = work.pop()
+            if v.id == part.id:
+                return True
+            if v.id in seen:
+                continue
+            seen.add(v.id)
+            op = self.producer(v)
+            if isinstance(op, P.Binary) and op.fn.value == "and" and op.results[0].type.dtype.is_pred:
+                work += [op.lhs, op.rhs]
+        return False
+
+    # ------------------------------------------------------------------ launch expressions on samples
+    @cached_property
+    def scalar_params(self) -> dict[str, bool]:
+        """Runtime scalar parameters: name -> whether it is an integer (usable in launch expressions)."""
+        return {q.name: q.dtype.is_int for q in self.program.params if q.kind is ParamKind.SCALAR}
+
+    @cached_property
+    def envs(self) -> list[dict[str, int]]:
+        """Sample launch bindings: symbols and integer scalars, then every constexpr that evaluates."""
+        names = list(self.program.symbols) + [n for n, is_int in self.scalar_params.items() if is_int]
+        primes = [3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47]
+        samples = [[1] * len(names), [2] * len(names),
+                   [primes[k % len(primes)] for k in range(len(names))],
+                   [97 + 34 * k for k in range(len(names))], [4099 + 17 * k for k in range(len(names))]]
+        out = []
+        for values in samples:
+            env = dict(zip(names, values))
+            pending = dict(self.constexprs)
+            progress = True
+            while pending and progress:
+                progress = False
+                for n, e in list(pending.items()):
+                    val = evaluate(e, env)
+                    if val is not None:
+                        env[n] = val
+                        del pending[n]
+                        progress = True
+            out.append(env)
+        return out
+
+    def values(self, e: LaunchExpr | Dim) -> list[int | None]:
+        """The expression on every sample binding (None where it cannot be evaluated)."""
+        return [evaluate(e, env) for env in self.envs]
+
+    def same_value(self, a: LaunchExpr | Dim, b: LaunchExpr | Dim) -> bool:
+        """Whether two expressions agree on every sample where both evaluate (and on at least one)."""
+        both = [(x, y) for x, y in zip(self.values(a), self.values(b)) if x is not None and y is not None]
+        return bool(both) and all(x == y for x, y in both)
+
+
+
+def access_kind(op: POp) -> AccessKind:
+    if isinstance(op, P.AtomicRMW | P.AtomicCAS):
+        return AccessKind.RMW
+    if isinstance(op, P.Store):
+        return AccessKind.WRITE
+    return AccessKind.READ
+
+
+def evaluate(e: object, env: Mapping[str, int]) -> int | None:
+    """Evaluate a launch expression or dim; None when a name is unbound or the value is undefined."""
+    try:
+        v = e.evaluate(env)  # type: ignore[attr-defined]
+    except (KeyError, ZeroDivisionError, IntentError, AttributeError, TypeError, ValueError, OverflowError):
+        return None
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def product(dims: tuple[Dim, ...]) -> Dim:
+    from kir.dims import dim_bin
+
+    out: Dim = DConst(1)
+    for d in dims:
+        out = dim_bin("*", out, d)
+    return out
+
+
+_CACHE: list[tuple[Program, ProgramIndex]] = []
+
+
+def index_of(program: Program) -> ProgramIndex:
+    """The (cached) index of a program; programs are immutable, so identity is a safe key."""
+    for p, ix in _CACHE:
+        if p is program:
+            return ix
+    ix = ProgramIndex(program)
+    _CACHE.append((program, ix))
+    del _CACHE[:-4]
+    return ix
+
+
+__all__ = ["ProgramIndex", "Placed", "Definition", "AccessSite", "AccessKind", "index_of", "evaluate", "product",
+           "access_kind"]

@@ -1,0 +1,242 @@
+"""Coverage and ownership: which program owns which instance, and which slice performs which effect.
+
+* ownership: a group's segment has exactly the programs its domain needs (cdiv(prod(domain),
+  BLOCK_I), or one for a single-instance group); each program decodes its instances from one
+  `owned_instances` of its own group; chunks of a workset run inside an instance tile their loop
+  exactly (base = the loop's induction variable, step = the chunk block); and where lanes can run
+  past the domain, every lane-varying effect is masked by the lane-validity test.
+* effect-coverage: every KIR-observable effect is performed by exactly one physical effect, in
+  exactly one group (and, with the kernel at hand, every KIR effect is performed).
+"""
+
+from __future__ import annotations
+
+from kir import access as KA
+from kir import atomic as KT
+from kir import region as KG
+from kir.core import Kernel
+
+from .. import ops as P
+from ..launch_expr import LConstexpr
+from ..model import AccessRelation, Group, POp, Program, PValue
+from .base import Reporter, Violation, describe, rule
+from .index import ProgramIndex, evaluate, index_of, product
+from .structure import domain_programs
+
+EFFECT_OPS = (P.Store, P.AtomicRMW, P.AtomicCAS, P.RegionScan)
+KIR_EFFECTS = (KA.Store, KA.Scatter, KT.Atomic, KT.AtomicCAS, KG.RegionScan)
+
+
+# ---------------------------------------------------------------------------------------------- lane sources
+
+
+def lane_source(ix: ProgramIndex, op: POp) -> tuple[POp, PValue] | None:
+    """The op that gives `op`'s program its concurrent lanes (owned_instances or chunk_lanes) and its value."""
+    pl = ix.place.get(id(op))
+    if pl is None:
+        return None
+    for parent in reversed(pl.parents):
+        if isinstance(parent, P.For):
+            for inner in parent.body.ops:
+                if isinstance(inner, P.ChunkLanes) and inner.results:
+                    return inner, inner.results[0]
+    g = ix.groups.get(pl.group)
+    if g is None:
+        return None
+    for inner in g.body.ops:
+        if isinstance(inner, P.OwnedInstances) and inner.results:
+            return inner, inner.results[0]
+    return None
+
+
+def lanes_may_overrun(ix: ProgramIndex, source: POp) -> bool:
+    """Whether some launch gives a program lanes beyond the instances that exist."""
+    if isinstance(source, P.OwnedInstances):
+        g = ix.groups.get(source.group)
+        if g is None or not g.domain:
+            return False
+        total = product(g.domain)
+        return any(_rem(evaluate(total, env), env.get(source.block)) for env in ix.envs)
+    if isinstance(source, P.ChunkLanes):
+        loop = _chunk_loop(ix, source)
+        stop = ix.producer(loop.stop) if loop is not None else None
+        if not isinstance(stop, P.ShapeValue):
+            return True
+        return any(_rem(evaluate(stop.expr, env), env.get(source.block)) for env in ix.envs)
+    return False
+
+
+def _rem(n: int | None, b: int | None) -> bool:
+    return n is None or not b or n % b != 0
+
+
+def _chunk_loop(ix: ProgramIndex, op: P.ChunkLanes) -> P.For | None:
+    pl = ix.place.get(id(op))
+    if pl is None or not pl.parents or not isinstance(pl.parents[-1], P.For):
+        return None
+    return pl.parents[-1]
+
+
+def lane_valid_test(ix: ProgramIndex, source: POp, flat: PValue, v: PValue) -> bool:
+    """Whether `v` is the test `flat < (number of instances)` for the lanes of `source`."""
+    op = ix.producer(v)
+    if not isinstance(op, P.Compare) or op.fn.value != "lt" or op.lhs.id != flat.id:
+        return False
+    bound = ix.producer(op.rhs)
+    if isinstance(source, P.OwnedInstances):
+        g = ix.groups.get(source.group)
+        return g is not None and isinstance(bound, P.ShapeValue) and ix.same_value(bound.expr, product(g.domain))
+    loop = _chunk_loop(ix, source)  # type: ignore[arg-type]
+    return loop is not None and (op.rhs.id == loop.stop.id or (
+        isinstance(bound, P.ShapeValue) and isinstance(ix.producer(loop.stop), P.ShapeValue) and
+        ix.same_value(bound.expr, ix.producer(loop.stop).expr)))  # type: ignore[union-attr]
+
+
+def effect_lanes(op: POp) -> bool:
+    """Whether an effect differs between lanes (so each lane performs its own)."""
+    vals: list[PValue] = []
+    for f in op.fields():
+        x = getattr(op, f.name)
+        if isinstance(x, AccessRelation):
+            vals += list(x.operands())
+        elif isinstance(x, PValue):
+            vals.append(x)
+    return any(v.type.lanes for v in vals)
+
+
+def effect_mask(op: POp) -> PValue | None:
+    if isinstance(op, P.Store | P.AtomicRMW | P.AtomicCAS):
+        return op.access.mask
+    if isinstance(op, P.AllocBuffer | P.RegionScan):
+        return op.active
+    return None
+
+
+# ---------------------------------------------------------------------------------------------- ownership
+
+
+@rule("ownership", "ownership of every instance is complete and non-overlapping: segment lengths match the "
+      "domains, programs decode their own instances, chunks tile their loops, and lanes past the domain perform "
+      "no effect")
+def check_ownership(program: Program, kernel: Kernel | None = None) -> list[Violation]:
+    report = Reporter("ownership")
+    ix = index_of(program)
+    segments = {s.group: s for s in program.segments}
+    for g in program.groups:
+        if g.block not in ix.constexprs:
+            report(f"group {g.id} ({g.name}) owns instances in blocks of {g.block}, which is no constexpr",
+                   group=g.id)
+            continue
+        seg = segments.get(g.id)
+        if seg is not None:
+            want = domain_programs(ix, g)
+            got = ix.values(seg.length)
+            if any(w is not None and v is not None and w != v for w, v in zip(want, got)):
+                need = "1 (a single instance)" if g.single_instance else \
+                    f"cdiv({' * '.join(str(d) for d in g.domain)}, {g.block})"
+                report(f"segment of group {g.id} ({g.name}) has {seg.length} programs, but its domain needs {need}",
+                       group=g.id)
+        _owned_instances(program, ix, g, report)
+    for pl in ix.placed:
+        op = pl.op
+        if isinstance(op, P.ChunkLanes):
+            _chunk(program, ix, op, report, pl.group)
+        mask = effect_mask(op)
+        if isinstance(op, P.AllocBuffer | P.Store | P.AtomicRMW | P.AtomicCAS | P.RegionScan) and effect_lanes(op):
+            src = lane_source(ix, op)
+            if src is None or not lanes_may_overrun(ix, src[0]):
+                continue
+            if not any(lane_valid_test(ix, src[0], src[1], c) for c in ix.conjuncts(mask)):
+                report(f"{describe(program, op)} is not masked by the lane-validity test {src[1].name or 'flat'} < "
+                       f"(instances): programs whose lanes run past the domain would perform it", op, pl.group)
+    return report.found
+
+
+def _owned_instances(program: Program, ix: ProgramIndex, g: Group, report: Reporter) -> None:
+    top = [op for op in g.body.ops if isinstance(op, P.OwnedInstances)]
+    nested = [pl.op for pl in ix.group_ops(g.id) if isinstance(pl.op, P.OwnedInstances) and pl.parents]
+    for op in nested:
+        report(f"owned_instances inside a nested region of group {g.id}: a program decodes its instances once, at "
+               f"the top of its group", op, g.id)
+    if g.single_instance:
+        for op in top:
+            report(f"single-instance group {g.id} ({g.name}) decodes owned instances", op, g.id)
+        return
+    if len(top) != 1:
+        report(f"group {g.id} ({g.name}) over ({', '.join(map(str, g.domain))}) has {len(top)} owned_instances; "
+               f"its programs must decode their instances exactly once", group=g.id)
+        return
+    op = top[0]
+    if op.group != g.id or op.block != g.block:
+        report(f"owned_instances in group {g.id} decodes group {op.group} with block {op.block}; it must decode its "
+               f"own group with block {g.block}", op, g.id)
+
+
+def _chunk(program: Program, ix: ProgramIndex, op: P.ChunkLanes, report: Reporter, gid: int) -> None:
+    loop = _chunk_loop(ix, op)
+    if loop is None or op.base.id != loop.body.args[0].id:
+        report(f"chunk_lanes base %{op.base.id} is not the induction variable of its enclosing loop: chunks would not "
+               f"tile the loop", op, gid)
+        return
+    if op.block not in ix.constexprs:
+        report(f"chunk_lanes block {op.block} is no constexpr", op, gid)
+        return
+    step = ix.producer(loop.step)
+    start = ix.producer(loop.start)
+    step_ok = isinstance(step, P.ShapeValue) and (step.expr == LConstexpr(op.block) or
+                                                  ix.same_value(step.expr, ix.constexprs[op.block]))
+    start_ok = isinstance(start, P.ShapeValue) and all(v == 0 for v in ix.values(start.expr)) or \
+        isinstance(start, P.Const) and start.value == 0
+    if not step_ok or not start_ok:
+        report(f"the loop around chunk_lanes must start at 0 and step by {op.block}; chunks would overlap or leave "
+               f"gaps", op, gid)
+
+
+# ---------------------------------------------------------------------------------------------- effect coverage
+
+
+@rule("effect-coverage", "each KIR-observable effect is covered by exactly one physical execution slice")
+def check_effect_coverage(program: Program, kernel: Kernel | None = None) -> list[Violation]:
+    report = Reporter("effect-coverage")
+    ix = index_of(program)
+    units: dict[int, list[tuple[int, POp]]] = {}
+    for pl in ix.placed:
+        op = pl.op
+        if not isinstance(op, EFFECT_OPS):
+            continue
+        if any(isinstance(p, EFFECT_OPS) and p.origin is not None and op.origin is not None and
+               p.origin.op == op.origin.op for p in pl.parents):
+            continue  # part of the enclosing effect (a region scan's emitted stores)
+        if op.origin is None or op.origin.op is None:
+            report(f"{op.NAME} in group {pl.group} has no origin: no KIR effect accounts for it", op, pl.group)
+            continue
+        if program.op_info(op.origin) is None:
+            report(f"{op.NAME} in group {pl.group} comes from KIR op {op.origin.op}, which the program's origin "
+                   f"table does not list", op, pl.group)
+            continue
+        units.setdefault(op.origin.op, []).append((pl.group, op))
+    for _, found in sorted(units.items()):
+        groups = sorted({g for g, _ in found})
+        first = found[0][1]
+        if len(groups) > 1:
+            report(f"{describe(program, first)} is performed by groups {', '.join(map(str, groups))}; each KIR effect "
+                   f"belongs to exactly one execution slice", first, groups[0])
+        elif len(found) > 1:
+            report(f"{describe(program, first)} is performed by {len(found)} physical effects in group {groups[0]}; "
+                   f"it would happen {len(found)} times per instance", first, groups[0])
+    if kernel is not None:
+        for n, kop in enumerate(kernel.walk()):
+            if isinstance(kop, KIR_EFFECTS) and n not in units:
+                where = f" at {kop.loc}" if kop.loc else ""
+                report(f"KIR {kop.NAME}{where} (op {n}) is performed by no physical effect")
+        ops = list(kernel.walk())
+        for ordinal, found in units.items():
+            if ordinal >= len(ops) or not isinstance(ops[ordinal], KIR_EFFECTS):
+                op = found[0][1]
+                report(f"{describe(program, op)} is an effect, but KIR op {ordinal} it comes from has none", op,
+                       found[0][0])
+    return report.found
+
+
+__all__ = ["check_ownership", "check_effect_coverage", "lane_source", "lanes_may_overrun", "lane_valid_test",
+           "EFFECT_OPS", "effect_mask", "effect_lanes"]

@@ -1,0 +1,219 @@
+"""Structural rules: self-containment, SSA scoping, the program-space partition and launch extents."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from enum import Enum
+
+from kir import core as K
+from kir.core import Kernel
+from kir.dims import Dim, Pred
+from kir.dtypes import DType
+from kir.errors import Loc
+
+from .. import launch_expr as LE
+from .. import ops as P
+from ..model import Group, Origin, POp, PRegion, Program
+from .base import Reporter, Violation, describe, rule
+from .index import evaluate, index_of, product
+
+# ---------------------------------------------------------------------------------------------- self-contained
+
+_KIR_IR = (K.Op, K.Value, K.Region, K.Kernel, K.Param, K.TensorType, K.RefType, K.Slice, K.DynSlice)
+_PLAIN = (int, float, bool, str, type(None), DType, Dim, Pred, Loc, Enum, LE.LaunchExpr)
+
+
+def _is_model(x: object) -> bool:
+    """Dataclasses of the physical package (the program model and its op classes)."""
+    return dataclasses.is_dataclass(x) and not isinstance(x, type) and \
+        type(x).__module__.split(".")[0] == "physical" and not isinstance(x, LE.LaunchExpr)
+
+
+def _items(x: object, path: str) -> Iterator[tuple[str, object]]:
+    if isinstance(x, tuple):
+        for k, y in enumerate(x):
+            yield from _items(y, f"{path}[{k}]")
+        return
+    yield path, x
+    if _is_model(x):
+        for f in dataclasses.fields(x):  # type: ignore[arg-type]
+            yield from _items(getattr(x, f.name), f"{path}.{f.name}")
+
+
+@rule("self-contained", "the physical program needs neither KIR nor side records to interpret execution; origins "
+      "hold integers only")
+def check_self_contained(program: Program, kernel: Kernel | None = None) -> list[Violation]:
+    report = Reporter("self-contained")
+    physical_ops = set(P.OP_CLASSES.values())
+    for path, x in _items(program, "program"):
+        if isinstance(x, _KIR_IR):
+            report(f"{path} holds a KIR {type(x).__name__}; a physical program carries its own SSA and "
+                   f"attributes, and refers to KIR by integer origins only")
+        elif isinstance(x, POp):
+            if type(x) not in physical_ops:
+                report(f"{path} is a {type(x).__name__}, not a registered physical op")
+        elif isinstance(x, Origin):
+            for f in dataclasses.fields(x):
+                val = getattr(x, f.name)
+                if val is not None and (not isinstance(val, int) or isinstance(val, bool)):
+                    report(f"{path}.{f.name} is a {type(val).__name__}; origins are KIR identities (integers) "
+                           f"only")
+        elif not isinstance(x, _PLAIN) and not _is_model(x):
+            report(f"{path} holds a {type(x).__name__}, which is no part of the physical program model")
+    return report.found
+
+
+# ---------------------------------------------------------------------------------------------- ssa-defined
+
+
+@rule("ssa-defined", "every physical value is defined once and used only where its definition is in scope, with "
+      "the type it was defined with")
+def check_ssa(program: Program, kernel: Kernel | None = None) -> list[Violation]:
+    report = Reporter("ssa-defined")
+    ix = index_of(program)
+    for d in ix.duplicates:
+        first = ix.defs[d.value.id]
+        report(f"%{d.value.id} is defined twice (in group {first.group} and again in group {d.group})", d.op,
+               group=d.group)
+    for g in program.groups:
+        _scoped(program, g.body, [set()], report, g.id, ix.defs)
+    return report.found
+
+
+def _scoped(program: Program, region: PRegion, scopes: list[set[int]], report: Reporter, gid: int,
+            defs: dict) -> None:
+    scopes.append({a.id for a in region.args})
+    try:
+        for op in region.ops:
+            for v in op.operands():
+                if not any(v.id in s for s in scopes):
+                    report(f"{describe(program, op)} uses %{v.name or 'p'}{v.id} where it is not defined "
+                           f"(no definition in this region or an enclosing one)", op, gid)
+                else:
+                    d = defs.get(v.id)
+                    if d is not None and d.value.type != v.type:
+                        report(f"{describe(program, op)} uses %{v.id} as {v.type} but it is defined as "
+                               f"{d.value.type}", op, gid)
+            for r in op.regions():
+                _scoped(program, r, scopes, report, gid, defs)
+            scopes[-1].update(v.id for v in op.results)
+    finally:
+        scopes.pop()
+
+
+# ---------------------------------------------------------------------------------------------- segments
+
+
+@rule("segments-partition", "one segment per group; offsets are the running sums of the lengths (O_g = sum_{h<g} "
+      "L_h), so segments are disjoint, and the grid is the sum of all lengths")
+def check_segments(program: Program, kernel: Kernel | None = None) -> list[Violation]:
+    report = Reporter("segments-partition")
+    ix = index_of(program)
+    seen: dict[int, int] = {}
+    for s in program.segments:
+        seen[s.group] = seen.get(s.group, 0) + 1
+        if s.group not in ix.groups:
+            report(f"segment for group {s.group}, which does not exist")
+    for g in program.groups:
+        if seen.get(g.id, 0) != 1:
+            report(f"group {g.id} ({g.name}) has {seen.get(g.id, 0)} segments; every group has exactly one",
+                   group=g.id)
+    running: list[LE.LaunchExpr] = []
+    for s in program.segments:
+        want = LE.lsum(tuple(running))
+        if not _agree(ix, s.offset, want):
+            report(f"segment of group {s.group} starts at {s.offset}, but the lengths before it sum to {want}",
+                   group=s.group)
+        if any(v is not None and v < 0 for v in ix.values(s.length)):
+            report(f"segment of group {s.group} has a negative length {s.length}", group=s.group)
+        running.append(s.length)
+    total = LE.lsum(tuple(running))
+    if not _agree(ix, program.grid, total):
+        report(f"grid is {program.grid}, but the segment lengths sum to {total}")
+    return report.found
+
+
+def _agree(ix, a: LE.LaunchExpr, b: LE.LaunchExpr) -> bool:
+    if a == b:
+        return True
+    pairs = [(x, y) for x, y in zip(ix.values(a), ix.values(b)) if x is not None and y is not None]
+    return bool(pairs) and all(x == y for x, y in pairs)
+
+
+# ---------------------------------------------------------------------------------------------- launch extents
+
+
+def launch_expressions(program: Program) -> Iterator[tuple[str, LE.LaunchExpr, bool, POp | None]]:
+    """(where, expression, evaluated on the host?, op) for every launch expression of the program."""
+    for s in program.segments:
+        yield f"segment {s.group} length", s.length, True, None
+        yield f"segment {s.group} offset", s.offset, True, None
+    yield "grid", program.grid, True, None
+    if isinstance(program.num_warps, LE.LaunchExpr):
+        yield "num_warps", program.num_warps, True, None
+    for n, e in program.constexprs:
+        yield f"constexpr {n}", e, True, None
+    for w in program.workspaces:
+        yield f"workspace {w.name} size", w.count, True, None
+    for b in program.buffers:
+        if b.copies is not None:
+            yield f"buffer {b.name} copies", b.copies, True, None
+    for op in program.walk():
+        if isinstance(op, P.ShapeValue):
+            yield "shape_value", op.expr, False, op
+
+
+@rule("launch-extent", "every runtime program-space extent depends only on launch-visible values: shape symbols, "
+      "integer ABI scalars and constants (never device data)")
+def check_launch_extents(program: Program, kernel: Kernel | None = None) -> list[Violation]:
+    report = Reporter("launch-extent")
+    ix = index_of(program)
+    symbols = set(program.symbols)
+    params = {q.name: q for q in program.params}
+    constexprs = set(ix.constexprs)
+    for where, e, host, op in launch_expressions(program):
+        if not isinstance(e, LE.LaunchExpr):
+            report(f"{where} is {e!r:.60}, not a launch expression", op)
+            continue
+        for node in LE.walk(e):
+            if type(node).__module__ != LE.__name__:
+                report(f"{where} holds {type(node).__name__}, not a launch expression", op)
+            elif isinstance(node, LE.LScalar):
+                q = params.get(node.name)
+                if q is None:
+                    report(f"{where} reads {node.name}, which is no ABI parameter", op)
+                elif q.kind.value == "tensor":
+                    report(f"{where} reads tensor parameter {node.name}: device data may not set a launch extent",
+                           op)
+                elif not q.dtype.is_int:
+                    report(f"{where} reads {q.dtype} scalar {node.name}; launch expressions are integer", op)
+            elif isinstance(node, LE.LConstexpr):
+                if host:
+                    report(f"{where} reads constexpr {node.name}; host-side extents are written out, not "
+                           f"referenced", op)
+                elif node.name not in constexprs:
+                    report(f"{where} reads unknown constexpr {node.name}", op)
+            elif isinstance(node, LE.LDim):
+                for s in sorted(node.dim.symbols() - symbols):
+                    report(f"{where} reads {s}, which is not a shape symbol of the kernel", op)
+    for g in program.groups:
+        for d in g.domain:
+            for s in sorted(d.symbols() - symbols):
+                report(f"group {g.id} ({g.name}) domain reads {s}, which is not a shape symbol", group=g.id)
+    return report.found
+
+
+def domain_programs(ix, group: Group) -> list[int | None]:
+    """cdiv(prod(domain), BLOCK_I) on every sample (1 for a single-instance group)."""
+    if group.single_instance:
+        return [1] * len(ix.envs)
+    out: list[int | None] = []
+    for env in ix.envs:
+        n, b = evaluate(product(group.domain), env), env.get(group.block)
+        out.append(None if n is None or not b else -(-n // b))
+    return out
+
+
+__all__ = ["check_self_contained", "check_ssa", "check_segments", "check_launch_extents", "launch_expressions",
+           "domain_programs"]

@@ -1,0 +1,134 @@
+"""End to end: lower, emit, launch under Triton's interpreter, compare with NumPy references."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import emit_triton  # noqa: E402
+from oracle.philox import philox_rand  # noqa: E402
+from tests import samples as S  # noqa: E402
+
+RNG = np.random.default_rng(0)
+
+
+def run(kernel, args):
+    emit_triton.launch(kernel, args)
+    return args
+
+
+@pytest.mark.parametrize("m,n", [(1, 1), (5, 37), (3, 300)])
+def test_softmax(m: int, n: int) -> None:
+    x = torch.tensor(RNG.standard_normal((m, n)) * 4, dtype=torch.float32)
+    out = run(S.softmax(), {"x": x, "out": torch.empty(m, n)})["out"]
+    e = np.exp(x.numpy() - x.numpy().max(1, keepdims=True))
+    np.testing.assert_allclose(out.numpy(), e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+def test_softmax_propagates_nan_per_row() -> None:
+    x = torch.tensor([[0.0, float("-inf"), 1.0], [float("nan"), 0.0, 0.0]])
+    out = run(S.softmax(), {"x": x, "out": torch.empty(2, 3)})["out"]
+    assert torch.isnan(out[1]).all()
+    np.testing.assert_allclose(out[0].numpy(), torch.softmax(x[0], 0).numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("n", [1, 7, 1500])
+def test_vector_add(n: int) -> None:
+    x, y = torch.randn(n), torch.randn(n)
+    assert torch.equal(run(S.vector_add(), {"x": x, "y": y, "out": torch.empty(n)})["out"], x + y)
+
+
+def test_vector_add_non_contiguous_and_broadcast_strides() -> None:
+    base = torch.randn(2 * 99)
+    x = base[::2]
+    y = torch.randn(1).expand(99)  # stride 0
+    assert torch.equal(run(S.vector_add(), {"x": x, "y": y, "out": torch.empty(99)})["out"], x + y)
+
+
+@pytest.mark.parametrize("lengths", [[1], [3, 0, 5], [0, 0, 1], [700, 1, 300, 0]])
+def test_segment_sum(lengths: list[int]) -> None:
+    offs = torch.tensor(np.concatenate([[0], np.cumsum(lengths)]), dtype=torch.int64)
+    vals = torch.randn(max(int(offs[-1]), 1))
+    out = run(S.segment_sum(), {"values": vals, "offsets": offs, "out": torch.empty(len(lengths))})["out"]
+    ref = [vals[offs[i]:offs[i + 1]].double().sum().item() for i in range(len(lengths))]
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-5, atol=1e-5)
+
+
+def test_recurrence() -> None:
+    a, x = torch.rand(6, 40), torch.randn(6, 40)
+    h = run(S.recurrence(), {"a": a, "x": x, "h": torch.empty(6, 40)})["h"].numpy()
+    acc = np.zeros(6, np.float32)
+    for t in range(40):
+        acc = a[:, t].numpy() * acc + x[:, t].numpy()
+        np.testing.assert_allclose(h[:, t], acc, rtol=1e-5, atol=1e-6)
+
+
+def test_histogram_drops_out_of_range_bins() -> None:
+    x = torch.tensor(RNG.integers(-2, 9, 3000), dtype=torch.int32)
+    start = torch.tensor(RNG.integers(0, 5, 7), dtype=torch.int32)
+    got = run(S.histogram(), {"x": x, "counts": start.clone()})["counts"]
+    ref = start.numpy() + np.bincount(x.numpy()[(x.numpy() >= 0) & (x.numpy() < 7)], minlength=7)
+    assert got.tolist() == ref.tolist()
+
+
+def test_two_groups_in_one_launch() -> None:
+    x, v = torch.randn(7, 30), torch.randn(500)
+    r = run(S.two_groups(), {"x": x, "v": v, "s": 3.0, "sums": torch.empty(7), "scaled": torch.empty(500)})
+    np.testing.assert_allclose(r["sums"].numpy(), x.numpy().sum(1), rtol=1e-5, atol=1e-5)
+    assert torch.equal(r["scaled"], v * 3.0)
+
+
+def test_two_groups_with_an_empty_group() -> None:
+    v = torch.randn(5)
+    r = run(S.two_groups(allow_empty=True), {"x": torch.empty(0, 3), "v": v, "s": 2.0, "sums": torch.empty(0),
+                             "scaled": torch.empty(5)})
+    assert torch.equal(r["scaled"], v * 2.0)
+
+
+@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (9, 5, 33)])
+def test_matmul_f16_accumulates_in_f32(m: int, n: int, k: int) -> None:
+    a, b = torch.randn(m, k).half(), torch.randn(k, n).half()
+    c = run(S.matmul(), {"a": a, "b": b, "c": torch.empty(m, n)})["c"]
+    ref = a.double().numpy() @ b.double().numpy()
+    np.testing.assert_allclose(c.numpy(), ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("reverse,exclusive", [(False, False), (True, False), (False, True), (True, True)])
+def test_scans(reverse: bool, exclusive: bool) -> None:
+    x = torch.randn(3, 50)
+    out = run(S.cumsum_rows(reverse, exclusive), {"x": x, "out": torch.empty(3, 50)})["out"].numpy()
+    xs = x.numpy()[:, ::-1] if reverse else x.numpy()
+    ref = np.cumsum(xs.astype(np.float64), 1)
+    if exclusive:
+        ref = np.concatenate([np.zeros((3, 1)), ref[:, :-1]], 1)
+    ref = ref[:, ::-1] if reverse else ref
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5)
+
+
+def test_integer_reverse_exclusive_scan_is_exact() -> None:
+    x = torch.tensor(RNG.integers(-50, 50, (4, 77)), dtype=torch.int32)
+    out = run(S.cumsum_rows(True, True, S.DType.i32), {"x": x, "out": torch.empty(4, 77, dtype=torch.int32)})["out"]
+    ref = torch.flip(torch.cumsum(torch.flip(x, [1]), 1), [1]) - x
+    assert torch.equal(out, ref.to(torch.int32))
+
+
+@pytest.mark.parametrize("seed", [0, 42, 2**40 + 3])
+def test_dropout_is_bit_exact_with_philox(seed: int) -> None:
+    n, p = 700, 0.25
+    x = torch.randn(n)
+    out = run(S.dropout(), {"x": x, "p": p, "seed": seed, "out": torch.empty(n)})["out"]
+    r = philox_rand(seed, np.arange(n, dtype=np.int64))
+    p32 = np.float32(p)
+    ref = np.where(r >= p32, x.numpy() / (np.float32(1.0) - p32), np.float32(0.0))
+    assert np.array_equal(out.numpy(), ref)
+
+
+def test_serial_fallback_runs_instances_in_order() -> None:
+    x = torch.randn(50)
+    out = run(S.racy_store(), {"x": x, "out": torch.empty(1)})["out"]
+    assert out.item() == x[-1].item()  # in order: the last instance's write stands

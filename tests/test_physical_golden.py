@@ -1,0 +1,121 @@
+"""Golden printed physical programs of the acceptance kernels (reviewed by reading them).
+
+Regenerate with `INTENT_UPDATE_GOLDEN=1 python -m pytest tests/test_physical_golden.py`, then read the
+diff: softmax's workset is its rows, segment sum's its segments, the histogram's its elements,
+matmul's the free axes (M, N) with K contracted inside an instance, the recurrence's its channels
+with time an ordered loop inside, and two_groups has two groups in two program-space segments.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import pytest
+
+import physical
+from kir.core import Kernel
+from kir.dims import DSym
+from physical import ops as P
+from physical.model import Program
+from physical.verifier import verify
+
+GOLDEN_DIR = Path(__file__).resolve().parent / "golden" / "physical"
+ACCEPTANCE = Path(__file__).resolve().parents[2] / "shared" / "acceptance"
+
+# golden name -> (acceptance module, kernel)
+GOLDEN = {
+    "softmax": ("softmax", "softmax"),
+    "segment_sum": ("segment_sum", "segment_sum"),
+    "histogram": ("histogram", "histogram"),
+    "matmul": ("matmul", "matmul"),
+    "recurrence": ("recurrence", "linear_recurrence"),
+    "two_groups": ("two_groups", "row_sums_and_scale"),
+}
+
+
+def acceptance_kernel(module: str, name: str) -> Kernel:
+    path = ACCEPTANCE / f"{module}.py"
+    spec = importlib.util.spec_from_file_location(f"acceptance_{module}", path)
+    assert spec is not None and spec.loader is not None, f"cannot load {path}"
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return getattr(mod, name).kir
+
+
+_LOWERED: dict[str, tuple[Kernel, Program]] = {}
+
+
+def lowered(name: str) -> tuple[Kernel, Program]:
+    if name not in _LOWERED:
+        k = acceptance_kernel(*GOLDEN[name])
+        _LOWERED[name] = (k, physical.lower(k))
+    return _LOWERED[name]
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN))
+def test_printed_program_matches_its_golden_file(name):
+    kernel, program = lowered(name)
+    verify(program, kernel)
+    text = physical.print_program(program)
+    path = GOLDEN_DIR / f"{name}.txt"
+    if os.environ.get("INTENT_UPDATE_GOLDEN") == "1":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    assert path.exists(), f"no golden file {path}; run with INTENT_UPDATE_GOLDEN=1 and review it"
+    assert text == path.read_text(encoding="utf-8")
+
+
+def _domains(program: Program) -> list[tuple[str, ...]]:
+    return [tuple(str(d) for d in g.domain) for g in program.groups]
+
+
+def _inside(program: Program, cls: type) -> list:
+    return [op for op in program.walk() if isinstance(op, cls)]
+
+
+def test_softmax_workset_is_its_rows():
+    _, p = lowered("softmax")
+    assert _domains(p) == [("M",)]
+    reductions = _inside(p, P.Reduce)
+    assert [str(r.kind) for r in reductions] == ["max", "sum"]
+    assert all(r.inputs[0].type.tile[0].extent == DSym("N") for r in reductions)
+
+
+def test_segment_sum_workset_is_its_segments():
+    _, p = lowered("segment_sum")
+    assert _domains(p) == [("S",)]
+    (fold,) = _inside(p, P.RegionFold)
+    assert fold.begin.type.lanes and fold.end.type.lanes  # each instance folds its own data-dependent subregion
+
+
+def test_histogram_workset_is_its_elements():
+    _, p = lowered("histogram")
+    assert _domains(p) == [("E",)]
+    (atomic,) = _inside(p, P.AtomicRMW)
+    assert (str(atomic.kind), str(atomic.order), atomic.scope) == ("add", "acq_rel", "gpu")
+
+
+def test_matmul_workset_is_the_free_axes_with_k_inside():
+    _, p = lowered("matmul")
+    assert _domains(p) == [("M", "N")]
+    (dot,) = _inside(p, P.Contract)
+    assert [str(t.extent) for t in dot.lhs.type.tile] == ["K"] and dot.axes == (0,)
+
+
+def test_recurrence_workset_is_its_channels_with_time_ordered_inside():
+    _, p = lowered("recurrence")
+    assert _domains(p) == [("C",)]
+    (loop,) = _inside(p, P.For)
+    assert str(p.groups[0].body.ops[0].NAME) == "owned_instances"
+    assert any(isinstance(op, P.Store) for op in loop.body.ops)  # h[c, t] is written in time order
+    assert len(loop.inits) == 1  # the carried state
+
+
+def test_two_groups_take_two_segments_of_one_launch():
+    _, p = lowered("two_groups")
+    assert _domains(p) == [("M",), ("P",)]
+    first, second = p.segments
+    assert str(first.offset) == "0" and second.offset == first.length
+    assert p.grid == physical.launch_expr.lsum((first.length, second.length))

@@ -1,0 +1,67 @@
+"""The ownership-enlargement pass: legality and profitability apart, blocks and warps from tile sizes."""
+
+from __future__ import annotations
+
+import physical
+from physical.launch_expr import LConst
+from physical.passes import PIPELINE, EnlargeOwnership
+from tests import samples as S
+
+
+def blocks(program, env):
+    full = dict(env)
+    for n, e in program.constexprs:
+        full[n] = e.evaluate(full)
+    return full
+
+
+def test_pipeline_order() -> None:
+    assert [p.name for p in PIPELINE] == ["enlarge-ownership"]
+
+
+def test_construction_owns_one_instance_per_program() -> None:
+    p = physical.construct(S.vector_add())
+    assert dict(p.constexprs)["BLOCK_I0"] == LConst(1)
+    assert EnlargeOwnership().legal(p) is True
+    assert EnlargeOwnership().profitable(p)
+
+
+def test_scalar_bodies_take_up_to_1024_instances() -> None:
+    p = physical.lower(S.vector_add())
+    env = blocks(p, {"N": 100_003})
+    assert env["BLOCK_I0"] == 1024
+    assert p.grid.evaluate(env) == 98  # cdiv(100003, 1024)
+    small = blocks(p, {"N": 7})
+    assert small["BLOCK_I0"] == 8 and p.grid.evaluate(small) == 1
+    assert p.num_warps.evaluate(env) == 4
+
+
+def test_short_rows_share_a_program_long_rows_do_not() -> None:
+    p = physical.lower(S.softmax())
+    short = blocks(p, {"M": 64, "N": 100})
+    assert (short["BLOCK_N"], short["BLOCK_I0"]) == (128, 32)
+    long = blocks(p, {"M": 4, "N": 20000})
+    assert (long["BLOCK_N"], long["BLOCK_I0"]) == (32768, 1)
+    assert p.num_warps.evaluate(long) == 16 and p.num_warps.evaluate(short) == 8
+
+
+def test_enlargement_is_not_rerun_and_keeps_the_program_verified() -> None:
+    p = physical.lower(S.two_groups(), verify=True)
+    assert not EnlargeOwnership().profitable(p)
+    env = blocks(p, {"M": 7, "N": 300, "P": 5000})
+    assert env["BLOCK_I0"] == 8 and env["BLOCK_I1"] == 1024
+    assert p.segments[1].offset.evaluate(env) == 1
+
+
+def test_serial_groups_are_left_alone() -> None:
+    p = physical.lower(S.racy_store())
+    assert dict(p.constexprs)["BLOCK_I0"] == LConst(1)
+    assert p.grid == LConst(1)
+
+
+def test_legality_reason_for_a_mapped_serial_group() -> None:
+    import dataclasses
+
+    p = physical.construct(S.vector_add())
+    bad = dataclasses.replace(p, groups=(dataclasses.replace(p.groups[0], serial=True),))
+    assert EnlargeOwnership().legal(bad) == "group 0 maps instances to programs but is marked serial"

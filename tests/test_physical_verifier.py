@@ -1,0 +1,161 @@
+"""The construction verifier's registry, its error, and valid programs that keep every rule."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+import physical
+from kir.cli import specialize_dtypes
+from kir.core import Kernel
+from kir.errors import DiagnosticError, VerifyError
+from kir.text import parse_module
+from physical import ops as P
+from physical.verifier import RULE_DOCS, RULES, PhysicalVerifyError, Violation, check, run_rule, verify
+from physical.verifier.fragments import TYPE_RULES
+from physical.verifier.structured import STRUCTURED
+from physical.verify import PhysicalVerifyError as StructuralVerifyError
+from tests import samples
+from tests.test_physical_mutation import MUTATIONS, two_groups
+
+ROOT = Path(__file__).resolve().parents[1]
+ACCEPTANCE = ROOT.parent / "shared" / "acceptance"
+
+SECTION_9 = ["self-contained", "ssa-defined", "fragment-types", "launch-extent", "segments-partition", "ownership",
+             "effect-coverage", "structured-complete", "region-op-complete", "buffer-complete", "buffer-init",
+             "access-complete", "coordinate-provenance", "narrowing-explicit", "bounds-justified",
+             "ordered-dependence", "unordered-conflict", "buffer-visibility", "atomic-preserved"]
+
+
+def test_rules_have_stable_names_in_their_running_order():
+    assert list(RULES) == SECTION_9
+
+
+def test_every_rule_states_its_obligation():
+    assert set(RULE_DOCS) == set(RULES)
+    assert all(len(doc) > 40 for doc in RULE_DOCS.values())
+
+
+def test_every_physical_op_class_has_a_typing_rule():
+    assert set(TYPE_RULES) == set(P.OP_CLASSES.values())
+
+
+def test_structured_ops_and_control_have_completeness_checks():
+    assert set(STRUCTURED) == {P.Reduce, P.Scan, P.Contract, P.Histogram, P.For, P.While, P.If}
+
+
+# ---------------------------------------------------------------------------------------------- valid programs
+
+
+def example_kernels() -> list[tuple[str, Kernel]]:
+    """Every kernel of every examples/kir file, specialised for each choice of a dtype variable."""
+    out = []
+    for path in sorted((ROOT / "examples" / "kir").glob("*.kir")):
+        for k in parse_module(path.read_text(encoding="utf-8"), str(path)):
+            if not k.dtype_vars:
+                out.append((f"{path.stem}:{k.name}", k))
+                continue
+            var = k.dtype_vars[0]
+            for dt in var.choices:
+                out.append((f"{path.stem}:{k.name}[{dt}]", specialize_dtypes(k, {var.name: dt})))
+    return out
+
+
+EXAMPLES = dict(example_kernels())
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_every_example_constructs_verifies_and_prints(name):
+    k = EXAMPLES[name]
+    for program in (physical.construct(k), physical.lower(k)):
+        assert check(program, k) == []
+        assert physical.print_program(program).startswith(f"program {k.name}\n")
+
+
+def acceptance_kernels() -> dict[str, Kernel]:
+    out: dict[str, Kernel] = {}
+    for path in sorted(ACCEPTANCE.glob("*.py")):
+        if path.name == "run.py":
+            continue
+        spec = importlib.util.spec_from_file_location(f"acceptance_{path.stem}", path)
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        seen: set[int] = set()
+        for kernel, args, _ in mod.cases():
+            if id(kernel) not in seen:
+                seen.add(id(kernel))
+                k = kernel.specialize(args)
+                out[f"{path.stem}:{k.name}[{','.join(sorted(str(a) for a in args))}]"] = k
+    return out
+
+
+@pytest.fixture(scope="module")
+def acceptance() -> dict[str, Kernel]:
+    return acceptance_kernels()
+
+
+def test_every_acceptance_kernel_constructs_verifies_and_prints(acceptance):
+    assert len(acceptance) >= 13
+    for name, k in acceptance.items():
+        program = physical.lower(k)
+        assert check(program, k) == [], name
+        assert physical.print_program(program).startswith(f"program {k.name}\n")
+
+
+@pytest.mark.parametrize("make", samples.ALL, ids=lambda f: f.__name__)
+def test_lowering_with_verification_runs_every_rule_after_every_pass(make):
+    k = make()
+    assert physical.lower(k, verify=True) == physical.lower(k)
+
+
+# ---------------------------------------------------------------------------------------------- the error
+
+
+def test_the_error_is_a_located_diagnostic_naming_the_rule():
+    kernel, broken, message = MUTATIONS["buffer-visibility"]()
+    with pytest.raises(PhysicalVerifyError) as info:
+        verify(broken, kernel)
+    err = info.value
+    assert isinstance(err, DiagnosticError) and isinstance(err, VerifyError)
+    assert isinstance(err, StructuralVerifyError)  # what physical.verify raised before: callers keep working
+    assert (err.rule, err.file, err.line, err.col) == ("buffer-visibility", "mutation.py", 22, 5)
+    assert str(err) == f"mutation.py:22:5: error: {message}"
+    buf = next(b.id for b in broken.buffers if b.name == "buf")
+    (read_back,) = [op for op in broken.walk() if isinstance(op, P.Load) and op.access.buffer == buf]
+    assert err.origin == read_back.origin
+
+
+def test_further_violations_of_the_same_rule_are_listed_in_the_context():
+    k = two_groups()
+    p = physical.lower(k)
+    broken = p.replace(segments=tuple(dataclasses.replace(s, offset=s.length) for s in p.segments))
+    with pytest.raises(PhysicalVerifyError) as info:
+        verify(broken, k)
+    err = info.value
+    assert err.message == f"[segments-partition] segment of group 0 starts at {p.segments[0].length}, but the " \
+                          f"lengths before it sum to 0"
+    assert err.context == (f"also: [segments-partition] segment of group 1 starts at {p.segments[1].length}, but the "
+                           f"lengths before it sum to {p.segments[0].length}")
+    assert str(err).endswith(err.context)
+
+
+def test_a_rule_that_cannot_finish_reports_itself(monkeypatch):
+    def broken_rule(program, kernel=None):
+        raise KeyError("no such group")
+
+    monkeypatch.setitem(RULES, "ownership", broken_rule)
+    found = run_rule("ownership", physical.lower(samples.softmax()))
+    assert found == [Violation("ownership", "the rule could not be checked on this program: KeyError: 'no such "
+                                            "group'")]
+
+
+def test_a_valid_program_checks_clean_and_verifies():
+    k = samples.segment_sum()
+    p = physical.lower(k)
+    assert check(p) == [] and check(p, k) == []
+    assert verify(p, k) is None
+    assert physical.verify(p) is p

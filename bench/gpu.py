@@ -182,14 +182,16 @@ def run_case(case: BenchCase, device: torch.device, timer: Timer, hand_written: 
         report.check = f"FAILED: {failure_text(exc)}"
     contenders: list[tuple[str, Callable[[], Any] | None, str]] = []
     intent_args = clone_args(args)
-    contenders.append(("intent", (lambda: case.kernel(**intent_args)) if report.intent_ok else None, report.check))
+    runs = report.intent_ok or report.check.startswith("WRONG")  # a wrong kernel is still timed, and marked
+    contenders.append(("intent", (lambda: case.kernel(**intent_args)) if runs else None,
+                       "" if report.intent_ok else report.check))
     contenders.append(("torch eager", lambda: case.eager(args), ""))
     if not use_compile:
         contenders.append(("torch.compile", None, "skipped"))
     elif time.monotonic() > deadline:
         contenders.append(("torch.compile", None, "skipped: time budget spent"))
     else:
-        compiled = torch.compile(case.eager)
+        compiled = torch.compile(case.eager, dynamic=False)
         contenders.append(("torch.compile", lambda: compiled(args), ""))
     if hand_written is None:
         contenders.append(("triton (hand-written)", None, "skipped: needs TRITON_INTERPRET=1 on CPU"))
@@ -202,7 +204,7 @@ def run_case(case: BenchCase, device: torch.device, timer: Timer, hand_written: 
             report.results.append(Result(name, None, note))
             continue
         try:
-            report.results.append(Result(name, timer.median(fn), note if name != "intent" else ""))
+            report.results.append(Result(name, timer.median(fn), note))
         except Exception as exc:
             report.results.append(Result(name, None, f"FAILED: {failure_text(exc)}"))
     return report

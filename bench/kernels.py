@@ -15,8 +15,7 @@ from typing import Any
 import torch
 
 import intent
-from intent import InOut, Out, dims, f16, f32, i32, i64, parallel
-from intent.kernel import KernelObject
+from intent import InOut, KernelObject, Out, dims, f16, f32, i32, i64, parallel
 from kir.core import Role
 from kir.frontend import TensorSpec
 

@@ -63,14 +63,21 @@ class Timing:
 
 def per_call(fn: Callable[[], Any], calls: int, batch: int = 50) -> Timing:
     """Median over batches of the mean time of one call, in CPU and in wall microseconds."""
-    cpu, wall = [], []
+    return interleaved([fn], calls, batch)[0]
+
+
+def interleaved(fns: list[Callable[[], Any]], calls: int, batch: int = 50) -> list[Timing]:
+    """`per_call` of several functions, their batches alternating so that all see the same machine load."""
+    cpu: list[list[float]] = [[] for _ in fns]
+    wall: list[list[float]] = [[] for _ in fns]
     for _ in range(max(1, calls // batch)):
-        c0, w0 = time.process_time_ns(), time.perf_counter_ns()
-        for _ in range(batch):
-            fn()
-        cpu.append((time.process_time_ns() - c0) / batch / 1e3)
-        wall.append((time.perf_counter_ns() - w0) / batch / 1e3)
-    return Timing(median(cpu), median(wall))
+        for n, fn in enumerate(fns):
+            c0, w0 = time.process_time_ns(), time.perf_counter_ns()
+            for _ in range(batch):
+                fn()
+            cpu[n].append((time.process_time_ns() - c0) / batch / 1e3)
+            wall[n].append((time.perf_counter_ns() - w0) / batch / 1e3)
+    return [Timing(median(c), median(w)) for c, w in zip(cpu, wall)]
 
 
 @dataclass
@@ -95,8 +102,8 @@ def measure(case: BenchCase, calls: int) -> Row:
             case.kernel(**args)  # emission and module loading happen here, once
             if not grids:
                 raise RuntimeError("the launch never reached Triton (empty grid?)")
-            row.call = per_call(lambda: case.kernel(**args), calls)
-            row.launcher = per_call(lambda: emit_triton.launch(kernel, args), calls)
+            row.call, row.launcher = interleaved([lambda: case.kernel(**args),
+                                                  lambda: emit_triton.launch(kernel, args)], calls)
     except Exception as exc:  # the table records a failing kernel instead of hiding it
         row.error = failure_text(exc)
     return row

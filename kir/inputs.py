@@ -95,7 +95,7 @@ def _scalar(dtype: DType, rng: np.random.Generator) -> int | float | bool:
         return bool(rng.integers(0, 2))
     if dtype.is_int:
         return int(rng.integers(1, 8))
-    return float(_values((), dtype, rng))
+    return float(_values((1,), dtype, rng)[0])
 
 
 def _values(shape: tuple[int, ...], dtype: DType, rng: np.random.Generator) -> np.ndarray:

@@ -120,6 +120,8 @@ def variant_values(region: K.Region, seeds: Iterable[int], lanes_context: bool) 
     """KIR values that differ between the instances one program owns (fixpoint over loops)."""
     var = set(seeds)
     ops = list(region.walk())
+    # Buffers allocated in the region have one copy per instance: what is read from them varies.
+    private = {v.id for o in ops for v in o.results if isinstance(v.type, K.RefType)} if lanes_context else set()
     changed = True
     while changed:
         changed = False
@@ -153,7 +155,7 @@ def variant_values(region: K.Region, seeds: Iterable[int], lanes_context: bool) 
                 if lanes_context or any_in:
                     mark(op.results)
             elif isinstance(op, KA.Load | KA.Gather | KG.RegionFold):
-                if any_in:
+                if any_in or op.src.id in private:
                     mark(op.results)
             elif any_in:
                 mark(op.results)

@@ -21,4 +21,5 @@ def test_random_kernels_construct_and_verify_or_are_refused(kernel: Kernel):
     except DiagnosticError as exc:
         assert not exc.message.startswith("internal"), exc.message
         return
-    assert [str(v) for v in check(program, kernel)] == []
+    violations = [str(v) for v in check(program, kernel)]
+    assert violations == [], "\n".join(violations) + "\n" + str(kernel)

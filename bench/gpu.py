@@ -1,7 +1,7 @@
 """Device timings: every bench kernel at large sizes against torch eager, torch.compile and a
 straightforward hand-written Triton kernel (bench/triton_ref.py).
 
-    python bench/gpu.py [--only FAMILY ...] [--no-compile] [--budget-s S] [--peak-gbs G]
+    python bench/gpu.py [--quick] [--only FAMILY ...] [--no-compile] [--budget-s S] [--peak-gbs G]
 
 Needs a CUDA device; without one it prints "no CUDA device; nothing to time" and exits 0.
 First every Intent kernel's result is checked against torch (the hand-written Triton kernel for
@@ -281,6 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", nargs="*", metavar="FAMILY")
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
+    ap.add_argument("--quick", action="store_true", help="the same as --no-compile (torch.compile dominates the time)")
     ap.add_argument("--budget-s", type=float, default=400.0,
                     help="after this many seconds, skip the remaining torch.compile baselines (default 400)")
     ap.add_argument("--peak-gbs", type=float, default=None, help="the device's peak memory bandwidth in GB/s")
@@ -299,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
         device = torch.device("cuda")
         cases = gpu_cases()
         peaks = device_peaks(torch.cuda.get_device_name(device), opts.peak_gbs)
-        use_compile = not opts.no_compile
+        use_compile = not (opts.no_compile or opts.quick)
     if opts.only:
         cases = [c for c in cases if c.family in opts.only]
     from bench import triton_ref

@@ -359,7 +359,9 @@ def emit(program: Program) -> EmittedKernel:
 
 from . import (  # noqa: E402,F401  (each module registers its emitters)
     emit_access,
+    emit_contract,
     emit_control,
+    emit_histogram,
     emit_layout,
     emit_pointwise,
     emit_program,

@@ -1,8 +1,7 @@
-"""Reductions, scans, contractions and histograms over tile axes (the lanes axis is axis 0)."""
+"""Reductions and scans over tile axes (the lanes axis is axis 0)."""
 
 from __future__ import annotations
 
-from kir.contract import Precision
 from kir.dtypes import DType
 from kir.reduce import ReduceKind
 from physical import ops as P
@@ -119,39 +118,3 @@ def emit_scan(em: Emitter, op: P.Scan) -> None:
     for r, o, acc in zip(op.results, outs, op.acc_dtypes):
         n = em.define(r)
         em.line(f"{n} = {o}" if r.type.dtype == acc else f"{n} = {o}.to({TL_DTYPE[r.type.dtype]})")
-
-
-@emits(P.Contract)
-def emit_contract(em: Emitter, op: P.Contract) -> None:
-    # Per-lane contraction: products widened to the accumulator, masked sum over the contracted axes.
-    # (The seam for a tiled tl.dot mapping of the free axes is a later pass.)
-    shape = op.lhs.type
-    acc = TL_DTYPE[op.acc_dtype]
-    a, b = em.arg(op.lhs, shape, True), em.arg(op.rhs, shape, True)
-    prod = em.fresh("prod")
-    if op.precision is Precision.tf32:
-        em.line("# precision tf32 requested; the per-lane form multiplies in IEEE f32")
-    em.line(f"{prod} = {a}.to({acc}) * {b}.to({acc})")
-    if op.member is not None:
-        zero = literal(0, op.acc_dtype)
-        em.line(f"{prod} = tl.where({em.arg(op.member, shape)}, {prod}, {zero})")
-    for ax in sorted(op.axes, reverse=True):
-        em.line(f"{prod} = tl.sum({prod}, axis={ax + int(shape.lanes)})")
-    em.line(f"{em.define(op.result)} = {prod}")
-
-
-@emits(P.Histogram)
-def emit_histogram(em: Emitter, op: P.Histogram) -> None:
-    t = op.result.type
-    v = op.values
-    bins = t.tile[-1].block
-    lanes = v.type.lanes
-    vals = f"{em.name(v)}[:, None, :]" if lanes else f"{em.name(v)}[None, :]"
-    pos = f"tl.arange(0, {bins})[None, :, None]" if lanes else f"tl.arange(0, {bins})[:, None]"
-    hit = em.fresh("hit")
-    em.line(f"{hit} = {vals} == {pos}")
-    if op.member is not None:
-        m = em.name(op.member)
-        spread = ":, None, :" if op.member.type.lanes else ("None, None, :" if lanes else "None, :")
-        em.line(f"{hit} = {hit} & {m}[{spread}]")
-    em.line(f"{em.define(op.result, 'counts')} = tl.sum({hit}.to(tl.int32), axis={2 if lanes else 1})")

@@ -366,7 +366,7 @@ def _launch(launch: Callable[..., Any], k: Kernel, args: dict[str, Any], device:
     return {p.name: targs[p.name].detach().cpu().to(_host_dtype(p.type.dtype)).numpy() for p in k.outputs}
 
 
-def _host_dtype(dt: Any):
+def _host_dtype(dt: Any) -> Any:  # a torch.dtype; torch is imported only by `run`
     import torch
 
     return torch.float32 if dt is DType.bf16 else dt.torch

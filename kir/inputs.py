@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,6 +18,7 @@ import numpy as np
 from .access import Gather, Load, Scatter
 from .atomic import Atomic, AtomicCAS
 from .core import DynSlice, Kernel, Op, Param, RefType, Region, TensorType, Value
+from .dims import Dim
 from .dtypes import DType
 from .errors import LaunchError
 from .histogram import Histogram
@@ -83,7 +84,7 @@ def _argument(p: Param, env: dict[str, int], use: _IndexUse | None, rng: np.rand
     return _values(shape, dtype, rng)
 
 
-def _extent(d, env: dict[str, int], name: str) -> int:
+def _extent(d: Dim, env: dict[str, int], name: str) -> int:
     n = d.evaluate(env)
     if n < 0:
         raise LaunchError(f"parameter {name}: extent {d} is {n} for these shapes")
@@ -95,7 +96,7 @@ def _scalar(dtype: DType, rng: np.random.Generator) -> int | float | bool:
         return bool(rng.integers(0, 2))
     if dtype.is_int:
         return int(rng.integers(1, 8))
-    return float(_values((1,), dtype, rng)[0])
+    return float(_values((1,), dtype, rng).reshape(-1)[0])
 
 
 def _values(shape: tuple[int, ...], dtype: DType, rng: np.random.Generator) -> np.ndarray:
@@ -115,15 +116,15 @@ def _values(shape: tuple[int, ...], dtype: DType, rng: np.random.Generator) -> n
 
 
 def _round_to_bf16(x: np.ndarray) -> np.ndarray:
+    """Round to the nearest bf16 (ties to even), kept in f32 storage; the shape is kept (0-d too)."""
     bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
     rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)
-    return rounded.view(np.float32)
+    return rounded.view(np.float32).reshape(np.shape(x))
 
 
 def _offsets(length: int, extent: int, dtype: DType, rng: np.random.Generator) -> np.ndarray:
     """Monotone offsets from 0 whose last entry is the sliced extent: segments tile the axis."""
-    lo, hi = dtype.int_range
-    extent = min(extent, hi)
+    extent = min(extent, dtype.int_range[1])
     if length == 0:
         return np.zeros(0, dtype=dtype.np)
     cuts = np.sort(rng.integers(0, extent + 1, size=max(length - 2, 0)))
@@ -150,7 +151,7 @@ def _index_uses(kernel: Kernel, env: dict[str, int]) -> dict[str, _IndexUse]:
     params = {p.value.id: p.name for p in kernel.params}
     uses: dict[str, _IndexUse] = {}
 
-    def note(v: Value, extent_dim, offsets: bool) -> None:
+    def note(v: Value, extent_dim: Dim, offsets: bool) -> None:
         extent = extent_dim.evaluate(env)
         for name in sources.get(v.id, ()):
             u = uses.setdefault(name, _IndexUse())
@@ -182,7 +183,7 @@ def _flow(o: Op, sources: dict[int, set[str]], params: dict[int, str]) -> None:
         sources[v.id] = came
 
 
-def _note_uses(o: Op, note) -> None:
+def _note_uses(o: Op, note: Callable[[Value, Dim, bool], None]) -> None:
     if isinstance(o, RegionFold | RegionScan):
         pairs = [(o.src, o.index)] if isinstance(o, RegionFold) else [(o.src, o.src_index), (o.dst, o.dst_index)]
         for ref, index in pairs:

@@ -100,12 +100,17 @@ def construct(kernel: K.Kernel) -> Program:
 
 def segments_for(groups: list[Group] | tuple[Group, ...], constexprs: dict[str, LaunchExpr]
                  ) -> tuple[tuple[Segment, ...], LaunchExpr]:
-    """Segment g: L_g = cdiv(prod(domain), BLOCK_I) (1 for a single instance), O_g = sum of earlier L."""
+    """Segment g: L_g = cdiv(prod(domain), BLOCK_I) (1 for a single instance), O_g = sum of earlier L.
+
+    A tile-owning group (`tiles`) has prod(leading extents) * prod(cdiv(D_k, B_k)) programs."""
     segs = []
     lengths: list[LaunchExpr] = []
     for g in groups:
+        lead = len(g.domain) - len(g.tiles)
         length = LConst(1) if g.single_instance else \
-            lcdiv(lprod(tuple(ldim(d) for d in g.domain)), constexprs[g.block])
+            lcdiv(lprod(tuple(ldim(d) for d in g.domain)), constexprs[g.block]) if not g.tiles else \
+            lprod(tuple(ldim(d) for d in g.domain[:lead]) +
+                  tuple(lcdiv(ldim(d), constexprs[b]) for d, b in zip(g.domain[lead:], g.tiles)))
         segs.append(Segment(g.id, length, lsum(tuple(lengths))))
         lengths.append(length)
     return tuple(segs), lsum(tuple(lengths))

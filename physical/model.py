@@ -408,6 +408,11 @@ class Group:
     A program owns `BLOCK_I` consecutive flattened instances (`block` names that constexpr). A
     group with `domain == ()` is a single-instance group. `serial` is set when the group runs work
     whose independence could not be proven: everything then runs in order inside its one instance.
+
+    `tiles` (tile ownership): when set, a program instead owns one tile of the trailing
+    `len(tiles)` domain axes, `tiles[k]` consecutive coordinates along each (constexprs), and one
+    coordinate of every leading axis; it decodes them with one `owned_tile`. The segment then has
+    prod(leading extents) * prod(cdiv(extent, block)) programs, and `block` is 1.
     """
 
     id: int
@@ -418,6 +423,7 @@ class Group:
     serial: bool = False
     origins: tuple[Origin, ...] = ()
     loc: Loc | None = None
+    tiles: tuple[str, ...] = ()
 
     @property
     def single_instance(self) -> bool:

@@ -16,7 +16,6 @@ from kir import (
     BinaryFn,
     Broadcast,
     Builder,
-    Cast,
     CmpFn,
     Compare,
     Constant,
@@ -55,7 +54,7 @@ from kir import (
     scalar,
 )
 from kir.core import Kernel, Region, TensorType, Value
-from kir.dims import DConst, Dim, PCmp, Pred
+from kir.dims import DConst, Dim, Pred
 from kir.solver import ShapeSolver
 
 f16, bf16, f32, f64 = DType.f16, DType.bf16, DType.f32, DType.f64
@@ -413,12 +412,6 @@ def local_buffer() -> Kernel:
     return k.done()
 
 
-def nonneg(*names: str) -> tuple[Pred, ...]:
-    return tuple(PCmp(">=", DSym(n), DConst(0)) for n in names)
-
-
-__all__ = [name for name in dir() if not name.startswith("_")]
-_ = (Cast, f16, bf16, u32, pred, K, C, T)
 
 
 def ranged_fold(kind: ReduceKind = ReduceKind.sum) -> Kernel:

@@ -50,8 +50,10 @@ def test_every_example_passes_check(capsys: pytest.CaptureFixture[str], path: Pa
 
 
 def test_examples_cover_every_op() -> None:
+    # The examples are also the corpus every later stage runs; `concat` is left out while physical
+    # construction refuses it (its syntax is covered by the round-trip tests and docs/kir.md).
     used = {o.NAME for path in EXAMPLES for k in parse_file(str(path)) for o in k.walk()}
-    assert used == set(kir.OP_CLASSES)
+    assert used == set(kir.OP_CLASSES) - {"concat"}
 
 
 MALFORMED = [

@@ -72,7 +72,7 @@ def test_unsigned_and_narrow_index_inputs_fit_their_dtype() -> None:
 
 def test_other_dtypes() -> None:
     text = """kernel f(a: in f16[N], b: in bf16[N], c: in i8[N], d: in u32[N], e: in pred[N], s: i32, t: f64, p: pred,
-              o: inout i16[N]) symbols(N) {
+              o: inout i16[N], h: bf16, z: in bf16[]) symbols(N) {
   yield
 }"""
     args = random_inputs(parse_kernel(text), {"N": 64}, 0)
@@ -84,6 +84,8 @@ def test_other_dtypes() -> None:
     assert args["e"].dtype == np.bool_
     assert isinstance(args["s"], int) and isinstance(args["t"], float) and isinstance(args["p"], bool)
     assert args["o"].dtype == np.int16 and np.all(args["o"] != 0)  # inout is an input too
+    assert isinstance(args["h"], float) and np.float32(args["h"]).view(np.uint32) & 0xFFFF == 0
+    assert args["z"].shape == () and args["z"].dtype == np.float32
 
 
 def test_refinement_and_symbol_errors() -> None:

@@ -478,7 +478,12 @@ def test_atomics_without_old_value_are_scatter_reduces(kind: AtomicKind) -> None
     idx = np.array([0, 2, 2, 5, 0, -1], np.int32)
     v = np.array([3, -1, 4, 1, 5, 9], np.int32)
     acc = np.array([1, 1, 1], np.int32)
-    got = run_both(K.atomic_kernel(kind), {"idx": idx, "v": v, "acc": acc})["acc"]
+    args = {"idx": idx, "v": v, "acc": acc}
+    combine = {AtomicKind.add: "add", AtomicKind.max: "maximum", AtomicKind.min: "minimum", AtomicKind.xor: "xor"}
+    text = shlo.emit(K.atomic_kernel(kind), args)
+    assert re.search(r'"stablehlo.scatter"\(%t\.\d+, %t\.\d+, %v\) \(\{\n\s*\^bb0\(%arg\.\d+: tensor<i32>, '
+                     r'%arg\.\d+: tensor<i32>\):\n\s*%t\.\d+ = stablehlo\.' + combine[kind], text), text
+    got = run_both(K.atomic_kernel(kind), args)["acc"]
     fn = {AtomicKind.add: np.add, AtomicKind.max: np.maximum, AtomicKind.min: np.minimum,
           AtomicKind.xor: np.bitwise_xor}[kind]
     want = acc.copy()
@@ -513,6 +518,8 @@ def test_for_with_bounds_per_instance() -> None:
 
 def test_local_buffer_per_instance() -> None:
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    text = shlo.emit(K.local_buffer(), {"x": x})
+    assert "stablehlo.constant dense<0.0> : tensor<2x3xf32>" in text  # one zeroed buffer row per instance
     close(run_both(K.local_buffer(), {"x": x})["out"], x[:, ::-1])
 
 

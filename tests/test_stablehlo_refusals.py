@@ -80,8 +80,11 @@ def test_randn_is_refused_but_rand_and_randint_are_exact() -> None:
     k = KB("bits", "N", [("seed", K.i64), ("off", ref(K.i32, N)), ("out", out(K.u32, N))])
     k.store("out", (full(N),), k.add(Random, kind=RngKind.randint, seed=k.p["seed"], offset=k.load("off", full(N))))
     off = np.array([0, -1, 7, 2**31 - 1], np.int32)
+    kernel = k.done()
+    text = shlo.emit(kernel, {"seed": -5, "off": off})
+    assert "stablehlo.multiply" in text and "tensor<4xui64>" in text and "stablehlo.xor" in text  # Philox rounds
     pytest.importorskip("jax")
-    got = shlo.run(k.done(), {"seed": -5, "off": off})["out"]
+    got = shlo.run(kernel, {"seed": -5, "off": off})["out"]
     np.testing.assert_array_equal(got, philox_randint(-5, off))
 
 

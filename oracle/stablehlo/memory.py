@@ -176,6 +176,8 @@ def gather_points(ctx: Ctx, operand: Val, coords: list[Val], shape: tuple[int, .
     """`operand[coords]` elementwise (coordinates clamped into range); result has `shape`."""
     if operand.rank == 0:
         return ctx.ssa.broadcast_in_dim(operand, shape, [], depth)
+    if 0 in operand.shape:  # nothing to read: every coordinate is out of range (callers fill or discard)
+        return ctx.splat(0, operand.dtype, shape, depth)
     return ctx.ssa.gather_points(operand, index_tensor(ctx, coords), depth)
 
 
@@ -195,6 +197,8 @@ def scatter_points(ctx: Ctx, operand: Val, coords: list[Val], updates: Val, comb
     """
     s = ctx.ssa
     shape = updates.shape
+    if 0 in operand.shape or 0 in shape:  # nothing to write, or nowhere to write it
+        return operand
     target, coords, was_scalar = _flat_scalar_target(ctx, operand, coords, shape)
     keep = ctx.and_(keep, in_range(ctx, coords, target.shape))
     padded = target

@@ -78,6 +78,8 @@ _SIMPLE_UNARY = {
 
 def unary(ctx: Ctx, fn: UnaryFn, x: Val) -> Val:
     s = ctx.ssa
+    if fn is UnaryFn.abs and x.dtype.is_int and not x.dtype.is_signed:
+        return x  # StableHLO's abs takes signless integers only; |x| of an unsigned value is x
     if fn in _SIMPLE_UNARY:
         return s.unary(_SIMPLE_UNARY[fn], x)
     if fn is UnaryFn.exp2:

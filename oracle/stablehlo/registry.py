@@ -8,7 +8,7 @@ with neither is an internal gap and reported as such (a test keeps the registry 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 
 from kir.control import Yield
 from kir.core import Op, Region, Value
@@ -103,7 +103,3 @@ def captured(region: Region) -> list[Value]:
 
     walk(region)
     return out
-
-
-def ops_in(region: Region) -> Iterator[Op]:
-    return region.walk()

@@ -48,6 +48,8 @@ def _jax() -> Any:
         from jaxlib.mlir.dialects import stablehlo  # noqa: F401
     except ImportError as exc:
         raise IntentError(f"the StableHLO runtime needs jax and jaxlib ({exc}); {INSTALL_HINT}") from None
+    if not hasattr(jax, "enable_x64") or not hasattr(jax.extend.backend.get_backend("cpu"), "compile_and_load"):
+        raise IntentError(f"the StableHLO runtime needs jax >= 0.10 (found {jax.__version__}); {INSTALL_HINT}")
     return jax
 
 

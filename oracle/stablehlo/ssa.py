@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 from kir.dtypes import DType
 
-from .values import Val, literal, tensor_type
+from .values import Val, literal
 
 RegionBody = Callable[[list[Val]], Sequence[Val]]
 
@@ -321,7 +321,3 @@ class SSA:
                   f"[#stablehlo<precision {precision}>, #stablehlo<precision {precision}>]}} : "
                   f"({lhs.type}, {rhs.type}) -> {r.type}")
         return r
-
-
-def shape_type(dtype: DType, shape: tuple[int, ...]) -> str:
-    return tensor_type(dtype, shape)

@@ -4,19 +4,19 @@ from ._base import OP_CLASSES, pop
 from .access import Load, Store
 from .atomic import SCOPE_FOR_SHARING, AtomicCAS, AtomicRMW, Sharing
 from .buffers import AllocBuffer
-from .contract import Contract
+from .contract import Contract, MatMul
 from .control import For, If, While, Yield
-from .histogram import Histogram
-from .layout import Broadcast, ExpandDims, Permute, Squeeze
+from .histogram import BinCount, Histogram
+from .layout import Broadcast, ExpandDims, Permute, Squeeze, TileConcat, TileReshape, TileSlice
 from .pointwise import Binary, Bitcast, Cast, Compare, Const, Select, Unary
-from .program import Barrier, ChunkLanes, OwnedInstances, ScalarParam, ShapeValue, TileIndex
+from .program import Barrier, ChunkLanes, OwnedInstances, OwnedTile, ScalarParam, ShapeValue, TileIndex
 from .reduce import Reduce
 from .region import RegionFold, RegionScan
 from .rng import Random
 from .scan import Scan
 
 __all__ = ["OP_CLASSES", "pop", "Load", "Store", "AtomicRMW", "AtomicCAS", "Sharing", "SCOPE_FOR_SHARING",
-           "AllocBuffer", "Contract", "For", "If", "While", "Yield", "Histogram", "Broadcast", "ExpandDims",
-           "Permute", "Squeeze", "Binary", "Bitcast", "Cast", "Compare", "Const", "Select", "Unary", "Barrier",
-           "ChunkLanes", "OwnedInstances", "ScalarParam", "ShapeValue", "TileIndex", "Reduce", "RegionFold",
-           "RegionScan", "Random", "Scan"]
+           "AllocBuffer", "Contract", "MatMul", "For", "If", "While", "Yield", "Histogram", "BinCount", "Broadcast",
+           "ExpandDims", "Permute", "Squeeze", "TileSlice", "TileConcat", "TileReshape", "Binary", "Bitcast", "Cast",
+           "Compare", "Const", "Select", "Unary", "Barrier", "ChunkLanes", "OwnedInstances", "OwnedTile",
+           "ScalarParam", "ShapeValue", "TileIndex", "Reduce", "RegionFold", "RegionScan", "Random", "Scan"]

@@ -23,3 +23,17 @@ class Contract(POp):
     acc_dtype: DType
     precision: Precision
     member: PValue | None
+
+
+@pop("matmul")
+class MatMul(POp):
+    """`acc + lhs @ rhs` over the last two tile axes: lhs [.., M, K], rhs [.., K, N], acc and the result
+    [.., M, N] in the accumulator dtype (no lanes). Every position of K is summed: operands hold zero
+    where the contraction has no member. f32 operands multiply in IEEE f32 unless `precision` is tf32;
+    f16/bf16 (i8) operands accumulate in f32 (i32).
+    """
+
+    lhs: PValue
+    rhs: PValue
+    acc: PValue
+    precision: Precision

@@ -1,4 +1,10 @@
-"""Layout ops on register fragments (slices, concats and reshapes compose into coordinates instead)."""
+"""Layout ops on register fragments.
+
+Whole-tensor writes compose slices, concatenations and reshapes into access coordinates
+(physical/worksets.py); inside an instance, a value already held in a tile is rearranged in
+registers by `tile_slice`, `tile_concat` and `tile_reshape`. Result positions past a result axis'
+extent (padding) hold unspecified values of the operand.
+"""
 
 from __future__ import annotations
 
@@ -37,3 +43,30 @@ class Squeeze(POp):
 
     x: PValue
     axis: int
+
+
+@pop("tile_slice")
+class TileSlice(POp):
+    """Result position j along tile axis a is operand position `starts[a] + j * steps[a]` (starts are
+    uniform index values, steps positive constants); lanes stay leading."""
+
+    x: PValue
+    starts: tuple[PValue, ...]
+    steps: tuple[int, ...]
+
+
+@pop("tile_concat")
+class TileConcat(POp):
+    """Concatenation of `parts` along tile axis `axis`: part k occupies the positions from the sum of
+    the earlier parts' extents on; all other axes (and the lanes) agree with the result."""
+
+    parts: tuple[PValue, ...]
+    axis: int
+
+
+@pop("tile_reshape")
+class TileReshape(POp):
+    """The operand's members in row-major order over its tile extents, regrouped row-major over the
+    result's tile extents (equal element counts); lanes stay leading."""
+
+    x: PValue

@@ -15,6 +15,23 @@ class OwnedInstances(POp):
     block: str
 
 
+@pop("owned_tile")
+class OwnedTile(POp):
+    """The instances a tile-owning program owns (groups with `tiles`): one result per domain axis.
+
+    Leading axes give one coordinate each (uniform index scalars). Trailing axis k gives the block
+    `tile_k * B_k + arange(B_k)` (a one-axis index tile of extent and block `blocks[k]`); positions
+    past the domain extent are no instances, so effects are masked by `coordinate < extent`. Programs
+    enumerate tiles row-major, except that with `group_m > 1` the two trailing axes are visited in
+    bands of `group_m` tile rows (column by column inside a band), so that concurrent programs
+    share operand rows and columns in cache.
+    """
+
+    group: int
+    blocks: tuple[str, ...]
+    group_m: int = 1
+
+
 @pop("chunk_lanes")
 class ChunkLanes(POp):
     """`base + arange(BLOCK)` (lanes, index): one chunk of a workset run in order inside an instance."""

@@ -27,7 +27,7 @@ from kir.core import Kernel
 from ..model import Program
 
 # Importing a module registers its rules; `_ORDER` below is the order they run in.
-from . import accesses, atomics, buffers, dependence, fragments, ownership, structure, structured
+from . import accesses, atomics, buffers, dependence, fragments, ownership, structure, structured, tiles
 from .base import RULE_DOCS, RULES, PhysicalVerifyError, Violation, locate
 
 _ORDER = ["self-contained", "ssa-defined", "fragment-types", "launch-extent", "segments-partition", "ownership",
@@ -68,4 +68,4 @@ def verify(program: Program, kernel: Kernel | None = None) -> None:
 
 
 __all__ = ["verify", "check", "run_rule", "RULES", "RULE_DOCS", "PhysicalVerifyError", "Violation", "structure",
-           "fragments", "ownership", "structured", "buffers", "accesses", "dependence", "atomics"]
+           "fragments", "ownership", "structured", "buffers", "accesses", "dependence", "atomics", "tiles"]

@@ -100,6 +100,12 @@ class Forms:
         if name not in self.per_copy:
             self.per_copy.add(name)
             self.facts.append(PCmp(">=", DSym(name), DConst(0)))
+            if 0 <= axis < len(tile):
+                from .tiles import position_bound
+
+                bound = position_bound(self.ix, tile[axis])
+                if bound is not None:
+                    self.facts.append(PCmp("<", DSym(name), bound))
         return DSym(name)
 
     # ------------------------------------------------------------------ launch expressions as dims
@@ -206,6 +212,10 @@ class Forms:
             return self.tile_atom(v.type.tile, op.axis) if 0 <= op.axis < len(v.type.tile) else None
         if isinstance(op, P.OwnedInstances):
             return self._owned(op, v)
+        if isinstance(op, P.OwnedTile):
+            from .tiles import owned_tile_form
+
+            return owned_tile_form(self, op, k, v)
         if isinstance(op, P.ChunkLanes):
             return self._chunk(op, v)
         if isinstance(op, P.Binary):

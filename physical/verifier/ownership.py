@@ -22,6 +22,7 @@ from ..model import AccessRelation, Group, POp, Program, PValue
 from .base import Reporter, Violation, describe, rule
 from .index import ProgramIndex, evaluate, index_of, product
 from .structure import domain_programs
+from .tiles import check_tile_group, exclusive
 
 EFFECT_OPS = (P.Store, P.AtomicRMW, P.AtomicCAS, P.RegionScan)
 KIR_EFFECTS = (KA.Store, KA.Scatter, KT.Atomic, KT.AtomicCAS, KG.RegionScan)
@@ -44,7 +45,7 @@ def lane_source(ix: ProgramIndex, op: POp) -> tuple[POp, PValue] | None:
     if g is None:
         return None
     for inner in g.body.ops:
-        if isinstance(inner, P.OwnedInstances) and inner.results:
+        if isinstance(inner, P.OwnedInstances | P.OwnedTile) and inner.results:
             return inner, inner.results[0]
     return None
 
@@ -136,6 +137,10 @@ def check_ownership(program: Program, kernel: Kernel | None = None) -> list[Viol
                     f"cdiv({' * '.join(str(d) for d in g.domain)}, {g.block})"
                 report(f"segment of group {g.id} ({g.name}) has {seg.length} programs, but its domain needs {need}",
                        group=g.id)
+        if g.tiles:
+            for message, op in check_tile_group(ix, g):
+                report(message, op, g.id)
+            continue
         _owned_instances(program, ix, g, report)
     for pl in ix.placed:
         op = pl.op
@@ -221,7 +226,8 @@ def check_effect_coverage(program: Program, kernel: Kernel | None = None) -> lis
         if len(groups) > 1:
             report(f"{describe(program, first)} is performed by groups {', '.join(map(str, groups))}; each KIR effect "
                    f"belongs to exactly one execution slice", first, groups[0])
-        elif len(found) > 1:
+        elif len(found) > 1 and not all(exclusive(ix, a, b) for n, (_, a) in enumerate(found)
+                                        for _, b in found[n + 1:]):
             report(f"{describe(program, first)} is performed by {len(found)} physical effects in group {groups[0]}; "
                    f"it would happen {len(found)} times per instance", first, groups[0])
     if kernel is not None:

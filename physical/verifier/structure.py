@@ -208,6 +208,10 @@ def domain_programs(ix, group: Group) -> list[int | None]:
     """cdiv(prod(domain), BLOCK_I) on every sample (1 for a single-instance group)."""
     if group.single_instance:
         return [1] * len(ix.envs)
+    if group.tiles:
+        from .tiles import tile_programs
+
+        return tile_programs(ix, group)
     out: list[int | None] = []
     for env in ix.envs:
         n, b = evaluate(product(group.domain), env), env.get(group.block)

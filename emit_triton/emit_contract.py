@@ -1,0 +1,27 @@
+"""Contractions (dot / dot_general) over tile axes."""
+
+from __future__ import annotations
+
+from kir.contract import Precision
+from physical import ops as P
+
+from .emit import TL_DTYPE, Emitter, emits, literal
+
+
+@emits(P.Contract)
+def emit_contract(em: Emitter, op: P.Contract) -> None:
+    # Per-lane contraction: products widened to the accumulator, masked sum over the contracted axes.
+    # (The seam for a tiled tl.dot mapping of the free axes is a later pass.)
+    shape = op.lhs.type
+    acc = TL_DTYPE[op.acc_dtype]
+    a, b = em.arg(op.lhs, shape, True), em.arg(op.rhs, shape, True)
+    prod = em.fresh("prod")
+    if op.precision is Precision.tf32:
+        em.line("# precision tf32 requested; the per-lane form multiplies in IEEE f32")
+    em.line(f"{prod} = {a}.to({acc}) * {b}.to({acc})")
+    if op.member is not None:
+        zero = literal(0, op.acc_dtype)
+        em.line(f"{prod} = tl.where({em.arg(op.member, shape)}, {prod}, {zero})")
+    for ax in sorted(op.axes, reverse=True):
+        em.line(f"{prod} = tl.sum({prod}, axis={ax + int(shape.lanes)})")
+    em.line(f"{em.define(op.result)} = {prod}")

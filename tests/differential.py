@@ -1,0 +1,224 @@
+"""Run one case through the oracle, the Triton launcher (CPU, interpreter) and the StableHLO exit, and compare.
+
+Comparison (documented in docs/testing.md):
+
+* integers and preds: exactly;
+* floats stored from *exact* values (see `tests/diffgen.inexact_values`): exactly, NaN equal to NaN and
+  -0.0 equal to 0.0;
+* other floats: the same NaN positions, the same infinities, and elementwise
+  `|got - want| <= tol * max(1, max |want|)` over the finite elements, with
+  `tol = eps * (16 + 4 * L)`: `eps` the machine epsilon of the least precise float type in the kernel
+  (2^-10 when a contraction asks for tf32), `L` the longest reduced, scanned or contracted extent.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import math  # noqa: E402
+import traceback  # noqa: E402
+from collections.abc import Mapping  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from kir import Dot, DType, Kernel, Precision, Reduce, RegionFold, RegionScan, Scan  # noqa: E402
+from kir.core import TensorType  # noqa: E402
+from kir.errors import DiagnosticError, IntentError, LaunchError, NotExpressible  # noqa: E402
+from tests.diffgen import inexact_outputs  # noqa: E402
+from tests.diffinputs import Arg, Case  # noqa: E402
+
+OUTCOMES = ("ok", "refused", "mismatch", "crash", "oracle_error", "launch_error")
+EPS = {DType.f16: 2.0**-10, DType.bf16: 2.0**-7, DType.f32: 2.0**-23, DType.f64: 2.0**-52}
+TF32_EPS = 2.0**-10
+
+
+@dataclass
+class Outcome:
+    """What happened to one case. `kind` is one of OUTCOMES; `stage` says where it happened."""
+
+    kind: str
+    stage: str = ""
+    message: str = ""
+    details: list[str] = field(default_factory=list)
+    stablehlo: str = "skipped"  # ok | not_expressible | mismatch | crash | skipped
+
+    @property
+    def failed(self) -> bool:
+        return self.kind in ("mismatch", "crash", "oracle_error", "launch_error") or \
+            self.stablehlo in ("mismatch", "crash")
+
+    def signature(self) -> str:
+        """A short key that groups failures with the same cause (used to save one reproducer each)."""
+        if self.kind in ("mismatch", "crash", "oracle_error", "launch_error"):
+            head = self.message.splitlines()[0] if self.message else ""
+            return f"{self.kind}@{self.stage}: {_normalise(head)}"
+        return f"stablehlo-{self.stablehlo}: {_normalise(self.details[0] if self.details else '')}"
+
+    def text(self) -> str:
+        lines = [f"{self.kind} at {self.stage}: {self.message}" if self.stage else self.kind]
+        lines += self.details
+        if self.stablehlo not in ("ok", "skipped"):
+            lines.append(f"stablehlo: {self.stablehlo}")
+        return "\n".join(lines)
+
+
+def _normalise(text: str) -> str:
+    """Drop numbers and value names so that one bug gives one signature."""
+    import re
+
+    text = re.sub(r"%\w+", "%v", text)
+    text = re.sub(r"-?\d+(\.\d+)?(e-?\d+)?", "#", text)
+    return text[:120]
+
+
+# ---------------------------------------------------------------------------------------------- tolerances
+
+
+def tolerance(kernel: Kernel, env: Mapping[str, int]) -> float:
+    eps = 0.0
+    longest = 0
+    for o in kernel.walk():
+        for v in o.results:
+            t = v.type
+            if isinstance(t, TensorType) and isinstance(t.dtype, DType) and t.dtype in EPS:
+                eps = max(eps, EPS[t.dtype])
+        if isinstance(o, Dot) and o.precision is Precision.tf32:
+            eps = max(eps, TF32_EPS)
+        longest = max(longest, _reduced_extent(o, env))
+    for p in kernel.params:
+        dt = p.type.dtype
+        if isinstance(dt, DType) and dt in EPS:
+            eps = max(eps, EPS[dt])
+    return eps * (16 + 4 * longest)
+
+
+def _reduced_extent(o: Any, env: Mapping[str, int]) -> int:
+    if isinstance(o, Reduce):
+        shape = o.inputs[0].type.shape
+        return math.prod(shape[a].evaluate(env) for a in o.axes) if shape else 1
+    if isinstance(o, Scan):
+        return o.inputs[0].type.shape[o.axis].evaluate(env)
+    if isinstance(o, Dot):
+        shape = o.lhs.type.shape
+        return math.prod(shape[a].evaluate(env) for a in o.lhs_contract)
+    if isinstance(o, RegionFold | RegionScan):
+        src = o.src.type
+        return max((d.evaluate(env) for d in src.shape), default=1)
+    return 0
+
+
+def compare(name: str, got: np.ndarray, want: np.ndarray, exact: bool, tol: float) -> str | None:
+    """None when `got` agrees with `want`, else a one-line description of the first difference."""
+    got, want = np.asarray(got), np.asarray(want)
+    if got.shape != want.shape:
+        return f"{name}: shape {got.shape} != {want.shape}"
+    if want.dtype.kind != "f":
+        if got.dtype != want.dtype:
+            got = got.astype(want.dtype)
+        bad = np.argwhere(got != want)
+        if bad.size:
+            at = tuple(int(i) for i in bad[0])
+            return f"{name}: {len(bad)} element(s) differ, first at {at}: got {got[at]!r}, want {want[at]!r}"
+        return None
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    nan_g, nan_w = np.isnan(g), np.isnan(w)
+    if (nan_g != nan_w).any():
+        at = tuple(int(i) for i in np.argwhere(nan_g != nan_w)[0])
+        return f"{name}: NaN positions differ, first at {at}: got {g[at]!r}, want {w[at]!r}"
+    finite = np.isfinite(w) & np.isfinite(g)
+    inf_bad = ~nan_w & ~finite & (g != w)
+    if inf_bad.any():
+        at = tuple(int(i) for i in np.argwhere(inf_bad)[0])
+        return f"{name}: infinities differ, first at {at}: got {g[at]!r}, want {w[at]!r}"
+    if exact:
+        bad = finite & (g != w)
+        limit = 0.0
+    else:
+        scale = max(1.0, float(np.abs(w[finite]).max())) if finite.any() else 1.0
+        limit = tol * scale
+        bad = finite & (np.abs(g - w) > limit)
+    if bad.any():
+        at = tuple(int(i) for i in np.argwhere(bad)[0])
+        return (f"{name}: {int(bad.sum())} element(s) differ{' (exact)' if exact else f' beyond {limit:.3g}'}, "
+                f"first at {at}: got {g[at]!r}, want {w[at]!r}")
+    return None
+
+
+# ---------------------------------------------------------------------------------------------- running
+
+
+def _copy(inputs: Mapping[str, Arg]) -> dict[str, Arg]:
+    return {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in inputs.items()}
+
+
+def _crash(stage: str, exc: BaseException) -> Outcome:
+    tb = traceback.extract_tb(exc.__traceback__)
+    where = f"{os.path.relpath(tb[-1].filename)}:{tb[-1].lineno}" if tb else "?"
+    return Outcome("crash", stage, f"{type(exc).__name__}: {exc}".splitlines()[0][:300], [f"raised at {where}"])
+
+
+def run_launcher(kernel: Kernel, inputs: Mapping[str, Arg]) -> dict[str, np.ndarray]:
+    import emit_triton
+
+    args = _copy(inputs)
+    emit_triton.launch(kernel, args)
+    return {p.name: np.asarray(args[p.name]) for p in kernel.outputs}
+
+
+def check_outputs(kernel: Kernel, env: Mapping[str, int], got: Mapping[str, np.ndarray],
+                  want: Mapping[str, np.ndarray]) -> list[str]:
+    tol = tolerance(kernel, env)
+    loose = inexact_outputs(kernel)
+    problems = []
+    for p in kernel.outputs:
+        found = compare(p.name, got[p.name], want[p.name], p.name not in loose, tol)
+        if found:
+            problems.append(found)
+    return problems
+
+
+def run_case(case: Case, stablehlo: bool = True) -> Outcome:
+    """Oracle first (the meaning), then the launcher, then (when it applies) the StableHLO exit."""
+    import oracle
+
+    kernel, env = case.kernel, case.env
+    inputs = case.inputs()
+    try:
+        want = oracle.run(kernel, _copy(inputs))
+    except Exception as exc:  # the generator promises runnable kernels: any failure here is a finding
+        return Outcome("oracle_error", "oracle", f"{type(exc).__name__}: {exc}".splitlines()[0][:300])
+    try:
+        got = run_launcher(kernel, inputs)
+    except DiagnosticError as exc:
+        if exc.message.startswith("internal"):
+            return Outcome("crash", "lower", exc.message.splitlines()[0][:300])
+        return Outcome("refused", "lower", exc.message.splitlines()[0][:300])
+    except LaunchError as exc:
+        return Outcome("launch_error", "launch", str(exc).splitlines()[0][:300])
+    except IntentError as exc:
+        return Outcome("crash", "launch", f"{type(exc).__name__}: {exc}".splitlines()[0][:300])
+    except Exception as exc:
+        return _crash("launch", exc)
+    problems = check_outputs(kernel, env, got, want)
+    outcome = Outcome("mismatch", "launch", problems[0], problems[1:]) if problems else Outcome("ok")
+    if stablehlo:
+        outcome.stablehlo, extra = _stablehlo(case, inputs, want)
+        outcome.details += extra
+    return outcome
+
+
+def _stablehlo(case: Case, inputs: Mapping[str, Arg], want: Mapping[str, np.ndarray]) -> tuple[str, list[str]]:
+    try:
+        import oracle.stablehlo as shlo
+
+        got = shlo.run(case.kernel, _copy(inputs))
+    except NotExpressible as exc:
+        return "not_expressible", [str(exc).splitlines()[0][:200]]
+    except Exception as exc:
+        return "crash", [f"stablehlo: {type(exc).__name__}: {exc}".splitlines()[0][:300]]
+    problems = check_outputs(case.kernel, case.env, got, want)
+    return ("mismatch", [f"stablehlo: {p}" for p in problems]) if problems else ("ok", [])

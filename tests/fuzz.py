@@ -1,0 +1,267 @@
+"""Differential fuzzing campaigns: random kernels through the oracle, the launcher and the StableHLO exit.
+
+    python -m tests.fuzz --kernels 20000 --seed 7            a long campaign (progress bar on stderr)
+    python -m tests.fuzz --kernels 200 --no-stablehlo         launcher against oracle only
+    python -m tests.fuzz --bad-inputs 20000 --seed 7          the bad-input fuzzers (.kir, Python, launch)
+    python -m tests.fuzz --replay tests/fuzz_cases/case_x.json    rerun one saved case
+
+Each failure (a mismatch, a crash, a launch error on valid arguments, an oracle error) is minimised by
+hypothesis' shrinker and saved as `tests/fuzz_cases/case_<hash>.kir` plus `.json` (shapes, input
+specs, seed, the failure); `tests/test_fuzz_regressions.py` replays every saved case. Failures whose
+signature is already saved there count as known and are not shrunk again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
+from hypothesis import seed as hypothesis_seed  # noqa: E402
+from hypothesis.errors import Flaky  # noqa: E402
+
+from tests.differential import Outcome, run_case  # noqa: E402
+from tests.diffgen import cases  # noqa: E402
+from tests.diffinputs import Case, load_case, save_case  # noqa: E402
+
+CASES_DIR = Path(__file__).resolve().parent / "fuzz_cases"
+SHRINK_SECONDS = 180.0
+
+
+class _Failure(Exception):
+    """Raised inside the property so that hypothesis shrinks the case."""
+
+
+@dataclass
+class Found:
+    """A failure of the campaign: its minimised case and where the reproducer was saved."""
+
+    signature: str
+    outcome: Outcome
+    case: Case
+    path: Path | None
+    known: bool = False
+
+
+@dataclass
+class Summary:
+    total: int = 0
+    outcomes: Counter = field(default_factory=Counter)
+    stablehlo: Counter = field(default_factory=Counter)
+    refusals: Counter = field(default_factory=Counter)
+    not_expressible: Counter = field(default_factory=Counter)
+    features: Counter = field(default_factory=Counter)
+    failures: list[Found] = field(default_factory=list)
+    known_hits: Counter = field(default_factory=Counter)
+    seconds: float = 0.0
+
+    def count(self, case: Case, outcome: Outcome) -> None:
+        self.total += 1
+        self.outcomes[outcome.kind] += 1
+        self.stablehlo[outcome.stablehlo] += 1
+        if outcome.kind == "refused":
+            self.refusals[outcome.message[:100]] += 1
+        if outcome.stablehlo == "not_expressible" and outcome.details:
+            self.not_expressible[outcome.details[0].split(":", 1)[-1].strip()[:80]] += 1
+        self.features.update(case.notes)
+
+    @property
+    def new_failures(self) -> list[Found]:
+        return [f for f in self.failures if not f.known]
+
+    def text(self) -> str:
+        rate = self.seconds / max(self.total, 1)
+        lines = [f"{self.total} kernels in {self.seconds:.0f} s ({rate:.2f} s per kernel)",
+                 "launcher vs oracle: " + ", ".join(f"{k} {v}" for k, v in sorted(self.outcomes.items())),
+                 "StableHLO vs oracle: " + ", ".join(f"{k} {v}" for k, v in sorted(self.stablehlo.items()))]
+        if self.refusals:
+            lines.append("refusals (lowering said the kernel is outside what it supports):")
+            lines += [f"  {n:5d}  {m}" for m, n in self.refusals.most_common(12)]
+        if self.not_expressible:
+            lines.append("not expressible at the StableHLO exit:")
+            lines += [f"  {n:5d}  {m}" for m, n in self.not_expressible.most_common(8)]
+        if self.known_hits:
+            lines.append("known failures met again (saved in tests/fuzz_cases):")
+            lines += [f"  {n:5d}  {m}" for m, n in self.known_hits.most_common()]
+        if self.failures:
+            lines.append(f"{len(self.new_failures)} new failure(s):")
+            for f in self.new_failures:
+                where = f" -> {f.path}" if f.path else ""
+                lines.append(f"  {f.signature}{where}")
+        rare = [k for k, _ in sorted(self.features.items(), key=lambda kv: kv[1])[:6]]
+        if rare:
+            lines.append("rarest features: " + ", ".join(f"{k} ({self.features[k]})" for k in rare))
+        return "\n".join(lines)
+
+
+def known_signatures(folder: Path) -> dict[str, Path]:
+    out: dict[str, Path] = {}
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError:
+            continue
+        if isinstance(record, dict) and isinstance(record.get("signature"), str):
+            out[record["signature"]] = path
+    return out
+
+
+class Progress:
+    """A one-line progress bar on stderr (only when it is a terminal, or when forced)."""
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.total, self.enabled, self.start = total, enabled, time.time()
+
+    def update(self, summary: Summary, extra: str = "") -> None:
+        if not self.enabled:
+            return
+        done = summary.total
+        width = 30
+        filled = int(width * done / max(self.total, 1))
+        rate = (time.time() - self.start) / max(done, 1)
+        eta = rate * (self.total - done)
+        counts = " ".join(f"{k}={v}" for k, v in sorted(summary.outcomes.items()))
+        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} {counts} "
+                         f"{rate:.2f}s/k eta {eta / 60:.0f}m {extra}\x1b[K")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\n")
+
+
+def campaign(kernels: int, seed: int, *, stablehlo: bool = True, save_dir: Path | None = CASES_DIR,
+             progress: bool = False, shrink: bool = True, shrink_seconds: float = SHRINK_SECONDS,
+             blocks: tuple[str, ...] | None = None, log: Callable[[str], None] | None = None) -> Summary:
+    """Run `kernels` random cases; shrink and save each new failure. Deterministic for a seed."""
+    summary = Summary()
+    known = known_signatures(save_dir) if save_dir is not None else {}
+    bar = Progress(kernels, progress)
+    start = time.time()
+    round_no = 0
+    while summary.total < kernels:
+        found = _round(kernels - summary.total, seed * 1000 + round_no, summary, known, bar, stablehlo, shrink,
+                       shrink_seconds, blocks)
+        round_no += 1
+        if found is None:
+            break
+        if save_dir is not None:
+            stem = "case_" + hashlib.sha1(found.signature.encode()).hexdigest()[:10]
+            found.path = save_case(found.case, save_dir, stem, {
+                "signature": found.signature, "failure": found.outcome.text(), "campaign_seed": seed,
+                "features": list(found.case.notes)})
+        known[found.signature] = found.path or Path("?")
+        summary.failures.append(found)
+        if log is not None:
+            log(f"new failure: {found.signature} -> {found.path}")
+    summary.seconds = time.time() - start
+    bar.close()
+    return summary
+
+
+def _round(budget: int, seed: int, summary: Summary, known: dict[str, Path], bar: Progress, stablehlo: bool,
+           shrink: bool, shrink_seconds: float, blocks: tuple[str, ...] | None) -> Found | None:
+    """Generate until the first new failure (then shrink it) or until the budget is spent."""
+    state: dict[str, object] = {}
+
+    @hypothesis_seed(seed)
+    @settings(max_examples=budget, database=None, deadline=None, derandomize=False, report_multiple_bugs=False,
+              phases=[Phase.generate, Phase.shrink] if shrink else [Phase.generate],
+              suppress_health_check=list(HealthCheck), print_blob=False, verbosity=0)
+    @given(cases(blocks=blocks))
+    def prop(case: Case) -> None:
+        if "signature" in state:  # shrinking: only the same failure counts
+            if time.time() - state["since"] > shrink_seconds:  # type: ignore[operator]
+                if _same_case(case, state["case"]):  # type: ignore[arg-type]
+                    raise _Failure()
+                return
+            outcome = run_case(case, stablehlo)
+            if outcome.failed and outcome.signature() == state["signature"]:
+                state["case"], state["outcome"] = case, outcome
+                bar.update(summary, "(shrinking)")
+                raise _Failure()
+            return
+        outcome = run_case(case, stablehlo)
+        summary.count(case, outcome)
+        bar.update(summary)
+        if outcome.failed:
+            sig = outcome.signature()
+            if sig in known:
+                summary.known_hits[sig] += 1
+                return
+            state.update(signature=sig, case=case, outcome=outcome, since=time.time())
+            raise _Failure()
+
+    try:
+        prop()
+    except (_Failure, Flaky):
+        pass
+    except Exception as exc:  # hypothesis reports the shrunk failure through the original exception
+        if "signature" not in state:
+            raise exc
+    if "signature" not in state:
+        return None
+    return Found(str(state["signature"]), state["outcome"], state["case"], None)  # type: ignore[arg-type]
+
+
+def _same_case(a: Case, b: Case) -> bool:
+    return a.kernel == b.kernel and a.shapes == b.shapes and a.seed == b.seed and a.specs == b.specs
+
+
+# ---------------------------------------------------------------------------------------------- command line
+
+
+def replay(path: Path, stablehlo: bool = True) -> Outcome:
+    case, _ = load_case(path)
+    return run_case(case, stablehlo)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tests.fuzz", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--kernels", type=int, default=0, help="random kernels to run (differential)")
+    ap.add_argument("--bad-inputs", type=int, default=0, help="mutated inputs to run (bad-input fuzzers)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-stablehlo", action="store_true", help="compare the launcher with the oracle only")
+    ap.add_argument("--no-shrink", action="store_true")
+    ap.add_argument("--blocks", default="", help="comma-separated block kinds (rows,points,segments,...)")
+    ap.add_argument("--save-dir", default=str(CASES_DIR), help="where reproducers go")
+    ap.add_argument("--replay", metavar="CASE.json", help="rerun one saved case and print its outcome")
+    ap.add_argument("--progress", choices=("auto", "on", "off"), default="auto")
+    opts = ap.parse_args(argv)
+    if opts.replay:
+        outcome = replay(Path(opts.replay), not opts.no_stablehlo)
+        print(outcome.text())
+        return 1 if outcome.failed else 0
+    show = opts.progress == "on" or (opts.progress == "auto" and sys.stderr.isatty())
+    status = 0
+    if opts.kernels:
+        blocks = tuple(b for b in opts.blocks.split(",") if b) or None
+        summary = campaign(opts.kernels, opts.seed, stablehlo=not opts.no_stablehlo, save_dir=Path(opts.save_dir),
+                           progress=show, shrink=not opts.no_shrink, blocks=blocks,
+                           log=lambda m: print(m, file=sys.stderr, flush=True))
+        print(summary.text(), flush=True)
+        status = 1 if summary.new_failures else 0
+    if opts.bad_inputs:
+        from tests.badinput import bad_input_campaign
+
+        report = bad_input_campaign(opts.bad_inputs, opts.seed, progress=show)
+        print(report.text(), flush=True)
+        status = max(status, 1 if report.failures else 0)
+    if not (opts.kernels or opts.bad_inputs):
+        ap.print_usage()
+        return 2
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

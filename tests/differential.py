@@ -122,30 +122,36 @@ def compare(name: str, got: np.ndarray, want: np.ndarray, exact: bool, tol: floa
         bad = np.argwhere(got != want)
         if bad.size:
             at = tuple(int(i) for i in bad[0])
-            return f"{name}: {len(bad)} element(s) differ, first at {at}: got {got[at]!r}, want {want[at]!r}"
+            return f"{name}: {len(bad)} element(s) differ, first at {at}: got {_show(got[at])}, want {_show(want[at])}"
         return None
     g, w = got.astype(np.float64), want.astype(np.float64)
     nan_g, nan_w = np.isnan(g), np.isnan(w)
     if (nan_g != nan_w).any():
         at = tuple(int(i) for i in np.argwhere(nan_g != nan_w)[0])
-        return f"{name}: NaN positions differ, first at {at}: got {g[at]!r}, want {w[at]!r}"
+        return f"{name}: NaN positions differ, first at {at}: got {_show(g[at])}, want {_show(w[at])}"
     finite = np.isfinite(w) & np.isfinite(g)
     inf_bad = ~nan_w & ~finite & (g != w)
     if inf_bad.any():
         at = tuple(int(i) for i in np.argwhere(inf_bad)[0])
-        return f"{name}: infinities differ, first at {at}: got {g[at]!r}, want {w[at]!r}"
+        return f"{name}: infinities differ, first at {at}: got {_show(g[at])}, want {_show(w[at])}"
     if exact:
         bad = finite & (g != w)
         limit = 0.0
     else:
         scale = max(1.0, float(np.abs(w[finite]).max())) if finite.any() else 1.0
         limit = tol * scale
-        bad = finite & (np.abs(g - w) > limit)
+        with np.errstate(invalid="ignore", over="ignore"):
+            bad = finite & (np.abs(g - w) > limit)
     if bad.any():
         at = tuple(int(i) for i in np.argwhere(bad)[0])
         return (f"{name}: {int(bad.sum())} element(s) differ{' (exact)' if exact else f' beyond {limit:.3g}'}, "
-                f"first at {at}: got {g[at]!r}, want {w[at]!r}")
+                f"first at {at}: got {_show(g[at])}, want {_show(w[at])}")
     return None
+
+
+def _show(x: Any) -> str:
+    x = x.item() if hasattr(x, "item") else x
+    return repr(x)
 
 
 # ---------------------------------------------------------------------------------------------- running

@@ -26,7 +26,7 @@ from pathlib import Path
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings  # noqa: E402
 from hypothesis import seed as hypothesis_seed  # noqa: E402
 from hypothesis.errors import Flaky  # noqa: E402
 
@@ -40,6 +40,12 @@ SHRINK_SECONDS = 180.0
 
 class _Failure(Exception):
     """Raised inside the property so that hypothesis shrinks the case."""
+
+
+def _fail() -> None:
+    # One raise site: hypothesis tells failures apart by where they are raised, and every failure of a
+    # round must be the same one for the shrinker to accept smaller cases.
+    raise _Failure()
 
 
 @dataclass
@@ -177,19 +183,19 @@ def _round(budget: int, seed: int, summary: Summary, known: dict[str, Path], bar
     @hypothesis_seed(seed)
     @settings(max_examples=budget, database=None, deadline=None, derandomize=False, report_multiple_bugs=False,
               phases=[Phase.generate, Phase.shrink] if shrink else [Phase.generate],
-              suppress_health_check=list(HealthCheck), print_blob=False, verbosity=0)
+              suppress_health_check=list(HealthCheck), print_blob=False, verbosity=Verbosity.quiet)
     @given(cases(blocks=blocks))
     def prop(case: Case) -> None:
         if "signature" in state:  # shrinking: only the same failure counts
             if time.time() - state["since"] > shrink_seconds:  # type: ignore[operator]
                 if _same_case(case, state["case"]):  # type: ignore[arg-type]
-                    raise _Failure()
+                    _fail()
                 return
             outcome = run_case(case, stablehlo)
             if outcome.failed and outcome.signature() == state["signature"]:
                 state["case"], state["outcome"] = case, outcome
                 bar.update(summary, "(shrinking)")
-                raise _Failure()
+                _fail()
             return
         outcome = run_case(case, stablehlo)
         summary.count(case, outcome)
@@ -200,7 +206,7 @@ def _round(budget: int, seed: int, summary: Summary, known: dict[str, Path], bar
                 summary.known_hits[sig] += 1
                 return
             state.update(signature=sig, case=case, outcome=outcome, since=time.time())
-            raise _Failure()
+            _fail()
 
     try:
         prop()

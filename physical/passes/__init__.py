@@ -25,7 +25,8 @@ class Pass:
 
 
 from .enlarge import EnlargeOwnership  # noqa: E402
+from .tile_contract import TileContraction  # noqa: E402
 
-PIPELINE: list[Pass] = [EnlargeOwnership()]
+PIPELINE: list[Pass] = [EnlargeOwnership(), TileContraction()]
 
-__all__ = ["Pass", "PIPELINE", "EnlargeOwnership"]
+__all__ = ["Pass", "PIPELINE", "EnlargeOwnership", "TileContraction"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kir.contract import Precision
+from kir.dtypes import DType
 from physical import ops as P
 
 from .emit import TL_DTYPE, Emitter, emits, literal
@@ -25,3 +26,14 @@ def emit_contract(em: Emitter, op: P.Contract) -> None:
     for ax in sorted(op.axes, reverse=True):
         em.line(f"{prod} = tl.sum({prod}, axis={ax + int(shape.lanes)})")
     em.line(f"{em.define(op.result)} = {prod}")
+
+
+@emits(P.MatMul)
+def emit_matmul(em: Emitter, op: P.MatMul) -> None:
+    # f32 operands: IEEE products unless the author asked for tf32; 16- and 8-bit operands go to
+    # tensor cores with f32 (i32) accumulation, the accumulator's dtype.
+    precision = ""
+    if op.lhs.type.dtype == DType.f32:
+        precision = f", input_precision=\"{'tf32' if op.precision is Precision.tf32 else 'ieee'}\""
+    em.line(f"{em.define(op.result, 'acc')} = tl.dot({em.name(op.lhs)}, {em.name(op.rhs)}, {em.name(op.acc)}"
+            f"{precision})")

@@ -73,3 +73,53 @@ def emit_alloc(em: Emitter, op: P.AllocBuffer) -> None:
 def emit_scalar_param(em: Emitter, op: P.ScalarParam) -> None:
     n = em.define(op.result, op.param)
     em.line(f"{n} = tl.cast({em.param_names[op.param]}, {TL_DTYPE[op.result.type.dtype]})")
+
+
+@emits(P.OwnedTile)
+def emit_owned_tile(em: Emitter, op: P.OwnedTile) -> None:
+    """Decode `pid - O_g` into leading coordinates and one tile per trailing axis (see P.OwnedTile)."""
+    g = em.group
+    assert g is not None
+    nt = len(op.blocks)
+    lead, tiled = g.domain[:len(g.domain) - nt], g.domain[len(g.domain) - nt:]
+    rest = em.fresh("tile_id")
+    em.line(f"{rest} = pid - seg_offset")
+    counts = []
+    for d, b in zip(tiled, op.blocks):
+        n = em.fresh("tiles")
+        em.line(f"{n} = tl.cdiv(tl.cast({em.dim(d)}, pid.dtype), {b})")
+        counts.append(n)
+    per = " * ".join(counts)
+    if lead:
+        outer = em.fresh("outer")
+        em.line(f"{outer} = {rest} // ({per})")
+        em.line(f"{rest} = {rest} % ({per})")
+    tile_ids = [""] * nt
+    if op.group_m > 1 and nt >= 2:
+        # bands of group_m tile rows, walked column by column: concurrent programs share operands
+        band, first, rows = em.fresh("band"), em.fresh("first_row"), em.fresh("band_rows")
+        em.line(f"{band} = {op.group_m} * {counts[-1]}")
+        em.line(f"{first} = ({rest} // {band}) * {op.group_m}")
+        em.line(f"{rows} = tl.minimum({counts[-2]} - {first}, {op.group_m})")
+        tile_ids[-2], tile_ids[-1] = em.fresh("tile_row"), em.fresh("tile_col")
+        em.line(f"{tile_ids[-2]} = {first} + ({rest} % {band}) % {rows}")
+        em.line(f"{tile_ids[-1]} = ({rest} % {band}) // {rows}")
+        if nt > 2:
+            em.line(f"{rest} = {rest} // ({counts[-2]} * {counts[-1]})")
+        upto = nt - 2
+    else:
+        upto = nt
+    for k in range(upto - 1, -1, -1):
+        tile_ids[k] = em.fresh("tile")
+        em.line(f"{tile_ids[k]} = {rest} % {counts[k]}" if k else f"{tile_ids[k]} = {rest}")
+        if k:
+            em.line(f"{rest} = {rest} // {counts[k]}")
+    names = [em.define(r, f"c{k}") for k, r in enumerate(op.results)]
+    for k in range(len(lead) - 1, -1, -1):
+        if k:
+            em.line(f"{names[k]} = {outer} % tl.cast({em.dim(lead[k])}, pid.dtype)")
+            em.line(f"{outer} = {outer} // tl.cast({em.dim(lead[k])}, pid.dtype)")
+        else:
+            em.line(f"{names[k]} = {outer}")
+    for k, b in enumerate(op.blocks):
+        em.line(f"{names[len(lead) + k]} = {tile_ids[k]} * {b} + tl.arange(0, {b}).to(pid.dtype)")

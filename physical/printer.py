@@ -87,7 +87,8 @@ class _Printer:
         for g in p.groups:
             dom = f"({', '.join(str(d) for d in g.domain)})" if g.domain else "single instance"
             flags = " serial" if g.serial else ""
-            self.lines.append(f"group {g.id} {g.name} domain {dom} owns {g.block}{flags} {{")
+            owns = f"tiles {' x '.join(g.tiles)}" if g.tiles else g.block
+            self.lines.append(f"group {g.id} {g.name} domain {dom} owns {owns}{flags} {{")
             self.region(g.body, 1)
             self.lines.append("}")
         for n in p.notes:

@@ -142,6 +142,9 @@ def _check_tensor(p: Param, ref: RefType, value: Any) -> torch.Tensor:
         value = _from_numpy(p, ref, value)
     if not isinstance(value, torch.Tensor):
         raise LaunchError(f"parameter {p.name}: expected a tensor ({ref}), got {_type_name(value)}")
+    if value.layout != torch.strided:
+        raise LaunchError(f"parameter {p.name}: expected a dense (strided) tensor ({ref}), got a tensor with layout "
+                          f"{value.layout}")
     assert isinstance(ref.dtype, DType), "launch needs a specialised kernel"
     if DType.from_torch(value.dtype) is not ref.dtype:
         raise LaunchError(f"parameter {p.name}: expected {ref.dtype}, got {value.dtype}")

@@ -58,6 +58,8 @@ def kernel_text(kernel: Kernel) -> str:
 # ---------------------------------------------------------------------------------------------- emission
 
 _emitted: dict[Kernel, EmittedKernel] = {}
+# Bumped whenever emitted kernels or loaded modules are dropped: launch plans made before are stale.
+generation = 0
 _emitted_by_id: dict[int, tuple[Kernel, EmittedKernel]] = {}
 _emit_lock = threading.Lock()
 
@@ -80,6 +82,13 @@ def clear_emitted() -> None:
     with _emit_lock:
         _emitted.clear()
         _emitted_by_id.clear()
+        invalidate_plans()
+
+
+def invalidate_plans() -> None:
+    """Make every cached launch plan stale (they hold emitted kernels and loaded functions)."""
+    global generation
+    generation += 1
 
 
 def _lower_and_emit(kernel: Kernel) -> EmittedKernel:

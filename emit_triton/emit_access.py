@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from physical import ops as P
 from physical.model import AccessRelation, Fragment, PValue
 
@@ -112,3 +114,21 @@ def emit_atomic_cas(em: Emitter, op: P.AtomicCAS) -> None:
     em.line(f"{e2} = tl.where({m}, {exp}, {val})")
     em.line(f"{n} = tl.atomic_cas({p2}, {e2}, {val}, sem=\"{_SEM[str(op.order)]}\", scope=\"{op.scope}\")")
     em.line(f"{n} = tl.where({m}, {n}, {literal(a.fill or 0, buf.dtype)})")
+
+
+# Generated source holds no free text: a device check carries a token, and a failed launch maps the
+# token back to the check's message (the op and its source line).
+CHECK_MESSAGES: dict[str, str] = {}
+
+
+def check_token(message: str) -> str:
+    token = "intent_check_" + hashlib.sha256(message.encode("utf-8")).hexdigest()[:16]
+    CHECK_MESSAGES[token] = message
+    return token
+
+
+@emits(P.Check)
+def emit_check(em: Emitter, op: P.Check) -> None:
+    # Compiled in only under Triton's debug option, which the launcher sets for kernels with checks.
+    em.line("# device check: every active index lies inside the buffer")
+    em.line(f"tl.device_assert({em.name(op.cond)}, \"{check_token(op.message)}\")")

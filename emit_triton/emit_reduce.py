@@ -1,13 +1,21 @@
-"""Reductions and scans over tile axes (the lanes axis is axis 0)."""
+"""Reductions and scans over tile axes (the lanes axis is axis 0).
+
+Built-in kinds use Triton's native reductions and cumulative sums (fast on the device and under the
+interpreter); every other combine (prod, custom tuples, argmax/argmin over several axes, cummax, exclusive
+float scans) goes through the whole-tile helpers of `emit_combine`, which keep the element order and never
+run a combine one element at a time.
+"""
 
 from __future__ import annotations
 
 from kir.dtypes import DType
 from kir.reduce import ReduceKind
+from kir.scan import ScanKind
 from physical import ops as P
 from physical.model import Fragment, PValue
 
 from .emit import TL_DTYPE, Emitter, emits, literal
+from .emit_combine import fold_last, from_last, scan_last, to_last, unpack
 
 
 def masked(em: Emitter, x: PValue, member: PValue | None, acc: DType, identity: object, shape: Fragment) -> str:
@@ -27,12 +35,24 @@ def _shape_of(xs: tuple[PValue, ...]) -> Fragment:
     return Fragment(xs[0].type.dtype, lanes, tiles[0] if tiles else ())
 
 
+NATIVE = (ReduceKind.sum, ReduceKind.max, ReduceKind.min, ReduceKind.any, ReduceKind.all, ReduceKind.argmax,
+          ReduceKind.argmin)
+
+
+def fold_axis(em: Emitter, cur: list[str], fn: str, axis: int, rank: int) -> None:
+    """Fold `axis` of rank-`rank` components `cur` in place with combine helper `fn`, in element order."""
+    moved = to_last(em, cur, axis, rank)
+    helper = fold_last(em, fn, len(cur), rank)
+    em.line(f"{unpack(cur)} = {helper}({', '.join(moved)})")
+
+
 def reduce_axis(em: Emitter, cur: list[str], kind: ReduceKind, accs: tuple[DType, ...], axis: int,
-                fn: str | None, index_name: str | None = None) -> None:
-    """Fold `axis` of the (already masked) components `cur` in place.
+                fn: str | None, rank: int) -> None:
+    """Fold `axis` of the (already masked) rank-`rank` components `cur` in place.
 
     Built-in kinds use Triton's native reductions (also the interpreter's fast paths); float max/min
-    then restore NaN propagation, and argmax/argmin pick the first NaN when there is one.
+    then restore NaN propagation, and argmax/argmin pick the first NaN when there is one. Anything else
+    folds with the combine helper `fn`.
     """
     x = cur[0]
     if kind is ReduceKind.sum:
@@ -56,10 +76,9 @@ def reduce_axis(em: Emitter, cur: list[str], kind: ReduceKind, accs: tuple[DType
         if accs[0].is_float:
             em.line(f"{i} = tl.where({nan} < {big}, {nan}, {i})")
             em.line(f"{v} = tl.where({nan} < {big}, float(\"nan\"), {v})")
-    elif len(cur) == 1:
-        em.line(f"{x} = tl.reduce({x}, {axis}, {fn})")
     else:
-        em.line(f"{', '.join(cur)} = tl.reduce(({', '.join(cur)}), {axis}, {fn})")
+        assert fn is not None
+        fold_axis(em, cur, fn, axis, rank)
 
 
 @emits(P.Reduce)
@@ -76,45 +95,60 @@ def emit_reduce(em: Emitter, op: P.Reduce) -> None:
     if kind in (ReduceKind.argmax, ReduceKind.argmin) and len(axes) > 1:
         kind = ReduceKind.custom  # several axes: fold (value, position) pairs with the combine region
     fn = None if kind in NATIVE else em.helper(op.combine, f"combine_{op.kind}")
-    for ax in axes:
-        reduce_axis(em, cur, kind, op.acc_dtypes, ax + lanes, fn)
+    rank = shape.rank
+    for ax in axes:  # innermost first: folding row-major positions in order
+        reduce_axis(em, cur, kind, op.acc_dtypes, ax + lanes, fn, rank)
+        rank -= 1
     for r, c, acc in zip(op.results, cur, op.acc_dtypes):
         n = em.define(r)
         em.line(f"{n} = {c}" if r.type.dtype == acc else f"{n} = {c}.to({TL_DTYPE[r.type.dtype]})")
 
 
-NATIVE = (ReduceKind.sum, ReduceKind.max, ReduceKind.min, ReduceKind.any, ReduceKind.all, ReduceKind.argmax,
-          ReduceKind.argmin)
+def scan_axis(em: Emitter, xs: list[str], fn: str, identity: tuple[object, ...], accs: tuple[DType, ...],
+              axis: int, rank: int, reverse: bool, exclusive: bool) -> list[str]:
+    """The scan of `axis` of rank-`rank` components `xs` with combine helper `fn` (new names)."""
+    moved = to_last(em, xs, axis, rank)
+    helper = scan_last(em, fn, len(xs), rank, reverse)
+    ids = [literal(i, a) for i, a in zip(identity, accs)]
+    excl = [em.fresh("exclusive") for _ in xs]
+    em.line(f"{unpack(excl)} = {helper}({', '.join(moved + ids)})")
+    out = excl if exclusive else combine_into(em, fn, excl, moved)
+    return from_last(em, out, axis, rank)
+
+
+def combine_into(em: Emitter, fn: str, lhs: list[str], rhs: list[str]) -> list[str]:
+    """`fn(lhs..., rhs...)` as new names shaped like `rhs` (a combine may yield constants)."""
+    out = [em.fresh("combined") for _ in rhs]
+    em.line(f"{unpack(out)} = {fn}({', '.join(lhs + rhs)})")
+    for o, like in zip(out, rhs):
+        em.line(f"{o} = tl.broadcast_to({o}, {like}.shape)")
+    return out
+
+
+NATIVE_SCAN = {ScanKind.sum: "tl.cumsum", ScanKind.prod: "tl.cumprod"}
 
 
 @emits(P.Scan)
 def emit_scan(em: Emitter, op: P.Scan) -> None:
     shape = _shape_of(op.inputs)
     axis = op.axis + int(shape.lanes)
-    fn = em.helper(op.combine, f"combine_{op.kind}")
     xs = []
     for x, acc, ident in zip(op.inputs, op.acc_dtypes, op.identity):
         v = em.fresh("scan_in")
         em.line(f"{v} = {masked(em, x, op.member, acc, ident, shape)}")
         xs.append(v)
-    rev = ", reverse=True" if op.reverse else ""
-    outs = [em.fresh("scanned") for _ in xs]
-    native = {"sum": "tl.cumsum", "prod": "tl.cumprod"}.get(str(op.kind))
-    exact_inverse = op.acc_dtypes[0].is_int and str(op.kind) == "sum"
-    if native and len(xs) == 1 and (not op.exclusive or exact_inverse):
-        em.line(f"{outs[0]} = {native}({xs[0]}, axis={axis}{rev})")
+    native = NATIVE_SCAN.get(op.kind) if len(xs) == 1 else None
+    exact_inverse = op.acc_dtypes[0].is_int and op.kind is ScanKind.sum
+    if native is not None and (not op.exclusive or exact_inverse):
+        out = em.fresh("scanned")
+        rev = ", reverse=True" if op.reverse else ""
+        em.line(f"{out} = {native}({xs[0]}, axis={axis}{rev})")
         if op.exclusive:  # integer sums wrap exactly: the exclusive prefix is inclusive minus own
-            em.line(f"{outs[0]} = {outs[0]} - {xs[0]}")
-    elif op.exclusive:
-        ex = em.exclusive_helper(fn, len(xs))
-        ids = [f"tl.full({em.shape(shape)}, {literal(i, a)}, {TL_DTYPE[a]})" for i, a in zip(op.identity,
-                                                                                          op.acc_dtypes)]
-        incl = [em.fresh("inclusive") for _ in xs]
-        em.line(f"{', '.join(outs + incl)} = tl.associative_scan(({', '.join(ids + xs)}), {axis}, {ex}{rev})")
-    elif len(xs) == 1:
-        em.line(f"{outs[0]} = tl.associative_scan({xs[0]}, {axis}, {fn}{rev})")
+            em.line(f"{out} = {out} - {xs[0]}")
+        outs = [out]
     else:
-        em.line(f"{', '.join(outs)} = tl.associative_scan(({', '.join(xs)}), {axis}, {fn}{rev})")
+        fn = em.helper(op.combine, f"combine_{op.kind}")
+        outs = scan_axis(em, xs, fn, op.identity, op.acc_dtypes, axis, shape.rank, op.reverse, op.exclusive)
     for r, o, acc in zip(op.results, outs, op.acc_dtypes):
         n = em.define(r)
         em.line(f"{n} = {o}" if r.type.dtype == acc else f"{n} = {o}.to({TL_DTYPE[r.type.dtype]})")

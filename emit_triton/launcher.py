@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -23,7 +23,7 @@ from kir.core import Kernel
 from kir.errors import IntentError, LaunchError
 
 from . import compile as compile_mod
-from . import targets
+from . import fast_launch, targets
 from .abi import AbiArg, ArgKind, EmittedKernel, LaunchExpr
 from .arguments import BoundArgs, bind_arguments
 from .index_width import IndexWidth, TensorExtent, choose_index_width
@@ -34,6 +34,9 @@ MAX_GRID = 2**31 - 1
 # Contracting `a * b + c` into one FMA changes rounding against the oracle; Intent invents no
 # fast-math, so generated kernels compile without it.
 COMPILE_OPTIONS: dict[str, Any] = {"enable_fp_fusion": False}
+# Kernels with checks: device asserts on, Triton's own integer-overflow sanitiser off (wrapping integer
+# arithmetic is defined in KIR).
+CHECKED_OPTIONS: dict[str, Any] = {"debug": True, "sanitize_overflow": False}
 
 
 @dataclass
@@ -49,16 +52,27 @@ class LaunchPlan:
     grid: int
     index_width: IndexWidth
     outputs: tuple[torch.Tensor, ...]  # omitted Out parameters, allocated (empty when not materialised)
+    # symbols, integer scalars, workspace sizes and integer constexprs, by name
+    launch_values: dict[str, int] = field(default_factory=dict)
 
 
 def launch(kernel: Kernel, args: Mapping[str, Any]) -> None | torch.Tensor | tuple[torch.Tensor, ...]:
-    """Run `kernel` once on `args`; returns the omitted `Out` parameters it allocated, if any."""
+    """Run `kernel` once on `args`; returns the omitted `Out` parameters it allocated, if any.
+
+    A repeated launch with arguments of the same signature takes a cached plan (see `fast_launch`);
+    anything the plan cannot vouch for goes through the full checks below, which also make the plan.
+    """
+    outputs = fast_launch.try_launch(kernel, args)
+    if outputs is not fast_launch.NOT_PLANNED:
+        return outputs
     plan = plan_launch(kernel, args, materialise=True)
+    fn = None
+    target = targets.target_for(plan.bound.device)
     if plan.grid > 0:  # an empty program space launches nothing (outputs stay as they were)
-        target = targets.target_for(plan.bound.device)
         fn = targets.jit_function(plan.emitted, plan.key, target.mode)
         targets.run(fn, target, plan.grid, plan.positional, plan.keywords)
         plan.bound.finish()
+    fast_launch.record(kernel, args, plan, target, fn)
     if not plan.outputs:
         return None
     return plan.outputs[0] if len(plan.outputs) == 1 else plan.outputs
@@ -160,7 +174,9 @@ def plan_launch(kernel: Kernel, args: Mapping[str, Any], *, materialise: bool) -
     keywords["num_warps"] = _evaluate(kernel, emitted.num_warps, env, "num_warps")
     keywords["num_stages"] = _evaluate(kernel, emitted.num_stages, env, "num_stages")
     keywords.update(COMPILE_OPTIONS)
-    return LaunchPlan(kernel, emitted, key, bound, positional, keywords, grid, width, tuple(outputs))
+    if kernel.checks:  # device checks (tl.device_assert) are compiled in only under Triton's debug option
+        keywords.update(CHECKED_OPTIONS)
+    return LaunchPlan(kernel, emitted, key, bound, positional, keywords, grid, width, tuple(outputs), launch_values)
 
 
 def launch_env(bound: BoundArgs) -> dict[str, int]:

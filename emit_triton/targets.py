@@ -17,6 +17,7 @@ import importlib.machinery
 import importlib.util
 import linecache
 import os
+import re
 import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -27,10 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from kir.errors import IntentError
+from physical.ops.access import DEVICE_CHECK
 
 from . import cache as cache_mod
 from .abi import EmittedKernel
-from .compile import artifact_key, describe_abi, intent_version, jsonable, triton_version
+from .compile import artifact_key, describe_abi, intent_version, invalidate_plans, jsonable, triton_version
+from .safety import check_generated
 
 AOT_ARCHES = (80, 90)
 
@@ -134,6 +137,7 @@ def jit_function(emitted: EmittedKernel, key: str, mode: Mode) -> Any:
         found = _modules.get((str(root), key, mode))
         if found is not None:
             return found
+        check_generated(emitted.source, emitted.name)  # refuse, never run, text of the wrong shape
         path = cache_mod.DiskCache(root).source_file(key, emitted.source, entry_meta(emitted))
         unique = cache_mod.sha256_text(f"{root}\0{key}")[:16]
         module = _import_generated(path, emitted.source, f"_intent_kernel_{emitted.name}_{unique}_{mode.value}", mode)
@@ -148,6 +152,7 @@ def clear_loaded() -> None:
     with _load_lock:
         _modules.clear()
         _artifacts.clear()
+        invalidate_plans()
 
 
 def _import_generated(path: Path, text: str, name: str, mode: Mode) -> Any:
@@ -219,16 +224,64 @@ def _library_functions_interpreted() -> Iterator[None]:
 
 
 def run(fn: Any, target: Target, grid: int, positional: Sequence[Any], keywords: Mapping[str, Any]) -> None:
-    """Launch `fn` once over a 1-D grid of `grid` programs."""
-    if target.mode is Mode.INTERPRETED:
-        # The interpreter keeps global state and the switches below are process-wide: one at a time.
-        with _load_lock, triton_interpret(True), _library_functions_interpreted():
-            fn[(grid,)](*positional, **keywords)
-        return
-    import torch
+    """Launch `fn` once over a 1-D grid of `grid` programs.
 
-    with torch.cuda.device(target.device):
-        fn[(grid,)](*positional, **keywords)
+    With device checks compiled in (`debug` set), a failed check becomes an `IntentError` with the
+    check's own message (the op and its source line) instead of the provider's traceback.
+    """
+    checked = bool(keywords.get("debug"))
+    try:
+        if target.mode is Mode.INTERPRETED:
+            # The interpreter keeps global state and the switches below are process-wide: one at a time.
+            with _load_lock, triton_interpret(True), _library_functions_interpreted(), _interpreter_checks(checked):
+                fn[(grid,)](*positional, **keywords)
+            return
+        import torch
+
+        with torch.cuda.device(target.device):
+            fn[(grid,)](*positional, **keywords)
+    except Exception as exc:
+        failed = device_check_failure(exc) if checked else None
+        if failed is None:
+            raise
+        raise IntentError(failed) from None
+
+
+_CHECK_TOKEN = re.compile(r"intent_check_[0-9a-f]{16}")
+
+
+def device_check_failure(exc: BaseException) -> str | None:
+    """The message of the device check that `exc` reports, if it reports one."""
+    from .emit_access import CHECK_MESSAGES
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        found = _CHECK_TOKEN.search(str(seen))
+        if found is not None and found.group(0) in CHECK_MESSAGES:
+            return CHECK_MESSAGES[found.group(0)]
+        if "device-side assert" in str(seen):
+            return f"{DEVICE_CHECK}a device check of the kernel failed on the device (its message is on the " \
+                   f"device's standard output; run with CPU tensors to have it here)"
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+@contextmanager
+def _interpreter_checks(on: bool) -> Iterator[None]:
+    """The interpreter honours `tl.device_assert` only under its debug option (fixed per process)."""
+    if not on:
+        yield
+        return
+    import dataclasses
+
+    from triton.runtime.interpreter import interpreter_builder
+
+    previous = interpreter_builder.options
+    interpreter_builder.options = dataclasses.replace(previous, debug=True, sanitize_overflow=False)
+    try:
+        yield
+    finally:
+        interpreter_builder.options = previous
 
 
 # ---------------------------------------------------------------------------------------------- ahead of time

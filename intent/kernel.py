@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -54,6 +55,79 @@ def _describe_spec(spec: object) -> str:
     return f"intent.const[{spec.kind.__name__}]"
 
 
+def _launcher() -> Callable[..., Any]:
+    """`emit_triton.launch`, looked up on each call (it may be replaced) without an import."""
+    module = sys.modules.get("emit_triton")
+    fn = getattr(module, "launch", None) if module is not None else None
+    return fn if callable(fn) else _stage("emit_triton", "launch", "launching")
+
+
+# Distinct call forms (positional count, keyword names) and specialisations remembered per kernel object.
+_MAX_CALL_FORMS = 64
+_MAX_SPECIALISATIONS = 256
+
+
+class _CallLayout:
+    """Calls of one form: which parameter each value binds, and the specialised kernels seen with it.
+
+    Binding and specialisation depend only on the parameter names given, the (type, dtype) of the
+    values whose dtype variables are inferred, and the (type, value) of const parameters; a call
+    with the same of each gets the kernel an earlier, fully checked call got.
+    """
+
+    def __init__(self, sig: KernelSignature, positional: int, keywords: tuple[str, ...]) -> None:
+        names = [p.name for p in sig.params]
+        self.positional_names = tuple(names[:positional])
+        given = self.positional_names + keywords
+        specs = {p.name: p for p in sig.params}
+        self.typed = tuple(n for n in given if isinstance(specs[n].spec, TensorSpec | ScalarSpec)
+                           and isinstance(specs[n].spec.dtype, DTypeVar))  # type: ignore[union-attr]
+        self.consts = tuple(n for n in given if specs[n].is_const)
+        self.launched = tuple(n for n in given if not specs[n].is_const)
+        self.kernels: dict[tuple[Any, ...], Kernel] = {}
+
+    def _bind(self, args: tuple[object, ...], kwargs: Mapping[str, object]) -> dict[str, object]:
+        if not args:
+            return dict(kwargs)
+        merged = dict(zip(self.positional_names, args))
+        merged.update(kwargs)
+        return merged
+
+    def _key(self, merged: Mapping[str, object]) -> tuple[Any, ...]:
+        key: list[Any] = []
+        for n in self.typed:
+            value = merged[n]
+            key.append((type(value), getattr(value, "dtype", None)))
+        for n in self.consts:
+            value = merged[n]
+            key.append((type(value), value))
+        return tuple(key)
+
+    def specialisation(self, args: tuple[object, ...], kwargs: Mapping[str, object]
+                       ) -> tuple[Kernel, dict[str, object]] | None:
+        """The kernel and launch arguments of a call of a form seen before, or None (take the full path)."""
+        merged = self._bind(args, kwargs)
+        try:
+            kernel = self.kernels.get(self._key(merged))
+        except TypeError:  # an unhashable const or dtype: the full path handles it
+            return None
+        if kernel is None:
+            return None
+        if self.consts:
+            merged = {n: merged[n] for n in self.launched}
+        return kernel, merged
+
+    def remember(self, args: tuple[object, ...], kwargs: Mapping[str, object], kernel: Kernel) -> None:
+        try:
+            key = self._key(self._bind(args, kwargs))
+            hash(key)
+        except TypeError:
+            return
+        if len(self.kernels) >= _MAX_SPECIALISATIONS:
+            self.kernels.clear()
+        self.kernels[key] = kernel
+
+
 class KernelObject:
     """What `@intent.kernel` returns: call it to launch; `.kir`, `.oracle(...)`, `.triton_source(...)`, `.ptx(...)`,
     `.stablehlo(...)`, `.stablehlo_run(...)`, `.explain(...)` expose each stage."""
@@ -69,6 +143,7 @@ class KernelObject:
         self._requires = requires
         self.signature: KernelSignature = signature(fn, requires)
         self._cache: dict[tuple, Kernel] = {}
+        self._call_layouts: dict[tuple[int, tuple[str, ...]], _CallLayout] = {}
         self._generic: Kernel | None = None
         missing = [p for p in self.signature.consts
                    if p.default is NO_DEFAULT and p.spec.kind is not int]  # type: ignore[union-attr]
@@ -185,8 +260,24 @@ class KernelObject:
 
     # ------------------------------------------------------------------------------------------ stages
     def __call__(self, *args: object, **kwargs: object) -> Any:
+        layout = self._call_layouts.get((len(args), tuple(kwargs)))
+        if layout is not None:
+            found = layout.specialisation(args, kwargs)
+            if found is not None:
+                return _launcher()(found[0], found[1])
         kernel, abi = self._prepare(args, kwargs)
-        return _stage("emit_triton", "launch", "launching")(kernel, abi)
+        self._remember_call(args, kwargs, kernel)
+        return _launcher()(kernel, abi)
+
+    def _remember_call(self, args: tuple[object, ...], kwargs: Mapping[str, object], kernel: Kernel) -> None:
+        """After a call passed binding and specialisation, let calls of the same form skip both."""
+        shape = (len(args), tuple(kwargs))
+        layout = self._call_layouts.get(shape)
+        if layout is None:
+            if len(self._call_layouts) >= _MAX_CALL_FORMS:
+                self._call_layouts.clear()
+            layout = self._call_layouts[shape] = _CallLayout(self.signature, len(args), tuple(kwargs))
+        layout.remember(args, kwargs, kernel)
 
     def oracle(self, *args: object, **kwargs: object) -> dict[str, np.ndarray]:
         kernel, abi = self._prepare(args, kwargs)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import z3
 
-from .dims import DConst, Dim, DSym, PCmp, Pred, dim_to_z3, pred_to_z3
+from .dims import DBin, DConst, Dim, DSym, PAnd, PCmp, PNot, POr, Pred, dim_to_z3
 
 
 def default_lower_bounds(symbols: Iterable[str], requires: Iterable[Pred]) -> tuple[Pred, ...]:
@@ -17,9 +18,27 @@ def default_lower_bounds(symbols: Iterable[str], requires: Iterable[Pred]) -> tu
     return tuple(PCmp(">=", DSym(s), DConst(0 if s in stated_nonneg else 1)) for s in symbols)
 
 
+# Answers of `ShapeSolver.prove`, process-wide: (assumptions, goal) -> None or a counterexample. The same
+# obligations recur across specialisations of one kernel, physical construction and verification.
+_MEMO: dict[tuple[tuple[Pred, ...], Pred], dict[str, int] | None] = {}
+_UNSAT_MEMO: dict[tuple[Pred, ...], str | None] = {}
+MEMO_LIMIT = 200_000  # entries; the memo starts again rather than grow without bound
+_MISSING = object()
+
+
+def clear_memo() -> None:
+    """Forget every remembered answer (for measurements that must start cold)."""
+    _MEMO.clear()
+    _UNSAT_MEMO.clear()
+
+
 @dataclass
 class ShapeSolver:
-    """Discharges obligations `pred` under the kernel's refinements and axioms."""
+    """Discharges obligations `pred` under the kernel's refinements and axioms.
+
+    An obligation is first tried by linear reasoning (`linear_proves`), which only ever answers
+    "proven"; everything else goes to Z3 exactly as stated, so counterexamples are Z3's own.
+    """
 
     symbols: tuple[str, ...]
     requires: tuple[Pred, ...] = ()
@@ -28,7 +47,7 @@ class ShapeSolver:
 
     def __post_init__(self) -> None:
         self._vars: dict[str, z3.ArithRef] = {s: z3.Int(s) for s in self.symbols}
-        self._cache: dict[Pred, dict[str, int] | None] = {}
+        self._terms: dict[Pred, z3.BoolRef] = {}
 
     def var(self, name: str) -> z3.ArithRef:
         if name not in self._vars:
@@ -41,34 +60,44 @@ class ShapeSolver:
                 self.var(s)
         return self._vars
 
+    def _term(self, p: Pred) -> z3.BoolRef:
+        """`pred_to_z3(p)`, translated once per solver."""
+        found = self._terms.get(p)
+        if found is None:
+            found = self._terms[p] = _pred_term(p, self._env((p,)))
+        return found
+
     def assumptions(self) -> tuple[Pred, ...]:
         return default_lower_bounds(self.symbols, self.requires) + self.requires + self.axioms \
             + tuple(self.facts)
 
     def prove(self, goal: Pred) -> dict[str, int] | None:
         """None when `goal` holds for every model of the assumptions, else a counterexample."""
-        key = goal if not self.facts else None
-        if key is not None and key in self._cache:
-            return self._cache[key]
         hyps = self.assumptions()
+        key = (hyps, goal)
+        found = _MEMO.get(key, _MISSING)
+        if found is _MISSING:
+            found = None if linear_proves(hyps, goal) else self._check(hyps, goal)
+            if len(_MEMO) >= MEMO_LIMIT:
+                _MEMO.clear()
+            _MEMO[key] = found
+        return None if found is None else dict(found)  # type: ignore[arg-type]
+
+    def _check(self, hyps: tuple[Pred, ...], goal: Pred) -> dict[str, int]:
         env = self._env((*hyps, goal))
         s = z3.Solver()
         s.set("timeout", 2000)
         for h in hyps:
-            s.add(pred_to_z3(h, env))
-        s.add(z3.Not(pred_to_z3(goal, env)))
+            s.add(self._term(h))
+        s.add(z3.Not(self._term(goal)))
         res = s.check()
         if res == z3.unsat:
-            out = None
-        elif res == z3.sat:
+            return None  # type: ignore[return-value]
+        if res == z3.sat:
             m = s.model()
             names = sorted(goal.symbols() | frozenset().union(*(h.symbols() for h in hyps)))
-            out = {n: m.eval(env[n], model_completion=True).as_long() for n in names}
-        else:  # unknown: not proven, no model to show
-            out = {}
-        if key is not None:
-            self._cache[key] = out
-        return out
+            return {n: m.eval(env[n], model_completion=True).as_long() for n in names}
+        return {}  # unknown: not proven, no model to show
 
     def proves(self, goal: Pred) -> bool:
         return self.prove(goal) is None
@@ -81,7 +110,12 @@ class ShapeSolver:
     def unsat_explanation(self) -> str | None:
         """None when the refinements are satisfiable; else the conflicting predicates."""
         hyps = default_lower_bounds(self.symbols, self.requires) + self.requires + self.axioms
-        env = self._env(hyps)
+        found = _UNSAT_MEMO.get(hyps, _MISSING)
+        if found is _MISSING:
+            found = _UNSAT_MEMO[hyps] = self._unsat_explanation(hyps)
+        return found  # type: ignore[return-value]
+
+    def _unsat_explanation(self, hyps: tuple[Pred, ...]) -> str | None:
         s = z3.Solver()
         s.set("timeout", 2000)
         s.set("unsat_core", True)
@@ -89,11 +123,154 @@ class ShapeSolver:
         for n, h in enumerate(hyps):
             t = z3.Bool(f"__h{n}")
             tags[str(t)] = h
-            s.assert_and_track(pred_to_z3(h, env), t)
+            s.assert_and_track(self._term(h), t)
         if s.check() != z3.unsat:
             return None
         core = [str(tags[str(t)]) for t in s.unsat_core()]
         return "these refinements cannot all hold: " + ", ".join(core)
+
+
+def _dim_term(d: Dim, env: Mapping[str, z3.ArithRef]) -> z3.ArithRef:
+    """The term `dims.dim_to_z3` builds (the same Z3 expression)."""
+    if isinstance(d, DConst):
+        return z3.IntVal(d.value)
+    if isinstance(d, DSym):
+        return env[d.name]
+    assert isinstance(d, DBin)
+    a, b = _dim_term(d.lhs, env), _dim_term(d.rhs, env)
+    if d.op == "+":
+        return a + b
+    if d.op == "-":
+        return a - b
+    if d.op == "*":
+        return a * b
+    return a / b if d.op == "//" else a % b
+
+
+_COMPARE = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
+            ">=": operator.ge}
+
+
+def _pred_term(p: Pred, env: Mapping[str, z3.ArithRef]) -> z3.BoolRef:
+    """The formula `dims.pred_to_z3` builds, constructing only the comparison asked for."""
+    if isinstance(p, PCmp):
+        return _COMPARE[p.op](_dim_term(p.lhs, env), _dim_term(p.rhs, env))
+    if isinstance(p, PAnd):
+        return z3.And(*[_pred_term(q, env) for q in p.items]) if p.items else z3.BoolVal(True)
+    if isinstance(p, POr):
+        return z3.Or(*[_pred_term(q, env) for q in p.items]) if p.items else z3.BoolVal(False)
+    assert isinstance(p, PNot)
+    return z3.Not(_pred_term(p.item, env))
+
+
+# ---------------------------------------------------------------------------------------------- linear reasoning
+#
+# A sufficient test that decides the common obligations (`0 <= i`, `i < N`, `i + 1 <= N`, `N - 1 >= 0`)
+# without Z3. Dims become linear forms over atoms: a symbol, or a non-linear subterm (`N // 2`, `M * N`)
+# kept opaque; every hypothesis and goal comparison becomes `form >= 0` (integers: `a < b` is
+# `b - a - 1 >= 0`). The goal is proven when `goal - h` (h: none, or one or two hypotheses) is
+# non-negative by the constant bounds of its atoms that hypotheses give. Every step is sound, so it
+# only ever answers "proven"; whatever it cannot show goes to Z3.
+
+Linear = tuple[int, dict[object, int]]  # (constant, atom -> coefficient)
+
+
+def _linear(d: Dim) -> Linear:
+    if isinstance(d, DConst):
+        return d.value, {}
+    if isinstance(d, DSym):
+        return 0, {d.name: 1}
+    assert isinstance(d, DBin)
+    if d.op in ("+", "-"):
+        (ca, ta), (cb, tb) = _linear(d.lhs), _linear(d.rhs)
+        sign = 1 if d.op == "+" else -1
+        terms = dict(ta)
+        for atom, c in tb.items():
+            terms[atom] = terms.get(atom, 0) + sign * c
+        return ca + sign * cb, {a: c for a, c in terms.items() if c}
+    if d.op == "*":
+        (ca, ta), (cb, tb) = _linear(d.lhs), _linear(d.rhs)
+        if not ta:
+            return ca * cb, {a: ca * c for a, c in tb.items() if ca * c}
+        if not tb:
+            return ca * cb, {a: cb * c for a, c in ta.items() if cb * c}
+    return 0, {d: 1}
+
+
+def _difference(a: Linear, b: Linear, scale: int = 1) -> Linear:
+    terms = dict(a[1])
+    for atom, c in b[1].items():
+        terms[atom] = terms.get(atom, 0) - scale * c
+    return a[0] - scale * b[0], {k: c for k, c in terms.items() if c}
+
+
+def _nonnegative_forms(p: Pred) -> list[Linear] | None:
+    """`p` as forms that are all >= 0 (None when `p` is not a conjunction of comparisons)."""
+    if isinstance(p, PAnd):
+        out: list[Linear] = []
+        for q in p.items:
+            forms = _nonnegative_forms(q)
+            if forms is None:
+                return None
+            out += forms
+        return out
+    if not isinstance(p, PCmp) or p.op == "!=":
+        return None
+    lhs, rhs = _linear(p.lhs), _linear(p.rhs)
+    if p.op in ("<=", "<"):
+        form = _difference(rhs, lhs)
+    elif p.op in (">=", ">"):
+        form = _difference(lhs, rhs)
+    else:
+        return [_difference(rhs, lhs), _difference(lhs, rhs)]
+    return [(form[0] - 1, form[1])] if p.op in ("<", ">") else [form]
+
+
+def _bounds(hyps: list[Linear]) -> tuple[dict[object, int], dict[object, int]]:
+    lower: dict[object, int] = {}
+    upper: dict[object, int] = {}
+    for const, terms in hyps:
+        if len(terms) != 1:
+            continue
+        ((atom, c),) = terms.items()
+        if c > 0:  # c * a + k >= 0  ->  a >= ceil(-k / c)
+            bound = -(const // c)
+            lower[atom] = max(bound, lower.get(atom, bound))
+        else:  # a <= floor(k / -c)
+            bound = const // -c
+            upper[atom] = min(bound, upper.get(atom, bound))
+    return lower, upper
+
+
+def _bounded_nonnegative(form: Linear, lower: Mapping[object, int], upper: Mapping[object, int]) -> bool:
+    least = form[0]
+    for atom, c in form[1].items():
+        bound = (lower if c > 0 else upper).get(atom)
+        if bound is None:
+            return False
+        least += c * bound
+    return least >= 0
+
+
+def linear_proves(hyps: Iterable[Pred], goal: Pred) -> bool:
+    """True only when `goal` follows from `hyps` by the linear reasoning above (False: undecided)."""
+    goals = _nonnegative_forms(goal)
+    if goals is None:
+        return False
+    facts: list[Linear] = []
+    for h in hyps:
+        facts += _nonnegative_forms(h) or ()
+    lower, upper = _bounds(facts)
+    relational = [f for f in facts if len(f[1]) > 1]
+    for g in goals:
+        if _bounded_nonnegative(g, lower, upper):
+            continue
+        if any(_bounded_nonnegative(_difference(g, h), lower, upper) for h in relational):
+            continue
+        if not any(_bounded_nonnegative(_difference(_difference(g, h1), h2), lower, upper)
+                   for n, h1 in enumerate(relational) for h2 in relational[n:]):
+            return False
+    return True
 
 
 def format_counterexample(model: Mapping[str, int]) -> str:

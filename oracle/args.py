@@ -40,6 +40,10 @@ def tensor_array(p: Param, x: Any) -> np.ndarray:
     except ImportError:  # pragma: no cover - torch is a dependency; NumPy arguments work without it
         torch = None  # type: ignore[assignment]
     if torch is not None and isinstance(x, torch.Tensor):
+        if x.layout != torch.strided:
+            raise LaunchError(f"{p.name}: expected {_describe(p)}, got a tensor with layout {x.layout}")
+        if x.device.type == "meta":
+            raise LaunchError(f"{p.name}: expected {_describe(p)}, got a tensor on the meta device (it has no data)")
         got = DType.from_torch(x.dtype)
         if got is not dtype:
             raise LaunchError(f"{p.name}: expected {_describe(p)}, got a tensor of {x.dtype}")

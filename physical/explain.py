@@ -43,6 +43,12 @@ def _inside(op: POp) -> str | None:
         return f"ordered while loop, carrying {len(op.inits)} value{'s' * (len(op.inits) != 1)}"
     if isinstance(op, P.Histogram):
         return "histogram (tile)"
+    if isinstance(op, P.BinCount):
+        return "bin counts of the owned values, a tile of bins at a time"
+    if isinstance(op, P.MatMul):
+        return f"tile matrix multiply (tl.dot), accumulating in {op.acc.type.dtype}"
+    if isinstance(op, P.If) and op.cond.type.is_scalar:
+        return "a uniform branch between two forms of the work"
     if isinstance(op, P.AtomicRMW | P.AtomicCAS):
         kind = f"atomic {op.kind}" if isinstance(op, P.AtomicRMW) else "atomic compare-and-swap"
         return f"{kind} ({op.order}, shared by the {op.sharing}, {op.scope} scope)"
@@ -52,7 +58,14 @@ def _inside(op: POp) -> str | None:
 def _group_lines(p: Program, g: Group, consts: dict) -> list[str]:
     seg = next((s for s in p.segments if s.group == g.id), None)
     where = f" at {g.loc.file.rsplit('/', 1)[-1]}:{g.loc.line}" if g.loc else ""
-    if g.domain:
+    if g.domain and g.tiles:
+        dom = ", ".join(str(d) for d in g.domain)
+        tiled = g.domain[len(g.domain) - len(g.tiles):]
+        shape = " x ".join(f"{b} = {consts.get(b, '?')}" for b in g.tiles)
+        lines = [f"group {g.id} ({g.name}{where}): workset over ({dom})",
+                 f"  each program owns one tile {shape} of ({', '.join(map(str, tiled))})"
+                 + (" and one coordinate of each leading axis" if len(g.domain) > len(g.tiles) else "")]
+    elif g.domain:
         dom = ", ".join(str(d) for d in g.domain)
         lines = [f"group {g.id} ({g.name}{where}): workset over ({dom}), flattened row-major",
                  f"  each program owns {g.block} = {consts.get(g.block, '?')} consecutive instances"]

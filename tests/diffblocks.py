@@ -298,8 +298,9 @@ def block_rows(g: Gen) -> None:
     y = g.input("x", g.dtype(), (M, N)) if g.flip(0.3) else None
     idx = g.input("idx", g.choose((DType.i32, DType.i64)), (M,), InputSpec("index", "N")) if g.flip(0.2) else None
     with g.parallel((M,)) as (i,):
-        row_of = i if not g.flip(0.2) else g.add(Binary, fn=BinaryFn.sub, lhs=g.add(DimValue, dim=DBin("-", M, DConst(1))),
-                                                 rhs=i)
+        row_of = i
+        if g.flip(0.2):  # rows in reverse: M - 1 - i
+            row_of = g.add(Binary, fn=BinaryFn.sub, lhs=g.add(DimValue, dim=DBin("-", M, DConst(1))), rhs=i)
         g.add(Load, src=x, index=(row_of, full(N)))
         if y is not None:
             g.add(Load, src=y, index=(i, full(N)))

@@ -13,23 +13,20 @@ Comparison (documented in docs/testing.md):
 
 from __future__ import annotations
 
+import math
 import os
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
-os.environ.setdefault("TRITON_INTERPRET", "1")
+import numpy as np
 
-import math  # noqa: E402
-import traceback  # noqa: E402
-from collections.abc import Mapping  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
-from typing import Any  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-from kir import Dot, DType, Kernel, Precision, Reduce, RegionFold, RegionScan, Scan  # noqa: E402
-from kir.core import TensorType  # noqa: E402
-from kir.errors import DiagnosticError, IntentError, LaunchError, NotExpressible  # noqa: E402
-from tests.diffgen import inexact_outputs  # noqa: E402
-from tests.diffinputs import Arg, Case  # noqa: E402
+from kir import Dot, DType, Kernel, Precision, Reduce, RegionFold, RegionScan, Scan
+from kir.core import TensorType
+from kir.errors import DiagnosticError, IntentError, LaunchError, NotExpressible
+from tests.diffgen import inexact_outputs
+from tests.diffinputs import Arg, Case
 
 OUTCOMES = ("ok", "refused", "mismatch", "crash", "oracle_error", "launch_error")
 EPS = {DType.f16: 2.0**-10, DType.bf16: 2.0**-7, DType.f32: 2.0**-23, DType.f64: 2.0**-52}
@@ -52,11 +49,17 @@ class Outcome:
             self.stablehlo in ("mismatch", "crash")
 
     def signature(self) -> str:
-        """A short key that groups failures with the same cause (used to save one reproducer each)."""
+        """A short key that groups failures with the same cause (used to save one reproducer each).
+
+        Mismatches are keyed by the output dtype and the kind of difference; crashes by their message
+        without numbers and names."""
         if self.kind in ("mismatch", "crash", "oracle_error", "launch_error"):
             head = self.message.splitlines()[0] if self.message else ""
-            return f"{self.kind}@{self.stage}: {_normalise(head)}"
-        return f"stablehlo-{self.stablehlo}: {_normalise(self.details[0] if self.details else '')}"
+            return f"{self.kind}@{self.stage}: {_mismatch_class(head) if self.kind == 'mismatch' else _normalise(head)}"
+        problem = next((d for d in self.details if d.startswith("stablehlo: ")), "")
+        text = problem.removeprefix("stablehlo: ")
+        key = _mismatch_class(text) if self.stablehlo == "mismatch" else _normalise(text)
+        return f"stablehlo-{self.stablehlo}: {key}"
 
     def text(self) -> str:
         lines = [f"{self.kind} at {self.stage}: {self.message}" if self.stage else self.kind]
@@ -64,6 +67,14 @@ class Outcome:
         if self.stablehlo not in ("ok", "skipped"):
             lines.append(f"stablehlo: {self.stablehlo}")
         return "\n".join(lines)
+
+
+def _mismatch_class(text: str) -> str:
+    """`out3 (bf16): 2 element(s) differ beyond 0.1, first at ...` -> `bf16: element(s) differ beyond`."""
+    import re
+
+    m = re.match(r"\S+ \((\w+)\): (?:\d+ )?([^,]*?)(?: beyond [^,]*)?(?:, first.*)?$", text)
+    return f"{m.group(1)}: {m.group(2)}" if m else _normalise(text)
 
 
 def _normalise(text: str) -> str:
@@ -111,9 +122,10 @@ def _reduced_extent(o: Any, env: Mapping[str, int]) -> int:
     return 0
 
 
-def compare(name: str, got: np.ndarray, want: np.ndarray, exact: bool, tol: float) -> str | None:
+def compare(name: str, dtype: str, got: np.ndarray, want: np.ndarray, exact: bool, tol: float) -> str | None:
     """None when `got` agrees with `want`, else a one-line description of the first difference."""
     got, want = np.asarray(got), np.asarray(want)
+    name = f"{name} ({dtype})"
     if got.shape != want.shape:
         return f"{name}: shape {got.shape} != {want.shape}"
     if want.dtype.kind != "f":
@@ -181,7 +193,7 @@ def check_outputs(kernel: Kernel, env: Mapping[str, int], got: Mapping[str, np.n
     loose = inexact_outputs(kernel)
     problems = []
     for p in kernel.outputs:
-        found = compare(p.name, got[p.name], want[p.name], p.name not in loose, tol)
+        found = compare(p.name, str(p.type.dtype), got[p.name], want[p.name], p.name not in loose, tol)
         if found:
             problems.append(found)
     return problems

@@ -46,14 +46,12 @@ from kir import (
     Dot,
     DType,
     For,
-    If,
     Kernel,
     Load,
-    Param,
     Parallel,
+    Param,
     Random,
     Reduce,
-    ReduceKind,
     RefType,
     Region,
     RegionFold,
@@ -61,9 +59,9 @@ from kir import (
     RngKind,
     Role,
     Scan,
-    ScanKind,
     Scatter,
     Select,
+    Slice,
     Store,
     TensorType,
     Unary,
@@ -540,6 +538,38 @@ def combine_region(g: Gen, combine: Combine, dtypes: tuple[DType, ...]) -> Regio
 # ---------------------------------------------------------------------------------------------- the strategy
 
 
+def _op_symbols(ops: tuple[Op, ...]) -> set[str]:
+    """Shape symbols mentioned anywhere in `ops`: attributes, indices and result types."""
+    out: set[str] = set()
+
+    def visit(x: Any) -> None:
+        if isinstance(x, Dim):
+            out.update(x.symbols())
+        elif isinstance(x, Slice):
+            visit(x.start)
+            visit(x.stop)
+        elif isinstance(x, tuple):
+            for y in x:
+                visit(y)
+        elif isinstance(x, Value) and isinstance(x.type, TensorType | RefType):
+            visit(x.type.shape)
+        elif isinstance(x, Region):
+            for a in x.args:
+                visit(a)
+            for o in x.ops:
+                visit_op(o)
+
+    def visit_op(o: Op) -> None:
+        for f in o.fields():
+            visit(getattr(o, f.name))
+        for v in o.results:
+            visit(v)
+
+    for o in ops:
+        visit_op(o)
+    return out
+
+
 def draw_shapes(g_draw: Draw) -> dict[str, int]:
     return {s: g_draw(st.sampled_from(SHAPE_CHOICES[s])) for s in SYMBOLS}
 
@@ -578,6 +608,9 @@ def cases(draw: Draw, max_blocks: int = 3, blocks: tuple[str, ...] | None = None
         build_block(g, kind)
     g.b.make(Yield, values=())
     ops = g.b.end_region().ops
+    for sym in sorted(_op_symbols(ops) - g.symbols_in_params()):
+        # A symbol only the body uses (a histogram's bins) is bound at launch by an extra parameter.
+        g.input("extent", DType.i8, (DSym(sym),))
     used = g.symbols_in_params()
     kept = tuple(p for p in requires if p.symbols() <= used)
     symbols = tuple(s for s in SYMBOLS if s in used)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import sys
 import time
 from collections import Counter
@@ -24,18 +23,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-os.environ.setdefault("TRITON_INTERPRET", "1")
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis.errors import Flaky
 
-from hypothesis import HealthCheck, Phase, Verbosity, given, settings  # noqa: E402
-from hypothesis import seed as hypothesis_seed  # noqa: E402
-from hypothesis.errors import Flaky  # noqa: E402
-
-from tests.differential import Outcome, run_case  # noqa: E402
-from tests.diffgen import cases  # noqa: E402
-from tests.diffinputs import Case, load_case, save_case  # noqa: E402
+from tests.differential import Outcome, run_case
+from tests.diffgen import cases
+from tests.diffinputs import Case, load_case, save_case
 
 CASES_DIR = Path(__file__).resolve().parent / "fuzz_cases"
-SHRINK_SECONDS = 180.0
+SHRINK_SECONDS = 120.0
 
 
 class _Failure(Exception):

@@ -93,15 +93,21 @@ def test_segment_sum_workset_is_its_segments():
 def test_histogram_workset_is_its_elements():
     _, p = lowered("histogram")
     assert _domains(p) == [("E",)]
-    (atomic,) = _inside(p, P.AtomicRMW)
-    assert (str(atomic.kind), str(atomic.order), atomic.scope) == ("add", "acq_rel", "gpu")
+    atomics = _inside(p, P.AtomicRMW)  # per element, and (when the bins are few) aggregated per bin
+    assert atomics and {(str(a.kind), str(a.order), a.scope) for a in atomics} == {("add", "acq_rel", "gpu")}
 
 
 def test_matmul_workset_is_the_free_axes_with_k_inside():
-    _, p = lowered("matmul")
-    assert _domains(p) == [("M", "N")]
-    (dot,) = _inside(p, P.Contract)
+    kernel, p = lowered("matmul")
+    initial = physical.construct(kernel)  # one instance per (m, n), summing over the whole K tile
+    assert _domains(initial) == [("M", "N")]
+    (dot,) = _inside(initial, P.Contract)
     assert [str(t.extent) for t in dot.lhs.type.tile] == ["K"] and dot.axes == (0,)
+    assert _domains(p) == [("M", "N")]  # after the passes: a program owns an (M, N) tile and walks K in order
+    assert len(p.groups[0].tiles) == 2
+    (loop,) = _inside(p, P.For)
+    (mm,) = [op for op in loop.body.walk() if isinstance(op, P.MatMul)]
+    assert [str(t.extent) for t in mm.lhs.type.tile][-1] == [str(t.extent) for t in mm.rhs.type.tile][0]
 
 
 def test_recurrence_workset_is_its_channels_with_time_ordered_inside():

@@ -17,6 +17,8 @@ import physical
 from kir import (
     INDEX_DTYPE,
     Alloc,
+    Atomic,
+    AtomicKind,
     Binary,
     BinaryFn,
     Builder,
@@ -112,7 +114,7 @@ def staged_copy() -> Kernel:
 KERNELS: dict[str, Callable[[], Kernel]] = {
     "softmax": samples.softmax, "vector_add": samples.vector_add, "segment_sum": samples.segment_sum,
     "recurrence": samples.recurrence, "histogram": samples.histogram, "two_groups": two_groups,
-    "staged_copy": staged_copy, "two_copies": lambda: two_copies(),
+    "staged_copy": staged_copy, "two_copies": lambda: two_copies(), "tickets": lambda: tickets(),
 }
 
 
@@ -411,7 +413,7 @@ def read_back_without_a_barrier():
 @mutation("atomic-preserved")
 def atomic_loses_its_memory_order():
     k = samples.histogram()
-    p = physical.lower(k)
+    p = physical.construct(k)  # the initial mapping: one atomic per element
     at = only(p, P.AtomicRMW)
     from kir.atomic import MemOrder
 
@@ -448,7 +450,7 @@ def segment_with_too_few_programs():
 @more("atomic_twice", "effect-coverage")
 def atomic_performed_twice():
     k = samples.histogram()
-    p = physical.lower(k)
+    p = physical.construct(k)  # the initial mapping: one atomic per element
     at = only(p, P.AtomicRMW)
     again = dataclasses.replace(at, results=(PValue(fresh_id(p), at.results[0].type, "again"),))
     broken = swap(p, at, [at, again])
@@ -459,7 +461,7 @@ def atomic_performed_twice():
 @more("guard_outside_the_mask", "bounds-justified")
 def guard_that_is_not_part_of_the_mask():
     k = samples.histogram()
-    p = physical.lower(k)
+    p = physical.construct(k)  # the initial mapping: one atomic per element
     at = only(p, P.AtomicRMW)
     lane_valid = only(p, P.Compare, lambda op: op.lhs.name == "flat").results[0]
     broken = swap(p, at, dataclasses.replace(at, access=dataclasses.replace(at.access, mask=lane_valid)))
@@ -490,7 +492,7 @@ def atomic_with_block_scope_on_an_external_buffer():
     from physical.ops.atomic import Sharing
 
     k = samples.histogram()
-    p = physical.lower(k)
+    p = physical.construct(k)  # the initial mapping: one atomic per element
     at = only(p, P.AtomicRMW)
     broken = swap(p, at, dataclasses.replace(at, sharing=Sharing.PROGRAM, scope="cta"))
     return k, broken, ("[atomic-preserved] atomic_rmw (from atomic) treats external_view buffer counts as private to "
@@ -589,6 +591,59 @@ def load_with_its_coordinates_transposed():
     kc, kt = kir_op(k, Load).index  # type: ignore[attr-defined]
     return k, broken, (f"[coordinate-provenance] load (from load) on a: coordinate 0 is %t#{kt.id}, but the KIR "
                        f"access names %c#{kc.id}")
+
+
+@more("tile_store_past_the_domain", "ownership")
+def tiled_store_without_its_domain_mask():
+    k = samples.matmul()
+    p = physical.lower(k)  # a program owns a tile of (M, N); tiles at the edges reach past M and N
+    assert p.groups[0].tiles
+    st = only(p, P.Store)
+    broken = swap(p, st, dataclasses.replace(st, access=dataclasses.replace(st.access, mask=None)))
+    rows, cols = p.groups[0].tiles
+    return k, broken, (f"[ownership] store in tile group 0 is not masked by {rows} positions below M: positions past "
+                       f"the domain would perform it")
+
+
+@more("aggregated_atomic_and_its_fallback_both_run", "effect-coverage")
+def aggregated_atomic_also_performed_outside_its_branch():
+    k = samples.histogram()
+    p = physical.lower(k)  # a uniform `if` picks bin-aggregated atomics or the per-element fallback
+    branch = only(p, P.If)
+    fallback = only(p, P.AtomicRMW, lambda op: any(op is o for o in branch.else_.ops))
+    again = dataclasses.replace(fallback, results=(PValue(fresh_id(p), fallback.results[0].type, "again"),))
+    broken = swap(p, branch, [branch, again])
+    return k, broken, ("[effect-coverage] atomic_rmw (from atomic) is performed by 3 physical effects in group 0; it "
+                       "would happen 3 times per instance")
+
+
+@more("old_value_dropped", "atomic-preserved")
+def atomic_whose_old_value_is_lost():
+    k = tickets()
+    p = physical.lower(k)
+    st = only(p, P.Store)
+    zero = PValue(fresh_id(p), Fragment(DType.i32), "zero")
+    broken = swap(p, st, [P.Const(results=(zero,), value=0, dtype=DType.i32), dataclasses.replace(st, value=zero)])
+    return k, broken, ("[atomic-preserved] atomic_rmw (from atomic at mutation.py:41) drops the old value its KIR op "
+                       "returns to later computation")
+
+
+def tickets() -> Kernel:
+    """Every element takes a ticket from its bin's counter: the atomic's old value is the result."""
+    E, B = DSym("E"), DSym("B")
+    b = Builder(ShapeSolver(("E", "B")))
+    x, counts, out = _params(b, [("x", RefType(DType.i32, (E,), Role.IN)),
+                                 ("counts", RefType(DType.i32, (B,), Role.INOUT)),
+                                 ("out", RefType(DType.i32, (E,), Role.OUT))])
+    (e,) = b.begin_region((scalar(INDEX_DTYPE),), ("e",))
+    one = b.add(Constant, value=1, dtype=DType.i32)
+    old = b.add(Atomic, kind=AtomicKind.add, dst=counts.value, indices=(b.add(Load, src=x.value, index=(e,)),),
+                value=one, loc=_loc(41))
+    b.make(Store, dst=out.value, index=(e,), value=old, loc=_loc(42))
+    b.make(Yield, values=())
+    b.make(Parallel, domain=(E,), body=b.end_region())
+    b.make(Yield, values=())
+    return build_kernel("tickets", (x, counts, out), ("E", "B"), b.end_region())
 
 
 @more("constexpr_in_a_host_extent", "launch-extent")

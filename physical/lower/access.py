@@ -5,9 +5,12 @@ from __future__ import annotations
 from kir import access as KA
 from kir import core as K
 from kir.dims import DConst, Dim
+from kir.dtypes import DType
+from kir.pointwise import BinaryFn, UnaryFn
 
 from .. import ops as P
-from ..model import Buffer, PValue, TileAxis
+from ..model import AccessRelation, Buffer, Guard, PValue, TileAxis
+from ..ops.access import DEVICE_CHECK
 from . import rule
 from .context import Lowerer
 
@@ -45,6 +48,25 @@ def note_write(lw: Lowerer, buffer: Buffer) -> None:
     lw.written.add(buffer.id)
 
 
+def check_indices(lw: Lowerer, what: str, buffer: Buffer, acc: AccessRelation, tile: tuple[TileAxis, ...],
+                  lanes: bool, effect: bool) -> None:
+    """With checks on (`kernel.checks`), a device check that every member of a data-dependent access
+    (`acc` as `Lowerer.access` built it: members, then the in-range guard) lies inside `buffer`."""
+    if not lw.kernel.checks or not isinstance(acc.bounds, Guard):
+        return
+    active = lw.lane_valid if lanes else None
+    active = lw.and_(active, lw.tile_member(tile))
+    if effect:
+        active = lw.and_(active, lw.active)
+    cond = acc.bounds.mask
+    if active is not None:
+        off = lw.add(P.Unary, active.type, fn=UnaryFn.not_, x=active)
+        cond = lw.add(P.Binary, lw.join(off, cond).with_dtype(DType.pred), fn=BinaryFn.or_, lhs=off, rhs=cond)
+    where = f" at {lw.loc()}" if lw.loc() is not None else ""
+    lw.emit(P.Check, (), cond=cond, message=f"{DEVICE_CHECK}{what} out of range{where}: an index into {buffer.name} "
+                                           f"lies outside its extent")
+
+
 @rule(KA.Load)
 def lower_load(lw: Lowerer, op: KA.Load) -> None:
     buf = lw.buffer_of(op.src)
@@ -66,6 +88,7 @@ def lower_gather(lw: Lowerer, op: KA.Gather) -> None:
     copy = lw.copy_index(buf, True)
     lanes = any(c.type.lanes for c in coords) or (copy is not None and copy.type.lanes)
     acc = lw.access(buf, coords, tile, lanes, data_dependent=True, fill=op.fill, effect=False, copy=copy)
+    check_indices(lw, "gather", buf, acc, tile, lanes, effect=False)
     lw.bind(op.result, lw.add(P.Load, lw.natural(op.result.type, lanes), name=op.result.name, access=acc))
 
 
@@ -91,10 +114,11 @@ def lower_scatter(lw: Lowerer, op: KA.Scatter) -> None:
     lanes = value.type.lanes or any(c.type.lanes for c in coords) or lw.lane_valid is not None
     acc = lw.access(buf, coords, tile, lanes, data_dependent=True, fill=None, effect=True,
                     copy=lw.copy_index(buf, lanes))
+    check_indices(lw, "scatter", buf, acc, tile, lanes, effect=True)
     lw.emit(P.Store, (), access=acc, value=value, unique=op.unique)
     note_write(lw, buf)
 
 
-_ADD = __import__("kir.pointwise", fromlist=["BinaryFn"]).BinaryFn.add
+_ADD = BinaryFn.add
 
 __all__ = ["slice_coords", "fill_for", "Dim"]

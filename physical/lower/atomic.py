@@ -8,7 +8,7 @@ from .. import ops as P
 from ..model import BufferScope
 from ..ops.atomic import SCOPE_FOR_SHARING, Sharing
 from . import rule
-from .access import note_write
+from .access import check_indices, note_write
 from .context import Lowerer
 
 
@@ -25,6 +25,8 @@ def _access(lw: Lowerer, op: KT.Atomic | KT.AtomicCAS, values: tuple):
     lanes = any(x.type.lanes for x in coords + values) or lw.lane_valid is not None
     acc = lw.access(buf, coords, tile, lanes, data_dependent=True, fill=0, effect=True,
                     copy=lw.copy_index(buf, lanes))
+    check_indices(lw, op.NAME if isinstance(op, KT.AtomicCAS) else f"atomic_{op.kind}", buf, acc, tile, lanes,
+                  effect=True)
     return buf, acc, lanes
 
 

@@ -1,8 +1,8 @@
-"""Layout ops on fragments held in registers: broadcast, permute, expand/squeeze.
+"""Layout ops on fragments held in registers: broadcast, permute, expand/squeeze, slice, concat, reshape.
 
-Slices, concatenations and general reshapes of a value already held in a tile would need a
-register gather; whole-tensor writes compose them into coordinates instead (physical/worksets.py),
-and inside an instance they are refused with a located diagnostic.
+Whole-tensor writes compose slices, concatenations and reshapes into coordinates instead
+(physical/worksets.py); inside an instance a value already held in a tile is rearranged in registers
+(`tile_slice`, `tile_concat`, `tile_reshape`: register gathers at computed positions).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from kir import layout as KL
 from kir.dims import DConst
 
 from .. import ops as P
-from . import REFUSALS, rule
+from . import rule
 from .context import Lowerer
 
 
@@ -55,9 +55,16 @@ def lower_reshape(lw: Lowerer, op: KL.Reshape) -> None:
     x = lw.get(op.x)
     src = [d for d in op.x.type.shape if d != DConst(1)]
     dst = [d for d in op.result.type.shape if d != DConst(1)]
-    if src != dst:
-        raise lw.fail(f"cannot reshape {op.x.type} to {op.result.type} inside a program instance: the tile "
-                      f"would need a register gather; reshape the data where it is loaded or stored instead")
+    if src != dst:  # axes regroup: a register gather in row-major order
+        t = lw.natural(op.result.type, x.type.lanes).with_dtype(x.type.dtype, x.type.index)
+        if not x.type.tile:
+            x = lw.add(P.ExpandDims, x.type.with_tile(lw.tile((DConst(1),))), x=x, axis=0)
+        if not t.tile:
+            one = lw.add(P.TileReshape, t.with_tile(lw.tile((DConst(1),))), x=x)
+            lw.bind(op.result, lw.add(P.Squeeze, t, name=op.result.name, x=one, axis=0))
+            return
+        lw.bind(op.result, lw.add(P.TileReshape, t, name=op.result.name, x=x))
+        return
     v = x
     for ax in reversed([a for a, d in enumerate(op.x.type.shape) if d == DConst(1)]):
         shape = v.type.tile[:ax] + v.type.tile[ax + 1:]
@@ -71,16 +78,25 @@ def lower_reshape(lw: Lowerer, op: KL.Reshape) -> None:
 
 @rule(KL.SliceOp)
 def lower_slice(lw: Lowerer, op: KL.SliceOp) -> None:
-    raise lw.fail("cannot slice a value held in registers inside a program instance; slice the tensor "
-                  "where it is loaded (x[a:b]) instead")
+    x = lw.get(op.x)
+    shape = op.x.type.shape
+    if all(a == DConst(0) and b == d and s == 1 for a, b, s, d in zip(op.starts, op.stops, op.steps, shape)):
+        lw.bind(op.result, x)
+        return
+    starts = tuple(lw.shape_value(a) for a in op.starts)
+    t = lw.natural(op.result.type, x.type.lanes).with_dtype(x.type.dtype, x.type.index)
+    lw.bind(op.result, lw.add(P.TileSlice, t, name=op.result.name, x=x, starts=starts, steps=op.steps))
 
 
 @rule(KL.Concat)
 def lower_concat(lw: Lowerer, op: KL.Concat) -> None:
-    raise lw.fail("cannot concatenate values held in registers inside a program instance; store the parts "
-                  "to their slices of the output instead")
-
-
-REFUSALS[KL.SliceOp] = "slice of a register value"
-REFUSALS[KL.Concat] = "concat of register values"
-REFUSALS[KL.Reshape] = "reshape that regroups axes"
+    parts = tuple(lw.get(v) for v in op.inputs)
+    if len(parts) == 1:
+        lw.bind(op.result, parts[0])
+        return
+    lanes = any(p.type.lanes for p in parts)
+    if len({p.type.index for p in parts}) > 1:  # index arithmetic and KIR integers: one dtype for all
+        parts = tuple(lw.cast(p, p.type.dtype) for p in parts)
+    parts = tuple(lw.broadcast_to(p, p.type.with_lanes(lanes)) for p in parts)
+    t = lw.natural(op.result.type, lanes).with_dtype(parts[0].type.dtype, parts[0].type.index)
+    lw.bind(op.result, lw.add(P.TileConcat, t, name=op.result.name, parts=parts, axis=op.axis))

@@ -1,7 +1,7 @@
 """Physical op classes, one module per KIR family (plus program-space ops)."""
 
 from ._base import OP_CLASSES, pop
-from .access import Load, Store
+from .access import DEVICE_CHECK, Check, Load, Store
 from .atomic import SCOPE_FOR_SHARING, AtomicCAS, AtomicRMW, Sharing
 from .buffers import AllocBuffer
 from .contract import Contract, MatMul
@@ -15,8 +15,9 @@ from .region import RegionFold, RegionScan
 from .rng import Random
 from .scan import Scan
 
-__all__ = ["OP_CLASSES", "pop", "Load", "Store", "AtomicRMW", "AtomicCAS", "Sharing", "SCOPE_FOR_SHARING",
-           "AllocBuffer", "Contract", "MatMul", "For", "If", "While", "Yield", "Histogram", "BinCount", "Broadcast",
-           "ExpandDims", "Permute", "Squeeze", "TileSlice", "TileConcat", "TileReshape", "Binary", "Bitcast", "Cast",
-           "Compare", "Const", "Select", "Unary", "Barrier", "ChunkLanes", "OwnedInstances", "OwnedTile",
-           "ScalarParam", "ShapeValue", "TileIndex", "Reduce", "RegionFold", "RegionScan", "Random", "Scan"]
+__all__ = ["OP_CLASSES", "pop", "DEVICE_CHECK", "Check", "Load", "Store", "AtomicRMW", "AtomicCAS", "Sharing",
+           "SCOPE_FOR_SHARING", "AllocBuffer", "Contract", "MatMul", "For", "If", "While", "Yield", "Histogram",
+           "BinCount", "Broadcast", "ExpandDims", "Permute", "Squeeze", "TileSlice", "TileConcat", "TileReshape",
+           "Binary", "Bitcast", "Cast", "Compare", "Const", "Select", "Unary", "Barrier", "ChunkLanes",
+           "OwnedInstances", "OwnedTile", "ScalarParam", "ShapeValue", "TileIndex", "Reduce", "RegionFold",
+           "RegionScan", "Random", "Scan"]

@@ -25,3 +25,18 @@ class Store(POp):
 
     def has_effects(self) -> bool:
         return True
+
+
+DEVICE_CHECK = "device check failed: "  # how every check's message begins (launchers look for it)
+
+
+@pop("check")
+class Check(POp):
+    """A device check (kernels compiled with checks): `cond` holds for every member, else the launch
+    fails with `message` (an out-of-range gather, scatter or atomic index, named with its source)."""
+
+    cond: PValue
+    message: str
+
+    def has_effects(self) -> bool:
+        return True

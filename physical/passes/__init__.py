@@ -24,9 +24,10 @@ class Pass:
         return f"<pass {self.name}>"
 
 
+from .aggregate import AggregateAtomics  # noqa: E402
 from .enlarge import EnlargeOwnership  # noqa: E402
 from .tile_contract import TileContraction  # noqa: E402
 
-PIPELINE: list[Pass] = [EnlargeOwnership(), TileContraction()]
+PIPELINE: list[Pass] = [EnlargeOwnership(), TileContraction(), AggregateAtomics()]
 
-__all__ = ["Pass", "PIPELINE", "EnlargeOwnership", "TileContraction"]
+__all__ = ["Pass", "PIPELINE", "EnlargeOwnership", "TileContraction", "AggregateAtomics"]

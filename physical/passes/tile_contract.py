@@ -400,7 +400,7 @@ class Tiler:
                 b.put(P.Store(origin=op.origin, access=self.access(op.access, tile), value=self.at(op.value, tile),
                               unique=op.unique))
         b.put(P.Yield(origin=None, values=()))
-        return PRegion(m.group.body.args, tuple(b.end()))
+        return PRegion(m.group.body.args, tuple(prune(b.end(), {id(op) for op in uniform_ops})))
 
     def k_loop(self) -> PValue:
         m, b = self.m, self.b
@@ -446,6 +446,21 @@ class Tiler:
         if isinstance(op, P.Cast) and op.x.type.dtype != DType.pred:
             return self.zero_past_k(op.x)
         return False
+
+
+def prune(ops: list[POp], pure: set[int]) -> list[POp]:
+    """Drop the ops in `pure` (by id) whose results nothing uses any more."""
+    while True:
+        used = {v.id for op in ops for inner in (op, *_nested(op)) for v in inner.operands()}
+        keep = [op for op in ops if id(op) not in pure or any(r.id in used for r in op.results)]
+        if len(keep) == len(ops):
+            return keep
+        ops = keep
+
+
+def _nested(op: POp) -> Iterator[POp]:
+    for r in op.regions():
+        yield from r.walk()
 
 
 # ---------------------------------------------------------------------------------------------- the pass

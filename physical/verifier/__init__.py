@@ -18,6 +18,11 @@ Each rule lives in the module of its concern:
     accesses.py    access-complete, coordinate-provenance, narrowing-explicit, bounds-justified
     dependence.py  ordered-dependence, unordered-conflict, buffer-visibility
     atomics.py     atomic-preserved
+
+Shared machinery: index.py (definitions, placement, accesses, launch expressions on sample
+bindings), affine.py (affine forms of coordinates and facts of masks, for the Z3 proofs),
+relations.py (physical coordinates against the KIR access relation), tiles.py (tile ownership,
+tile-level ops and the exclusive branches of one `if`).
 """
 
 from __future__ import annotations

@@ -27,6 +27,8 @@ def check_atomics(program: Program, kernel: Kernel | None = None) -> list[Violat
     report = Reporter("atomic-preserved")
     ix = index_of(program)
     kir_ops = list(kernel.walk()) if kernel is not None else []
+    kir_used = {v.id for kop in kir_ops for v in kop.operands()}
+    used = {v.id for pl in ix.placed for v in pl.op.operands()}
     for pl in ix.placed:
         op = pl.op
         if not isinstance(op, P.AtomicRMW | P.AtomicCAS):
@@ -65,6 +67,9 @@ def check_atomics(program: Program, kernel: Kernel | None = None) -> list[Violat
                 report(f"{what} performs compare-and-swap, but its KIR op is {_kir_atomic(kop)}", op, pl.group)
             if isinstance(kop, KT.Atomic | KT.AtomicCAS) and kop.order != op.order:
                 report(f"{what} uses memory order {op.order}, but KIR asks for {kop.order}", op, pl.group)
+            if isinstance(kop, KT.Atomic | KT.AtomicCAS) and kop.results and kop.results[0].id in kir_used and \
+                    not (op.results and op.results[0].id in used):
+                report(f"{what} drops the old value its KIR op returns to later computation", op, pl.group)
     return report.found
 
 

@@ -1,7 +1,7 @@
-"""Tile ownership, tile-level contractions, aggregated histograms and register layout ops.
+"""Tile ownership, tile-level contractions, aggregated histograms, register layout ops, device checks.
 
 * typing (fragment-types): `owned_tile`, `matmul`, `bincount`, `tile_slice`, `tile_concat` and
-  `tile_reshape` results follow from their operands.
+  `tile_reshape` results follow from their operands; a `check` tests a pred and names what failed.
 * forms (for the Z3 rules): a tile-owning program's coordinates are `T_k * B_k + p` over the tile
   atoms `T_k` (in `[0, cdiv(D_k, B_k))`, one program's tile) and the tile position `p` in `[0, B_k)`;
   two different programs differ in some `T_k` or leading coordinate.
@@ -20,6 +20,7 @@ from kir.dtypes import DType
 from .. import ops as P
 from ..launch_expr import LConst
 from ..model import Group, POp, PValue, TileAxis
+from ..ops.access import DEVICE_CHECK
 from .fragments import types
 from .index import ProgramIndex, evaluate
 
@@ -126,6 +127,16 @@ def _tile_reshape(op: P.TileReshape) -> list[str]:  # type: ignore[override]
         r, x = op.results[0].type, op.x.type
         if (r.dtype, r.lanes, r.index) != (x.dtype, x.lanes, x.index) or not x.tile or not r.tile:
             out.append(f"result {r} is not a regrouping of {x}")
+    return out
+
+
+@types(P.Check)
+def _check(op: P.Check) -> list[str]:  # type: ignore[override]
+    out = [] if not op.results else [f"has {len(op.results)} results, expected 0"]
+    if not op.cond.type.dtype.is_pred:
+        out.append(f"a check tests a pred, got {op.cond.type}")
+    if not op.message.startswith(DEVICE_CHECK) or any(q in op.message for q in "'\"\n"):
+        out.append(f"check message {op.message!r} must start with {DEVICE_CHECK!r} and hold no quotes or newlines")
     return out
 
 

@@ -1,34 +1,29 @@
-"""Generated helpers that fold and scan tiles with any combine function, vectorised over the tile.
+"""Folding and scanning tiles with any combine region, in whole-tile steps and in element order.
 
 Triton's `tl.reduce` / `tl.associative_scan` with a user combine run one element at a time under the
-interpreter, and a native reduction over a blocked layout combines elements out of their order, which a
-combine that does not commute cannot allow. The helpers here use whole-tile steps only:
+interpreter, and a native reduction over a blocked layout meets elements out of their order, which a
+combine that does not commute cannot allow. What is generated here uses whole-tile steps only:
 
-* `fold_last`: adjacent pairs level by level along the last axis (`tl.reshape` + `tl.split`), so every
-  combine sees a left operand that precedes its right operand: the result is the in-order fold, grouped as
-  a balanced tree (the oracle folds the same way);
-* `scan_last`: the exclusive scan of the last axis by the even/odd recursion (pairs are combined, the
-  pairs' exclusive scan is taken recursively, and the two halves are interleaved back with `tl.join`), for
-  forward and reverse traversal; inclusive results combine the exclusive prefix with the element;
-* `take_edge`: the last (or first) element of the last axis, without arithmetic.
+* `fold_inline`: adjacent pairs level by level along one axis (`tl.reshape` + `tl.split`), so every
+  combine sees a left operand that precedes its right operand: the in-order fold, grouped as a balanced
+  tree (the oracle folds the same way);
+* `scan_inline`: the exclusive scan of the last axis by even/odd halving (pairs are combined level by
+  level, then each level's prefixes are interleaved back with `tl.join`);
+* `take_edge_inline`: the last (or first) element along the last axis, without arithmetic.
 
-Levels unroll over `tl.static_range` with a compile-time test on the tile's shape, so one helper serves
-every block size; a block is a power of two, so halving always ends at one element.
+Levels unroll over `tl.static_range` with a compile-time test on the tile's shape, so one text serves
+every block size (blocks are powers of two: halving always ends at one element). The combine region is
+written out in place rather than called: under the interpreter every call of a `@triton.jit` function
+costs milliseconds, which a combine inside a loop would pay on every level.
 """
 
 from __future__ import annotations
 
+from physical.model import PRegion
+
 from .emit import Emitter
 
 MAX_LEVELS = 20  # log2 of Triton's largest block (2**20 elements)
-
-
-def _register(em: Emitter, key: str, name: str, text: str) -> str:
-    if key in em.helper_keys:
-        return em.helper_keys[key]
-    em.helper_keys[key] = name
-    em.helpers.append(text)
-    return name
 
 
 def _halved(x: str, rank: int) -> str:
@@ -43,79 +38,27 @@ def _dropped(x: str, rank: int) -> str:
     return "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
 
 
-def _call(fn: str, args: list[str], outs: list[str], like: list[str]) -> list[str]:
-    """Lines calling combine `fn`; results broadcast to the operands' shape (a combine may yield a constant)."""
-    if len(outs) == 1:
-        return [f"{outs[0]} = tl.broadcast_to({fn}({', '.join(args)}), {like[0]}.shape)"]
-    tmp = [f"{o}_c" for o in outs]
-    return [f"{', '.join(tmp)} = {fn}({', '.join(args)})"] + \
-        [f"{o} = tl.broadcast_to({t}, {w}.shape)" for o, t, w in zip(outs, tmp, like)]
+def unpack(names: list[str]) -> str:
+    """Assignment targets for several results (a single result is not a tuple)."""
+    return ", ".join(names)
 
 
-def fold_last(em: Emitter, fn: str, k: int, rank: int) -> str:
-    """A helper folding the last axis of `k` rank-`rank` tiles with `fn` in element order."""
-    name = f"{fn}_fold{rank}"
-    xs = [f"x{j}" for j in range(k)]
-    ls, rs = [f"l{j}" for j in range(k)], [f"r{j}" for j in range(k)]
-    body = [f"for _ in tl.static_range({MAX_LEVELS}):",
-            f"    if x0.shape[{rank - 1}] > 1:"]
-    for x, lo, hi in zip(xs, ls, rs):
-        body.append(f"        {lo}, {hi} = tl.split(tl.reshape({x}, {_halved(x, rank)}))")
-    body += ["        " + s for s in _call(fn, ls + rs, xs, ls)]
-    outs = [f"tl.reshape({x}, {_dropped(x, rank)})" for x in xs]
-    body.append(f"return {', '.join(outs)}")
-    text = (f"@triton.jit\ndef {name}({', '.join(xs)}):\n"
-            f"    # adjacent pairs level by level: each combine keeps its operands in element order\n"
-            + "".join(f"    {line}\n" for line in body))
-    return _register(em, f"fold:{fn}:{k}:{rank}", name, text)
-
-
-def take_edge(em: Emitter, rank: int, last: bool) -> str:
-    """A helper giving the last (or first) element along the last axis of one tile."""
-    name = f"_take_{'last' if last else 'first'}{rank}"
-    keep = "r" if last else "l"
-    text = (f"@triton.jit\ndef {name}(x):\n"
-            f"    for _ in tl.static_range({MAX_LEVELS}):\n"
-            f"        if x.shape[{rank - 1}] > 1:\n"
-            f"            l, r = tl.split(tl.reshape(x, {_halved('x', rank)}))\n"
-            f"            x = {keep}\n"
-            f"    return tl.reshape(x, {_dropped('x', rank)})\n")
-    return _register(em, f"take:{rank}:{last}", name, text)
-
-
-def scan_last(em: Emitter, fn: str, k: int, rank: int, reverse: bool) -> str:
-    """A helper giving the exclusive scan of the last axis of `k` tiles (identities passed as scalars).
-
-    Forward: out[j] = x[0] (+) ... (+) x[j-1]; reverse: out[j] = x[n-1] (+) ... (+) x[j+1] (the running
-    prefix is always the combine's left operand)."""
-    name = f"{fn}_{'r' if reverse else ''}scan{rank}"
-    xs, ids = [f"x{j}" for j in range(k)], [f"i{j}" for j in range(k)]
-    es, os_ = [f"e{j}" for j in range(k)], [f"o{j}" for j in range(k)]
-    ps, ss, qs = [f"p{j}" for j in range(k)], [f"s{j}" for j in range(k)], [f"q{j}" for j in range(k)]
-    body = [f"if x0.shape[{rank - 1}] == 1:",
-            f"    return {', '.join(f'tl.full({x}.shape, {i}, {x}.dtype)' for x, i in zip(xs, ids))}"]
-    for x, e, o in zip(xs, es, os_):
-        body.append(f"{e}, {o} = tl.split(tl.reshape({x}, {_halved(x, rank)}))")
-    # pairs in traversal order: (even, odd) forward, (odd, even) in reverse
-    first, second = (os_, es) if reverse else (es, os_)
-    body += _call(fn, first + second, ps, es)
-    body.append(f"{', '.join(ss)} = {name}({', '.join(ps + ids)})")
-    body += _call(fn, ss + first, qs, es)
-    # the pair's first element takes the pairs' prefix, its second the prefix combined with the first
-    for x, s, q in zip(xs, ss, qs):
-        lo, hi = (q, s) if reverse else (s, q)
-        body.append(f"{x} = tl.reshape(tl.join({lo}, {hi}), {x}.shape)")
-    body.append(f"return {', '.join(xs)}")
-    text = (f"@triton.jit\ndef {name}({', '.join(xs + ids)}):\n"
-            f"    # even/odd recursion: whole-tile steps only, operands in traversal order\n"
-            + "".join(f"    {line}\n" for line in body))
-    return _register(em, f"scan:{fn}:{k}:{rank}:{reverse}", name, text)
+def combine_inline(em: Emitter, combine: PRegion, lhs: list[str], rhs: list[str], like: list[str]) -> list[str]:
+    """Write `combine(lhs..., rhs...)` in place; results are new names broadcast to the shapes of `like`."""
+    ys = em.inline(combine, tuple(lhs + rhs))
+    out = []
+    for y, v, w in zip(ys, combine.yielded, like):
+        n = em.fresh("combined")
+        value = em.full(v, v.type) if v.id in em.literals else y
+        em.line(f"{n} = tl.broadcast_to({value}, {w}.shape)")
+        out.append(n)
+    return out
 
 
 def to_last(em: Emitter, names: list[str], axis: int, rank: int) -> list[str]:
     """Move `axis` of each value to the end (a permutation); returns the permuted names."""
     if axis == rank - 1:
-        return names
+        return list(names)
     perm = [d for d in range(rank) if d != axis] + [axis]
     out = []
     for n in names:
@@ -128,7 +71,7 @@ def to_last(em: Emitter, names: list[str], axis: int, rank: int) -> list[str]:
 def from_last(em: Emitter, names: list[str], axis: int, rank: int) -> list[str]:
     """Undo `to_last` (the last axis goes back to `axis`)."""
     if axis == rank - 1:
-        return names
+        return list(names)
     perm = list(range(rank - 1))
     perm.insert(axis, rank - 1)
     out = []
@@ -139,9 +82,89 @@ def from_last(em: Emitter, names: list[str], axis: int, rank: int) -> list[str]:
     return out
 
 
-def unpack(names: list[str]) -> str:
-    """Assignment targets for a helper's results (a single result is not a tuple)."""
-    return ", ".join(names)
+def fold_inline(em: Emitter, combine: PRegion, cur: list[str], axis: int, rank: int) -> None:
+    """Fold `axis` of the rank-`rank` values named `cur` with `combine`, in element order (names rebound)."""
+    moved = to_last(em, cur, axis, rank)
+    for c, m in zip(cur, moved):
+        if c != m:
+            em.line(f"{c} = {m}")
+    em.line("# adjacent pairs level by level: each combine keeps its operands in element order")
+    em.line(f"for _ in tl.static_range({MAX_LEVELS}):")
+    em.depth += 1
+    em.line(f"if {cur[0]}.shape[{rank - 1}] > 1:")
+    em.depth += 1
+    lo, hi = [em.fresh("left") for _ in cur], [em.fresh("right") for _ in cur]
+    for c, left, right in zip(cur, lo, hi):
+        em.line(f"{left}, {right} = tl.split(tl.reshape({c}, {_halved(c, rank)}))")
+    for c, y in zip(cur, combine_inline(em, combine, lo, hi, lo)):
+        em.line(f"{c} = {y}")
+    em.depth -= 2
+    for c in cur:
+        em.line(f"{c} = tl.reshape({c}, {_dropped(c, rank)})")
 
 
-__all__ = ["fold_last", "take_edge", "scan_last", "to_last", "from_last", "unpack", "MAX_LEVELS"]
+def take_edge_inline(em: Emitter, x: str, rank: int, last: bool) -> str:
+    """The last (or first) element along the last axis of `x`, as a new name."""
+    out = em.fresh("last" if last else "first")
+    em.line(f"{out} = {x}")
+    em.line(f"for _ in tl.static_range({MAX_LEVELS}):")
+    em.line(f"    if {out}.shape[{rank - 1}] > 1:")
+    lo, hi = em.fresh("left"), em.fresh("right")
+    em.line(f"        {lo}, {hi} = tl.split(tl.reshape({out}, {_halved(out, rank)}))")
+    em.line(f"        {out} = {hi if last else lo}")
+    em.line(f"{out} = tl.reshape({out}, {_dropped(out, rank)})")
+    return out
+
+
+def scan_inline(em: Emitter, combine: PRegion, xs: list[str], ids: list[str], rank: int, from_end: bool,
+                prefix_right: bool) -> list[str]:
+    """The exclusive scan of the last axis of the rank-`rank` values `xs` (new names); `ids` are the identities.
+
+    The traversal runs from the first element (or from the last, `from_end`); the running prefix is the
+    combine's left operand, or its right one with `prefix_right` (a reverse scan in index order:
+    out[j] = x[j+1] (+) ... (+) x[n-1] (+) identity). Even/odd halving: the way down combines each pair
+    (in traversal order) and keeps the pair's first elements; the way up gives a pair's first element the
+    pairs' prefix and its second that prefix combined with the first."""
+    cur = [em.fresh("pairs") for _ in xs]
+    saved = [em.fresh("firsts") for _ in xs]
+    for c, x, t in zip(cur, xs, saved):
+        em.line(f"{c} = {x}")
+        em.line(f"{t} = ()")
+
+    def ordered(prefix: list[str], elem: list[str], like: list[str]) -> list[str]:
+        lhs, rhs = (elem, prefix) if prefix_right else (prefix, elem)
+        return combine_inline(em, combine, lhs, rhs, like)
+
+    em.line("# exclusive scan by even/odd halving: whole-tile steps, operands in traversal order")
+    em.line(f"for _ in tl.static_range({MAX_LEVELS}):")
+    em.line(f"    if {cur[0]}.shape[{rank - 1}] > 1:")
+    em.depth += 2
+    es, os_ = [em.fresh("even") for _ in xs], [em.fresh("odd") for _ in xs]
+    for c, e, o in zip(cur, es, os_):
+        em.line(f"{e}, {o} = tl.split(tl.reshape({c}, {_halved(c, rank)}))")
+    first, second = (os_, es) if from_end else (es, os_)  # a pair's elements in traversal order
+    for t, f in zip(saved, first):
+        em.line(f"{t} = {t} + ({f},)")
+    em.line(f"{unpack(cur)} = {unpack(ordered(first, second, es))}")
+    em.depth -= 2
+    out = [em.fresh("prefix") for _ in xs]
+    for o, c, i in zip(out, cur, ids):
+        em.line(f"{o} = tl.full({c}.shape, {i}, {c}.dtype)")
+    lvl = em.fresh("level")
+    em.line(f"for {lvl} in tl.static_range({MAX_LEVELS}):")
+    em.line(f"    if {lvl} < len({saved[0]}):")
+    em.depth += 2
+    fs = [em.fresh("first") for _ in xs]
+    for f, t in zip(fs, saved):
+        em.line(f"{f} = {t}[len({t}) - 1 - {lvl}]")
+    qs = ordered(out, fs, fs)
+    for o, q, f in zip(out, qs, fs):
+        lo, hi = (q, o) if from_end else (o, q)
+        grown = [f"{f}.shape[{d}]" for d in range(rank - 1)] + [f"{f}.shape[{rank - 1}] * 2"]
+        em.line(f"{o} = tl.reshape(tl.join({lo}, {hi}), ({', '.join(grown)},))")
+    em.depth -= 2
+    return out
+
+
+__all__ = ["fold_inline", "take_edge_inline", "scan_inline", "combine_inline", "to_last", "from_last", "unpack",
+           "MAX_LEVELS"]

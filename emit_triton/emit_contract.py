@@ -33,7 +33,12 @@ def emit_matmul(em: Emitter, op: P.MatMul) -> None:
     # f32 operands: IEEE products unless the author asked for tf32; 16- and 8-bit operands go to
     # tensor cores with f32 (i32) accumulation, the accumulator's dtype.
     precision = ""
-    if op.lhs.type.dtype == DType.f32:
+    a, b = em.name(op.lhs), em.name(op.rhs)
+    if op.lhs.type.dtype == DType.bf16:
+        # Triton's interpreter multiplies bf16 bit patterns in tl.dot; widening to f32 is exact and
+        # gives the same products on every target (FMA units on a GPU).
+        a, b = f"{a}.to(tl.float32)", f"{b}.to(tl.float32)"
+        precision = ", input_precision=\"ieee\""
+    elif op.lhs.type.dtype == DType.f32:
         precision = f", input_precision=\"{'tf32' if op.precision is Precision.tf32 else 'ieee'}\""
-    em.line(f"{em.define(op.result, 'acc')} = tl.dot({em.name(op.lhs)}, {em.name(op.rhs)}, {em.name(op.acc)}"
-            f"{precision})")
+    em.line(f"{em.define(op.result, 'acc')} = tl.dot({a}, {b}, {em.name(op.acc)}{precision})")

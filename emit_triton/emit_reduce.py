@@ -12,10 +12,10 @@ from kir.dtypes import DType
 from kir.reduce import ReduceKind
 from kir.scan import ScanKind
 from physical import ops as P
-from physical.model import Fragment, PValue
+from physical.model import Fragment, PRegion, PValue
 
 from .emit import TL_DTYPE, Emitter, emits, literal
-from .emit_combine import fold_last, from_last, scan_last, to_last, unpack
+from .emit_combine import combine_inline, fold_inline, from_last, scan_inline, to_last
 
 
 def masked(em: Emitter, x: PValue, member: PValue | None, acc: DType, identity: object, shape: Fragment) -> str:
@@ -39,20 +39,13 @@ NATIVE = (ReduceKind.sum, ReduceKind.max, ReduceKind.min, ReduceKind.any, Reduce
           ReduceKind.argmin)
 
 
-def fold_axis(em: Emitter, cur: list[str], fn: str, axis: int, rank: int) -> None:
-    """Fold `axis` of rank-`rank` components `cur` in place with combine helper `fn`, in element order."""
-    moved = to_last(em, cur, axis, rank)
-    helper = fold_last(em, fn, len(cur), rank)
-    em.line(f"{unpack(cur)} = {helper}({', '.join(moved)})")
-
-
 def reduce_axis(em: Emitter, cur: list[str], kind: ReduceKind, accs: tuple[DType, ...], axis: int,
-                fn: str | None, rank: int) -> None:
+                combine: PRegion, rank: int) -> None:
     """Fold `axis` of the (already masked) rank-`rank` components `cur` in place.
 
     Built-in kinds use Triton's native reductions (also the interpreter's fast paths); float max/min
     then restore NaN propagation, and argmax/argmin pick the first NaN when there is one. Anything else
-    folds with the combine helper `fn`.
+    folds with the combine region, in element order.
     """
     x = cur[0]
     if kind is ReduceKind.sum:
@@ -77,8 +70,7 @@ def reduce_axis(em: Emitter, cur: list[str], kind: ReduceKind, accs: tuple[DType
             em.line(f"{i} = tl.where({nan} < {big}, {nan}, {i})")
             em.line(f"{v} = tl.where({nan} < {big}, float(\"nan\"), {v})")
     else:
-        assert fn is not None
-        fold_axis(em, cur, fn, axis, rank)
+        fold_inline(em, combine, cur, axis, rank)
 
 
 @emits(P.Reduce)
@@ -94,35 +86,26 @@ def emit_reduce(em: Emitter, op: P.Reduce) -> None:
     kind = op.kind
     if kind in (ReduceKind.argmax, ReduceKind.argmin) and len(axes) > 1:
         kind = ReduceKind.custom  # several axes: fold (value, position) pairs with the combine region
-    fn = None if kind in NATIVE else em.helper(op.combine, f"combine_{op.kind}")
     rank = shape.rank
-    for ax in axes:  # innermost first: folding row-major positions in order
-        reduce_axis(em, cur, kind, op.acc_dtypes, ax + lanes, fn, rank)
+    for ax in axes:  # innermost first: row-major positions meet in order
+        reduce_axis(em, cur, kind, op.acc_dtypes, ax + lanes, op.combine, rank)
         rank -= 1
     for r, c, acc in zip(op.results, cur, op.acc_dtypes):
         n = em.define(r)
         em.line(f"{n} = {c}" if r.type.dtype == acc else f"{n} = {c}.to({TL_DTYPE[r.type.dtype]})")
 
 
-def scan_axis(em: Emitter, xs: list[str], fn: str, identity: tuple[object, ...], accs: tuple[DType, ...],
-              axis: int, rank: int, reverse: bool, exclusive: bool) -> list[str]:
-    """The scan of `axis` of rank-`rank` components `xs` with combine helper `fn` (new names)."""
+def scan_axis(em: Emitter, xs: list[str], combine: PRegion, identity: tuple[object, ...],
+              accs: tuple[DType, ...], axis: int, rank: int, reverse: bool, exclusive: bool) -> list[str]:
+    """The scan of `axis` of rank-`rank` components `xs` with `combine` (new names)."""
     moved = to_last(em, xs, axis, rank)
-    helper = scan_last(em, fn, len(xs), rank, reverse)
+    # a reverse scan keeps index order: the suffix is the combine's right operand (as in the oracle)
     ids = [literal(i, a) for i, a in zip(identity, accs)]
-    excl = [em.fresh("exclusive") for _ in xs]
-    em.line(f"{unpack(excl)} = {helper}({', '.join(moved + ids)})")
-    out = excl if exclusive else combine_into(em, fn, excl, moved)
+    out = scan_inline(em, combine, moved, ids, rank, reverse, reverse)
+    if not exclusive:
+        out = combine_inline(em, combine, moved, out, moved) if reverse else \
+            combine_inline(em, combine, out, moved, moved)
     return from_last(em, out, axis, rank)
-
-
-def combine_into(em: Emitter, fn: str, lhs: list[str], rhs: list[str]) -> list[str]:
-    """`fn(lhs..., rhs...)` as new names shaped like `rhs` (a combine may yield constants)."""
-    out = [em.fresh("combined") for _ in rhs]
-    em.line(f"{unpack(out)} = {fn}({', '.join(lhs + rhs)})")
-    for o, like in zip(out, rhs):
-        em.line(f"{o} = tl.broadcast_to({o}, {like}.shape)")
-    return out
 
 
 NATIVE_SCAN = {ScanKind.sum: "tl.cumsum", ScanKind.prod: "tl.cumprod"}
@@ -147,8 +130,8 @@ def emit_scan(em: Emitter, op: P.Scan) -> None:
             em.line(f"{out} = {out} - {xs[0]}")
         outs = [out]
     else:
-        fn = em.helper(op.combine, f"combine_{op.kind}")
-        outs = scan_axis(em, xs, fn, op.identity, op.acc_dtypes, axis, shape.rank, op.reverse, op.exclusive)
+        outs = scan_axis(em, xs, op.combine, op.identity, op.acc_dtypes, axis, shape.rank, op.reverse,
+                         op.exclusive)
     for r, o, acc in zip(op.results, outs, op.acc_dtypes):
         n = em.define(r)
         em.line(f"{n} = {o}" if r.type.dtype == acc else f"{n} = {o}.to({TL_DTYPE[r.type.dtype]})")

@@ -1,13 +1,25 @@
-"""Region fold and region scan: chunked loops over [begin, end) per lane with a carried state."""
+"""Region fold and region scan: chunked loops over [begin, end) per lane with a carried state.
+
+Every lane walks its own subregion in chunks of `block` elements; the loop runs to the longest active
+subregion, so several short segments share one program (one per lane) and a lane past its end only
+sees identity. Built-in folds that commute accumulate elementwise across chunks and reduce the
+accumulator once; other combines fold each chunk in element order and combine it into a per-lane carry,
+so the subregion's elements meet in order. Scans combine the carry (the previous chunks' total) with
+each chunk's local scan.
+"""
 
 from __future__ import annotations
 
 from kir.reduce import ReduceKind
+from kir.scan import ScanKind
 from physical import ops as P
 from physical.model import Fragment
 
 from .emit import TL_DTYPE, Emitter, emits, literal
+from .emit_combine import combine_inline, fold_inline, scan_inline, take_edge_inline, unpack
 from .emit_reduce import reduce_axis
+
+ELEMENTWISE = (ReduceKind.sum, ReduceKind.prod, ReduceKind.max, ReduceKind.min, ReduceKind.any, ReduceKind.all)
 
 
 def _trip(em: Emitter, begin, end, active) -> str:
@@ -23,49 +35,64 @@ def _trip(em: Emitter, begin, end, active) -> str:
     return span
 
 
-def _chunk(em: Emitter, op) -> tuple[Fragment, str]:
-    lanes = op.begin.type.lanes or op.end.type.lanes
+def _chunk(em: Emitter, op) -> tuple[bool, str, str]:
+    """(lanes, the chunk's shape, a lane's shape)."""
+    lanes = bool(op.begin.type.lanes or op.end.type.lanes)
     dims = ([em.lanes_block] if lanes else []) + [op.block]
-    return Fragment(op.acc_dtypes[0], lanes), "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
+    chunk = "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
+    return lanes, chunk, f"({em.lanes_block},)" if lanes else "()"
 
 
-@emits(P.RegionFold)
-def emit_region_fold(em: Emitter, op: P.RegionFold) -> None:
-    lane_t, chunk = _chunk(em, op)
-    span = _trip(em, op.begin, op.end, op.active)
-    accs = [em.fresh("acc") for _ in op.acc_dtypes]
-    for a, dt, ident in zip(accs, op.acc_dtypes, op.identity):
-        em.line(f"{a} = tl.full({chunk}, {literal(ident, dt)}, {TL_DTYPE[dt]})")
-    fn = em.helper(op.combine, f"combine_{op.kind}")
-    start = em.fresh("start")
-    em.line(f"for {start} in range(0, {span}, {op.block}):")
-    em.depth += 1
-    ys = em.inline(op.source, (start,))
-    comps, member = ys[:-1], ys[-1]
+def _masked_parts(em: Emitter, op, comps, member) -> list[str]:
     parts = []
     for c, dt, ident in zip(comps, op.acc_dtypes, op.identity):
         p = em.fresh("part")
         em.line(f"{p} = tl.where({member}, {c}.to({TL_DTYPE[dt]}), {literal(ident, dt)})")
         parts.append(p)
-    if op.kind is ReduceKind.sum:
-        em.line(f"{accs[0]} = {accs[0]} + {parts[0]}")
-    else:
-        em.line(f"{', '.join(accs)} = {fn}({', '.join(accs + parts)})")
-    em.depth -= 1
-    axis = 1 if lane_t.lanes else 0
-    reduce_axis(em, accs, op.kind, op.acc_dtypes, axis, fn)
+    return parts
+
+
+def _results(em: Emitter, op, accs: list[str]) -> None:
     for r, a, dt in zip(op.results, accs, op.acc_dtypes):
         n = em.define(r)
         em.line(f"{n} = {a}" if r.type.dtype == dt else f"{n} = {a}.to({TL_DTYPE[r.type.dtype]})")
 
 
+@emits(P.RegionFold)
+def emit_region_fold(em: Emitter, op: P.RegionFold) -> None:
+    lanes, chunk, lane_shape = _chunk(em, op)
+    span = _trip(em, op.begin, op.end, op.active)
+    elementwise = op.kind in ELEMENTWISE
+    accs = [em.fresh("acc") for _ in op.acc_dtypes]
+    for a, dt, ident in zip(accs, op.acc_dtypes, op.identity):
+        em.line(f"{a} = tl.full({chunk if elementwise else lane_shape}, {literal(ident, dt)}, {TL_DTYPE[dt]})")
+    start = em.fresh("start")
+    em.line(f"for {start} in range(0, {span}, {op.block}):")
+    em.depth += 1
+    ys = em.inline(op.source, (start,))
+    parts = _masked_parts(em, op, ys[:-1], ys[-1])
+    axis = 1 if lanes else 0
+    if op.kind is ReduceKind.sum:
+        em.line(f"{accs[0]} = {accs[0]} + {parts[0]}")
+    elif elementwise:  # commutative built-ins: accumulate per position, reduce once after the loop
+        new = combine_inline(em, op.combine, accs, parts, accs)
+        em.line(f"{unpack(accs)} = {unpack(new)}")
+    else:  # the chunk's in-order fold joins the carry: elements meet in subregion order
+        fold_inline(em, op.combine, parts, axis, int(lanes) + 1)
+        new = combine_inline(em, op.combine, accs, parts, accs)
+        em.line(f"{unpack(accs)} = {unpack(new)}")
+    em.line("pass")
+    em.depth -= 1
+    if elementwise:
+        reduce_axis(em, accs, op.kind, op.acc_dtypes, axis, op.combine, int(lanes) + 1)
+    _results(em, op, accs)
+
+
 @emits(P.RegionScan)
 def emit_region_scan(em: Emitter, op: P.RegionScan) -> None:
-    lane_t, chunk = _chunk(em, op)
+    lanes, chunk, lane_shape = _chunk(em, op)
     span = _trip(em, op.begin, op.end, op.active)
-    fn = em.helper(op.combine, f"combine_{op.kind}")
     k = len(op.acc_dtypes)
-    lane_shape = f"({em.lanes_block},)" if lane_t.lanes else "()"
     carry = [em.fresh("carry") for _ in range(k)]
     for c, dt, ident in zip(carry, op.acc_dtypes, op.identity):
         em.line(f"{c} = tl.full({lane_shape}, {literal(ident, dt)}, {TL_DTYPE[dt]})")
@@ -74,27 +101,33 @@ def emit_region_scan(em: Emitter, op: P.RegionScan) -> None:
     em.depth += 1
     ys = em.inline(op.source, (start,))
     comps, member = ys[:-1], ys[-1]
-    xs = []
-    for c, dt, ident in zip(comps, op.acc_dtypes, op.identity):
-        x = em.fresh("x")
-        em.line(f"{x} = tl.where({member}, {c}.to({TL_DTYPE[dt]}), {literal(ident, dt)})")
-        xs.append(x)
-    axis = 1 if lane_t.lanes else 0
-    local = [em.fresh("local") for _ in xs]
-    if op.exclusive:
-        ex = em.exclusive_helper(fn, k)
-        ids = [f"tl.full({chunk}, {literal(i, d)}, {TL_DTYPE[d]})" for i, d in zip(op.identity, op.acc_dtypes)]
-        incl = [em.fresh("inclusive") for _ in xs]
-        em.line(f"{', '.join(local + incl)} = tl.associative_scan(({', '.join(ids + xs)}), {axis}, {ex})")
+    xs = _masked_parts(em, op, comps, member)
+    axis, rank = (1, 2) if lanes else (0, 1)
+    # The source yields elements in traversal order (a reverse scan reads its subregion backwards); a
+    # reverse scan keeps index order, so there the running prefix is the combine's right operand.
+    right = op.reverse
+
+    def join(prefix: list[str], elem: list[str], like: list[str]) -> list[str]:
+        lhs, rhs = (elem, prefix) if right else (prefix, elem)
+        return combine_inline(em, op.combine, lhs, rhs, like)
+
+    if op.kind is ScanKind.sum and k == 1 and (not op.exclusive or op.acc_dtypes[0].is_int):
+        local = [em.fresh("local")]
+        em.line(f"{local[0]} = tl.cumsum({xs[0]}, axis={axis})")
+        if op.exclusive:  # integer sums wrap exactly
+            em.line(f"{local[0]} = {local[0]} - {xs[0]}")
+        total = [em.fresh("chunk_total")]
+        em.line(f"{total[0]} = tl.sum({xs[0]}, axis={axis})")
     else:
-        em.line(f"{', '.join(local)} = tl.associative_scan(({', '.join(xs)}), {axis}, {fn})" if k > 1 else
-                f"{local[0]} = tl.associative_scan({xs[0]}, {axis}, {fn})")
-    total = [em.fresh("chunk_total") for _ in xs]
-    em.line(f"{', '.join(total)} = tl.reduce(({', '.join(xs)}), {axis}, {fn})" if k > 1 else
-            f"{total[0]} = tl.reduce({xs[0]}, {axis}, {fn})")
-    spread = [f"{c}[:, None]" if lane_t.lanes else c for c in carry]
-    outs = [em.fresh("out") for _ in xs]
-    em.line(f"{', '.join(outs)} = {fn}({', '.join(spread + local)})")
-    em.line(f"{', '.join(carry)} = {fn}({', '.join(carry + total)})")
+        ids = [literal(i, d) for i, d in zip(op.identity, op.acc_dtypes)]
+        excl = scan_inline(em, op.combine, xs, ids, rank, False, right)
+        incl = join(excl, xs, xs)
+        local = excl if op.exclusive else incl
+        total = [take_edge_inline(em, i, rank, True) for i in incl]
+    spread = [f"{c}[:, None]" if lanes else c for c in carry]
+    outs = join(spread, local, local)
+    new = join(carry, total, carry)
+    em.line(f"{unpack(carry)} = {unpack(new)}")
     em.inline(op.emit, (start, *outs, member))
+    em.line("pass")
     em.depth -= 1

@@ -11,7 +11,7 @@ constexprs), the index width and the grid limit. A launch with a geometry seen b
 passes every one of those checks by construction.
 
 What varies between calls with one geometry is checked on every call, with integer comparisons:
-the dtype, device and exact type of each value, scalar ranges, and the memory overlap of a written
+the dtype, layout, device and exact type of each value, scalar ranges, and the memory overlap of a written
 parameter with any other parameter (byte ranges from `data_ptr` and the memoised extents). Any
 mismatch, any new geometry and any value the plan does not cover returns `NOT_PLANNED`, and the
 launcher takes the full path, which gives the exact `LaunchError` or records the new geometry.
@@ -46,6 +46,7 @@ NOT_PLANNED: Any = object()  # `try_launch` found no plan that covers these argu
 _REJECT: Any = object()  # a scalar check failed: the full path reports it
 
 _dtype = operator.attrgetter("dtype")
+_layout = operator.attrgetter("layout")
 _shape = operator.attrgetter("shape")
 _is_cpu = operator.attrgetter("is_cpu")
 _is_cuda = operator.attrgetter("is_cuda")
@@ -105,12 +106,14 @@ class Plan:
         self.take_tensors: Callable[[Mapping[str, Any]], tuple[Any, ...]] = \
             (lambda args: (args[names[0]],)) if len(names) == 1 else getter  # type: ignore[assignment]
         self.tensor_types = (torch.Tensor,) * len(names)
+        self.tensor_layouts = (torch.strided,) * len(names)  # others have no strides to read
         self.tensor_dtypes = tuple(dtype for _, dtype in self.tensor_slots)
 
     def launch(self, args: Mapping[str, Any]) -> Outputs:
         # Built-in maps over the tensors keep the per-tensor reads in C; comparisons are of whole tuples.
         tensors = self.take_tensors(args) if self.tensor_slots else ()
-        if tuple(map(type, tensors)) != self.tensor_types or tuple(map(_dtype, tensors)) != self.tensor_dtypes:
+        if tuple(map(type, tensors)) != self.tensor_types or tuple(map(_layout, tensors)) != self.tensor_layouts \
+                or tuple(map(_dtype, tensors)) != self.tensor_dtypes:
             return NOT_PLANNED
         on_cpu = self.host_target is not None
         if on_cpu:

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from .access import Load, Store
 from .control import For, Parallel
 from .core import Kernel, Op, RefType, Region, Role, Slice, TensorType, TypeContext, Value
-from .dims import DConst, Dim, DSym, PCmp, dim_bin
+from .dims import DConst, Dim, DSym, PCmp, Pred, dim_bin
 from .dtypes import DType
 from .errors import VerifyError
 from .pointwise import Binary, BinaryFn, Cast, Constant, DimValue
@@ -55,7 +55,18 @@ class Verifier:
         for p in k.params:
             if isinstance(p.type, RefType) and p.type.role is Role.LOCAL:
                 raise self.error(f"parameter {p.name} cannot have role local", None)
+            self.check_symbols(p.type.shape, None, f"parameter {p.name}")
+        for pred in k.requires + k.axioms:
+            self.check_symbols(pred, None, "requires")
         self.region(k.body, "kernel body", top=True)
+
+    def check_symbols(self, item: object, o: Op | None, what: str) -> None:
+        """Every shape symbol used must be declared: the launcher binds only declared symbols."""
+        unknown = sorted(_symbols_in(item) - set(self.kernel.symbols))
+        if unknown:
+            declared = ", ".join(self.kernel.symbols) or "none"
+            raise self.error(f"{what} uses the undeclared shape symbol {unknown[0]} (declared symbols: {declared})",
+                             o)
 
     def region(self, r: Region, what: str, top: bool = False) -> None:
         with self.scope(r.args):
@@ -73,6 +84,8 @@ class Verifier:
         for v in o.operands():
             if not self.defined(v):
                 raise self.error(f"{o.NAME} uses {v!r} before it is defined", o)
+        self.check_symbols(tuple(getattr(o, f.name) for f in o.fields() if not isinstance(getattr(o, f.name), Region))
+                           + tuple(v.type.shape for v in o.results), o, o.NAME)
         for r in o.regions():
             self.nested(o, r)
         ctx = TypeContext(self.solver, o.loc)
@@ -163,6 +176,22 @@ class Verifier:
                 if cex is not None:
                     raise self.error(f"{o.NAME} index on axis {ax} may be out of bounds: cannot prove "
                                      f"{_pretty(pred)}: {format_counterexample(_pretty_model(cex))}", o)
+
+
+def _symbols_in(item: object) -> set[str]:
+    """Shape symbols of dims, predicates, slices and value types inside `item` (not nested regions)."""
+    if isinstance(item, Dim | Pred):
+        return set(item.symbols())
+    if isinstance(item, Slice):
+        return _symbols_in(item.start) | _symbols_in(item.stop)
+    if isinstance(item, Value):
+        return _symbols_in(item.type.shape)
+    if isinstance(item, tuple):
+        out: set[str] = set()
+        for x in item:
+            out |= _symbols_in(x)
+        return out
+    return set()
 
 
 def _pretty(p: PCmp) -> str:

@@ -402,6 +402,24 @@ class Workspace:
 
 
 @dataclass(frozen=True)
+class LoopedBody:
+    """A second body of a group that walks one tile axis in chunks instead of holding it whole.
+
+    It runs instead of `Group.body` when the constexpr `flag` is non-zero (the axis is longer than one
+    program keeps on chip). `axis` is the body's persistent tile axis, `chunk` the tile axis of one chunk;
+    the body performs the same effects as `Group.body`, in `loops` passes over the axis (a pass per
+    reduction that later work depends on). The construction verifier checks it like a group body
+    (`with_looped_bodies`).
+    """
+
+    flag: str
+    body: PRegion
+    axis: TileAxis
+    chunk: TileAxis
+    loops: int
+
+
+@dataclass(frozen=True)
 class Group:
     """An execution group: a launch-visible instance `domain` (flattened row-major) and its body.
 
@@ -424,6 +442,7 @@ class Group:
     origins: tuple[Origin, ...] = ()
     loc: Loc | None = None
     tiles: tuple[str, ...] = ()
+    looped: LoopedBody | None = None
 
     @property
     def single_instance(self) -> bool:
@@ -488,6 +507,15 @@ class Program:
 
     def replace(self, **changes: object) -> Program:
         return dataclasses.replace(self, **changes)
+
+
+def with_looped_bodies(program: Program) -> Program | None:
+    """`program` with every group's looped body in place of its body (None when no group has one)."""
+    if not any(g.looped is not None for g in program.groups):
+        return None
+    groups = tuple(dataclasses.replace(g, body=g.looped.body, looped=None) if g.looped is not None else g
+                   for g in program.groups)
+    return dataclasses.replace(program, groups=groups)
 
 
 def one() -> Dim:

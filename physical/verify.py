@@ -145,12 +145,18 @@ def verify(program: Program, kernel=None) -> Program:
     """Check the construction rules; raises PhysicalVerifyError naming the broken rule.
 
     Every rule of seed 001 section 9 runs (physical.verifier); with `kernel`, the rules that check
-    semantic preservation also compare the program with the KIR it came from.
+    semantic preservation also compare the program with the KIR it came from. Groups with a looped
+    body (`Group.looped`) are checked a second time with that body in place.
     """
+    from .model import with_looped_bodies
     from .verifier import verify as verify_rules
 
     verify_rules(program, kernel)
     _Verifier(program).run()
+    looped = with_looped_bodies(program)
+    if looped is not None:  # the chunked alternative bodies are checked as the groups' bodies
+        verify_rules(looped, kernel)
+        _Verifier(looped).run()
     return program
 
 

@@ -73,12 +73,12 @@ from tests.diffgen import (
     INTS,
     Combine,
     Gen,
-    _region_inexact,
     argmax_combine,
     binary,
     combine_region,
     elementwise_combine,
     pointwise,
+    region_inexact,
     welford_combine,
 )
 from tests.diffinputs import InputSpec
@@ -423,7 +423,7 @@ def region_fold(g: Gen, vals: Value, sub: tuple) -> None:
 
         map_region = g.region((scalar(dt),), body)  # type: ignore[arg-type]
         comps = tuple(v.type.dtype for v in map_region.yielded)  # type: ignore[misc]
-    mapped_exact = map_region is None or not any(_region_inexact(map_region))
+    mapped_exact = map_region is None or not region_inexact(map_region, g.is_inexact)
     if len(comps) > 1 or g.flip(0.3):
         combine = elementwise_combine(g, comps)
         results = g.make(RegionFold, src=vals, index=sub, kind=ReduceKind.custom, identity=combine.identity,

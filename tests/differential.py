@@ -28,7 +28,8 @@ from kir.errors import DiagnosticError, IntentError, LaunchError, NotExpressible
 from tests.diffgen import inexact_outputs
 from tests.diffinputs import Arg, Case
 
-OUTCOMES = ("ok", "refused", "mismatch", "crash", "oracle_error", "launch_error")
+OUTCOMES = ("ok", "refused", "mismatch", "crash", "oracle_error", "launch_error", "invalid")
+FAILURES = ("mismatch", "crash", "oracle_error", "launch_error", "invalid")
 EPS = {DType.f16: 2.0**-10, DType.bf16: 2.0**-7, DType.f32: 2.0**-23, DType.f64: 2.0**-52}
 TF32_EPS = 2.0**-10
 
@@ -45,21 +46,28 @@ class Outcome:
 
     @property
     def failed(self) -> bool:
-        return self.kind in ("mismatch", "crash", "oracle_error", "launch_error") or \
+        return self.kind in FAILURES or \
             self.stablehlo in ("mismatch", "crash")
 
-    def signature(self) -> str:
-        """A short key that groups failures with the same cause (used to save one reproducer each).
-
-        Mismatches are keyed by the output dtype and the kind of difference; crashes by their message
-        without numbers and names."""
-        if self.kind in ("mismatch", "crash", "oracle_error", "launch_error"):
+    def signatures(self) -> list[str]:
+        """Short keys that group failures with the same cause (a reproducer is saved for each new one):
+        the launcher's failure, then the StableHLO exit's. Mismatches are keyed by the output dtype and
+        the kind of difference; crashes by their message without numbers and names."""
+        keys = []
+        if self.kind in FAILURES:
             head = self.message.splitlines()[0] if self.message else ""
-            return f"{self.kind}@{self.stage}: {_mismatch_class(head) if self.kind == 'mismatch' else _normalise(head)}"
-        problem = next((d for d in self.details if d.startswith("stablehlo: ")), "")
-        text = problem.removeprefix("stablehlo: ")
-        key = _mismatch_class(text) if self.stablehlo == "mismatch" else _normalise(text)
-        return f"stablehlo-{self.stablehlo}: {key}"
+            keys.append(f"{self.kind}@{self.stage}: "
+                        f"{_mismatch_class(head) if self.kind == 'mismatch' else _normalise(head)}")
+        if self.stablehlo in ("mismatch", "crash"):
+            problem = next((d for d in self.details if d.startswith("stablehlo: ")), "")
+            text = problem.removeprefix("stablehlo: ")
+            key = _mismatch_class(text) if self.stablehlo == "mismatch" else _normalise(text)
+            keys.append(f"stablehlo-{self.stablehlo}: {key}")
+        return keys
+
+    def signature(self) -> str:
+        found = self.signatures()
+        return found[0] if found else ""
 
     def text(self) -> str:
         lines = [f"{self.kind} at {self.stage}: {self.message}" if self.stage else self.kind]
@@ -202,8 +210,13 @@ def check_outputs(kernel: Kernel, env: Mapping[str, int], got: Mapping[str, np.n
 def run_case(case: Case, stablehlo: bool = True) -> Outcome:
     """Oracle first (the meaning), then the launcher, then (when it applies) the StableHLO exit."""
     import oracle
+    from kir import verify
 
     kernel, env = case.kernel, case.env
+    try:
+        verify(kernel)
+    except DiagnosticError as exc:  # generated kernels are valid by construction: this is a finding
+        return Outcome("invalid", "verify", exc.message.splitlines()[0][:300])
     inputs = case.inputs()
     try:
         want = oracle.run(kernel, _copy(inputs))

@@ -46,6 +46,7 @@ from kir import (
     Dot,
     DType,
     For,
+    If,
     Kernel,
     Load,
     Parallel,
@@ -121,34 +122,42 @@ def _solver(symbols: tuple[str, ...], requires: tuple[Pred, ...]) -> ShapeSolver
 # ---------------------------------------------------------------------------------------------- exactness
 
 
-def result_inexact(op: Op, operands_inexact: bool) -> bool:
-    """Whether `op`'s float results may differ between correct implementations (by rounding)."""
+def result_inexact(op: Op, inexact: Callable[[Value], bool]) -> bool:
+    """Whether `op`'s float results may differ between correct implementations (by rounding).
+
+    `inexact(v)` says whether a value already is; an `if` takes the exactness of what it yields."""
+    operands = any(inexact(v) for v in op.operands() if isinstance(v.type, TensorType))
     if isinstance(op, Unary):
-        return op.fn in TRANSCENDENTAL or operands_inexact
+        return op.fn in TRANSCENDENTAL or operands
     if isinstance(op, Binary):
-        return op.fn in (BinaryFn.div, BinaryFn.pow) or operands_inexact
+        return op.fn in (BinaryFn.div, BinaryFn.pow) or operands
     if isinstance(op, Reduce | Scan):
-        kind = op.kind.value
-        return kind in ("sum", "prod", "custom") or operands_inexact
+        return op.kind.value in ("sum", "prod", "custom") or operands
     if isinstance(op, RegionFold):
-        return op.kind.value in ("sum", "prod", "custom") or operands_inexact or \
-            (op.map is not None and any(_region_inexact(op.map)))
+        return op.kind.value in ("sum", "prod", "custom") or operands or \
+            (op.map is not None and region_inexact(op.map, inexact))
     if isinstance(op, Dot):
         return True
     if isinstance(op, Random):
         return op.kind is RngKind.randn
     if isinstance(op, For | While):
         return True  # float loop carries are taken as inexact (conservative)
-    return operands_inexact
+    if isinstance(op, If):
+        return operands or any(inexact(v) for r in (op.then_, op.else_) for v in r.yielded)
+    return operands
 
 
-def _region_inexact(region: Region) -> Iterator[bool]:
+def region_inexact(region: Region, outer: Callable[[Value], bool]) -> bool:
+    """Whether a region yields an inexact value (its own ops classified afresh; outer values by `outer`)."""
     seen: set[int] = set()
+
+    def inexact(v: Value) -> bool:
+        return v.id in seen or outer(v)
+
     for o in region.walk():
-        bad = result_inexact(o, any(v.id in seen for v in o.operands()))
-        if bad:
+        if result_inexact(o, inexact):
             seen.update(v.id for v in o.results)
-    yield any(v.id in seen for v in region.yielded)
+    return any(inexact(v) for v in region.yielded)
 
 
 def _is_float(v: Value) -> bool:
@@ -164,26 +173,33 @@ def inexact_values(kernel: Kernel) -> tuple[set[int], set[int]]:
     """
     values: set[int] = set()
     refs: set[int] = set()
+
+    def inexact(v: Value) -> bool:
+        return v.id in values
+
     while True:
         before = (len(values), len(refs))
         for o in kernel.walk():
-            operands_inexact = any(v.id in values for v in o.operands() if isinstance(v.type, TensorType))
             src = getattr(o, "src", None)
-            if isinstance(o, Load | RegionFold) and src is not None and src.id in refs:
-                operands_inexact = True
+            reads_inexact = isinstance(o, Load | RegionFold) and src is not None and src.id in refs
             if isinstance(o, For | While):
                 for r in o.regions():
                     values.update(a.id for a in r.args if _is_float(a))
-            if result_inexact(o, operands_inexact):
+            if reads_inexact or result_inexact(o, inexact):
                 values.update(v.id for v in o.results if isinstance(v.type, TensorType) and _is_float(v))
-            written = _written_value(o)
-            if written is not None and (written[1].id in values or
-                                        isinstance(o, RegionScan) and (o.src.id in refs or
-                                                                       o.kind.value in ("sum", "prod", "custom"))):
-                if _is_float(written[1]) or isinstance(o, RegionScan):
-                    refs.add(written[0].id)
+            if writes_inexact(o, inexact, refs):
+                refs.add(_written_value(o)[0].id)  # type: ignore[index]
         if (len(values), len(refs)) == before:
             return values, refs
+
+
+def writes_inexact(o: Op, inexact: Callable[[Value], bool], refs: set[int]) -> bool:
+    written = _written_value(o)
+    if written is None:
+        return False
+    if isinstance(o, RegionScan):
+        return o.src.id in refs or (_is_float(o.src) and o.kind.value in ("sum", "prod", "custom"))
+    return inexact(written[1])
 
 
 def _written_value(o: Op) -> tuple[Value, Value] | None:
@@ -285,21 +301,17 @@ class Gen:
     def make(self, cls: type[Op], inexact: bool | None = None, names: Any = None, **fields: Any
              ) -> tuple[Value, ...]:
         op = self.b.make(cls, names=names, **fields)
-        operands_inexact = any(v.id in self.inexact for v in op.operands())
         src = getattr(op, "src", None)
-        if isinstance(op, Load | RegionFold) and src is not None and src.id in self.inexact_refs:
-            operands_inexact = True
         if inexact is None:
-            inexact = result_inexact(op, operands_inexact)
+            reads_inexact = isinstance(op, Load | RegionFold) and src is not None and src.id in self.inexact_refs
+            inexact = reads_inexact or result_inexact(op, self.is_inexact)
         for v in op.results:
             if isinstance(v.type, TensorType):
                 if inexact and _is_float(v):
                     self.inexact.add(v.id)
                 self.pool.append(v)
-        written = _written_value(op)
-        if written is not None and (written[1].id in self.inexact or isinstance(op, RegionScan) and
-                                    (op.kind.value in ("sum", "prod", "custom") or op.src.id in self.inexact_refs)):
-            self.inexact_refs.add(written[0].id)
+        if writes_inexact(op, self.is_inexact, self.inexact_refs):
+            self.inexact_refs.add(_written_value(op)[0].id)  # type: ignore[index]
         self.features.add(cls.NAME)
         return op.results
 
@@ -350,6 +362,9 @@ class Gen:
 
     def is_exact(self, v: Value) -> bool:
         return v.id not in self.inexact
+
+    def is_inexact(self, v: Value) -> bool:
+        return v.id in self.inexact
 
     def literal(self, dtype: DType) -> int | float | bool:
         if dtype.is_pred:

@@ -29,7 +29,7 @@ from hypothesis.errors import Flaky
 
 from tests.differential import Outcome, run_case
 from tests.diffgen import cases
-from tests.diffinputs import Case, load_case, save_case
+from tests.diffinputs import Case, InputSpec, load_case, save_case
 
 CASES_DIR = Path(__file__).resolve().parent / "fuzz_cases"
 SHRINK_SECONDS = 120.0
@@ -148,7 +148,9 @@ def campaign(kernels: int, seed: int, *, stablehlo: bool = True, save_dir: Path 
              blocks: tuple[str, ...] | None = None, log: Callable[[str], None] | None = None) -> Summary:
     """Run `kernels` random cases; shrink and save each new failure. Deterministic for a seed."""
     summary = Summary()
-    known = known_signatures(save_dir) if save_dir is not None else {}
+    known = known_signatures(CASES_DIR)
+    if save_dir is not None:
+        known.update(known_signatures(save_dir))
     bar = Progress(kernels, progress)
     start = time.time()
     round_no = 0
@@ -189,7 +191,7 @@ def _round(budget: int, seed: int, summary: Summary, known: dict[str, Path], bar
                     _fail()
                 return
             outcome = run_case(case, stablehlo)
-            if outcome.failed and outcome.signature() == state["signature"]:
+            if outcome.failed and state["signature"] in outcome.signatures():
                 state["case"], state["outcome"] = case, outcome
                 bar.update(summary, "(shrinking)")
                 _fail()
@@ -198,12 +200,13 @@ def _round(budget: int, seed: int, summary: Summary, known: dict[str, Path], bar
         summary.count(case, outcome)
         bar.update(summary)
         if outcome.failed:
-            sig = outcome.signature()
-            if sig in known:
-                summary.known_hits[sig] += 1
-                return
-            state.update(signature=sig, case=case, outcome=outcome, since=time.time())
-            _fail()
+            fresh = [sig for sig in outcome.signatures() if sig not in known]
+            for sig in outcome.signatures():
+                if sig in known:
+                    summary.known_hits[sig] += 1
+            if fresh:
+                state.update(signature=fresh[0], case=case, outcome=outcome, since=time.time())
+                _fail()
 
     try:
         prop()
@@ -229,6 +232,22 @@ def replay(path: Path, stablehlo: bool = True) -> Outcome:
     return run_case(case, stablehlo)
 
 
+def record(kir_path: Path, shapes: dict[str, int], inputs: dict[str, InputSpec], seed: int, reason: str,
+           name: str, folder: Path = CASES_DIR, stablehlo: bool = True) -> tuple[Path, Outcome]:
+    """Save a hand-minimised `.kir` kernel as a regression case (an expected failure when `reason` is set)."""
+    from kir.text import parse_kernel
+
+    kernel = parse_kernel(kir_path.read_text(encoding="utf-8"), str(kir_path))
+    specs = tuple((p.name, inputs.get(p.name, InputSpec("values"))) for p in kernel.params)
+    case = Case(kernel, tuple((s, shapes[s]) for s in kernel.symbols), specs, seed)
+    outcome = run_case(case, stablehlo)
+    info: dict[str, object] = {"signature": outcome.signature() if outcome.failed else "",
+                               "failure": outcome.text(), "stablehlo": stablehlo}
+    if reason:
+        info["xfail"] = reason
+    return save_case(case, folder, name, info), outcome
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.fuzz", description=__doc__.split("\n\n")[0])
     ap.add_argument("--kernels", type=int, default=0, help="random kernels to run (differential)")
@@ -240,7 +259,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--save-dir", default=str(CASES_DIR), help="where reproducers go")
     ap.add_argument("--replay", metavar="CASE.json", help="rerun one saved case and print its outcome")
     ap.add_argument("--progress", choices=("auto", "on", "off"), default="auto")
+    ap.add_argument("--record", metavar="FILE.kir", help="save a hand-written kernel as a regression case")
+    ap.add_argument("--shape", nargs="*", default=[], metavar="S=N", help="with --record: the shapes")
+    ap.add_argument("--input", nargs="*", default=[], metavar="P=KIND[:EXTENT]",
+                    help="with --record: how a parameter is drawn (index:B, perm:K, offsets:E, values)")
+    ap.add_argument("--reason", default="", help="with --record: why the case is expected to fail (xfail)")
+    ap.add_argument("--name", default="", help="with --record: the case's file name (without suffix)")
     opts = ap.parse_args(argv)
+    if opts.record:
+        shapes = {k: int(v) for k, v in (a.split("=", 1) for a in opts.shape)}
+        inputs = {}
+        for a in opts.input:
+            pname, spec = a.split("=", 1)
+            kind, _, extent = spec.partition(":")
+            inputs[pname] = InputSpec(kind, extent or None)
+        path, outcome = record(Path(opts.record), shapes, inputs, opts.seed, opts.reason,
+                               opts.name or Path(opts.record).stem, Path(opts.save_dir), not opts.no_stablehlo)
+        print(f"saved {path}\n{outcome.text()}")
+        return 0
     if opts.replay:
         outcome = replay(Path(opts.replay), not opts.no_stablehlo)
         print(outcome.text())

@@ -13,7 +13,7 @@ import torch
 
 import intent
 import physical
-from intent import Out, dims, f16, f32, parallel
+from intent import Out, bf16, dims, f16, f32, i8, i32, parallel
 from physical import ops as P
 from physical.passes import TileContraction
 from physical.passes.tile_contract import NotTileable, match
@@ -167,3 +167,45 @@ def test_match_reasons() -> None:
         match(dataclasses.replace(g, body=physical.model.PRegion((), (*g.body.ops, loop))))
     with pytest.raises(NotTileable, match="^the group does not map two or more free axes to instances$"):
         match(dataclasses.replace(g, domain=g.domain[:1]))
+
+
+@intent.kernel
+def matmul8(a: i8[M, K], b: i8[K, N], c: Out[i32[M, N]]):
+    c[:, :] = intent.dot(a, b)
+
+
+@intent.kernel
+def matmul_bf16(a: bf16[M, K], b: bf16[K, N], c: Out[f32[M, N]]):
+    c[:, :] = intent.dot(a, b)
+
+
+@intent.kernel
+def transposed(a: f32[K, M], b: f32[N, K], c: Out[f16[M, N]]):
+    c[:, :] = intent.dot(a.T, b.T).to(f16)
+
+
+def test_i8_matmul_accumulates_exactly_in_i32() -> None:
+    g = torch.Generator().manual_seed(7)
+    a = torch.randint(-128, 128, (37, 70), generator=g, dtype=torch.int8)
+    b = torch.randint(-128, 128, (70, 19), generator=g, dtype=torch.int8)
+    c = torch.empty(37, 19, dtype=torch.int32)
+    matmul8(a, b, c)
+    assert torch.equal(c, a.int() @ b.int())
+    assert "tl.dot(" in matmul8.triton_source(a=a, b=b, c=c)
+
+
+def test_bf16_matmul_multiplies_exactly() -> None:
+    g = torch.Generator().manual_seed(8)
+    a, b = torch.randn(37, 70, generator=g).bfloat16(), torch.randn(70, 19, generator=g).bfloat16()
+    c = torch.empty(37, 19)
+    matmul_bf16(a, b, c)
+    _close(c, a.float() @ b.float(), 1e-4)
+
+
+def test_transposed_operands_and_a_narrowing_epilogue() -> None:
+    g = torch.Generator().manual_seed(9)
+    a, b = torch.randn(70, 37, generator=g), torch.randn(19, 70, generator=g)
+    c = torch.empty(37, 19, dtype=torch.float16)
+    transposed(a, b, c)
+    _close(c.float(), (a.T @ b.T).half().float(), 1e-3)
+    assert "tl.dot(" in transposed.triton_source(a=a, b=b, c=c)

@@ -211,6 +211,13 @@ def test_device_error_on_a_planned_signature():
         "parameter y: on meta but parameter x is on cpu; all tensors of one launch must be on one device"
 
 
+def test_layout_error_on_a_planned_signature():
+    good = {"x": vec(4), "y": vec(4)}
+    msg = cached_launch_error(vector_add(), good, {"x": vec(4), "y": vec(4).to_sparse()})
+    assert msg == ("parameter y: expected a dense (strided) tensor (in f32[N]), got a tensor with layout "
+                   "torch.sparse_coo")
+
+
 def test_missing_argument_on_a_planned_signature():
     good = {"x": vec(4), "y": vec(4)}
     assert cached_launch_error(vector_add(), good, {"x": vec(4)}) == \

@@ -22,7 +22,7 @@ from ..model import AccessRelation, Group, POp, Program, PValue
 from .base import Reporter, Violation, describe, rule
 from .index import ProgramIndex, evaluate, index_of, product
 from .structure import domain_programs
-from .tiles import check_tile_group, exclusive
+from .tiles import check_tile_group, exclusive, tile_programs_text
 
 EFFECT_OPS = (P.Store, P.AtomicRMW, P.AtomicCAS, P.RegionScan)
 KIR_EFFECTS = (KA.Store, KA.Scatter, KT.Atomic, KT.AtomicCAS, KG.RegionScan)
@@ -134,7 +134,8 @@ def check_ownership(program: Program, kernel: Kernel | None = None) -> list[Viol
             got = ix.values(seg.length)
             if any(w is not None and v is not None and w != v for w, v in zip(want, got)):
                 need = "1 (a single instance)" if g.single_instance else \
-                    f"cdiv({' * '.join(str(d) for d in g.domain)}, {g.block})"
+                    f"cdiv({' * '.join(str(d) for d in g.domain)}, {g.block})" if not g.tiles else \
+                    tile_programs_text(g)
                 report(f"segment of group {g.id} ({g.name}) has {seg.length} programs, but its domain needs {need}",
                        group=g.id)
         if g.tiles:

@@ -180,6 +180,13 @@ def tile_programs(ix: ProgramIndex, group: Group) -> list[int | None]:
     return out
 
 
+def tile_programs_text(group: Group) -> str:
+    lead = len(group.domain) - len(group.tiles)
+    parts = [str(d) for d in group.domain[:lead]]
+    parts += [f"cdiv({d}, {b})" for d, b in zip(group.domain[lead:], group.tiles)]
+    return " * ".join(parts)
+
+
 def owned_tile_ops(group: Group) -> list[P.OwnedTile]:
     return [op for op in group.body.ops if isinstance(op, P.OwnedTile)]
 
@@ -287,5 +294,5 @@ def exclusive(ix: ProgramIndex, a: POp, b: POp) -> bool:
     return any(k in pb and pb[k] != v for k, v in pa.items())
 
 
-__all__ = ["tile_domain", "tile_programs", "check_tile_group", "owned_tile_form", "position_bound", "exclusive",
-           "constant_block"]
+__all__ = ["tile_domain", "tile_programs", "tile_programs_text", "check_tile_group", "owned_tile_form",
+           "position_bound", "exclusive", "constant_block"]

@@ -1,0 +1,570 @@
+"""Persistent vs looped rows: a row axis that may not fit one program's registers is walked in chunks.
+
+Construction keeps a reduced or scanned row axis whole in one tile (`BLOCK_N = next_pow2(N)`): the row is
+read once and stays on chip for every stage that uses it (softmax reads `x` once). That is the
+*persistent* form, right while the tile fits the program's registers: up to `budget(plan)` elements
+(32768 four-byte values of one component, fewer for wider dtypes and tuple reductions; num_warps grows
+with the tile). Beyond it this pass gives the group a second, *looped* body (`Group.looped`) that the
+launch selects with a constexpr flag, so one source holds both and each specialisation compiles one:
+
+* every value on the row axis is recomputed chunk by chunk (`CHUNK` elements per step);
+* a reduction over the row accumulates across chunks: built-in kinds that commute (sum, prod, max, min,
+  any, all) elementwise into a chunk-wide accumulator reduced once after the loop; other combines (custom
+  tuples, argmax/argmin) fold each chunk in element order into a per-lane carry, so the elements still
+  meet in order;
+* a scan carries the running prefix across chunks (reverse scans walk the chunks from the end);
+* work that needs a reduction's result runs in a later pass over the row, which reads its inputs
+  again (softmax: max, then sum of exponentials, then the normalised store; three reads of `x`). No
+  arithmetic is reassociated beyond the reduction order, which is unspecified; an online-softmax
+  rewrite is not made.
+
+Legality (`plan_group`): the group's row values all have the one tile axis, the ops on them are
+element-wise, loads, stores, reductions and scans along it, no buffer is both read and written, and no
+atomics, local buffers or nested control touch the row. Profitability: the row's extent is not proven
+to stay within the persistent budget. `LOOP_BUDGET` (an environment variable read when the pass runs)
+lowers the budget, so that tests can force the looped form on small rows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from kir.dims import DConst, Dim, PCmp
+from kir.dtypes import DType
+from kir.pointwise import BinaryFn
+from kir.reduce import ReduceKind
+from kir.scan import ScanKind
+from kir.solver import default_lower_bounds, linear_proves
+
+from .. import ops as P
+from ..launch_expr import LBin, LConst, LNextPow2, LTileBlock, LaunchExpr, ldim, lmin
+from ..model import (
+    AccessRelation,
+    Fragment,
+    Group,
+    Guard,
+    LoopedBody,
+    Origin,
+    POp,
+    PRegion,
+    Program,
+    PValue,
+    TileAxis,
+)
+from . import Pass
+
+PERSISTENT_ELEMENTS = 32768  # four-byte values of one row component a program keeps on chip
+CHUNK_ELEMENTS = 4096        # four-byte values of one component per chunk step
+BUDGET_VARIABLE = "LOOP_BUDGET"
+
+ELEMENTWISE_KINDS = (ReduceKind.sum, ReduceKind.prod, ReduceKind.max, ReduceKind.min, ReduceKind.any,
+                     ReduceKind.all)
+ROW_OPS = (P.TileIndex, P.Binary, P.Unary, P.Compare, P.Select, P.Cast, P.Bitcast, P.Broadcast, P.Load, P.Store,
+           P.Scan, P.Reduce, P.Random)
+COMBINE_OPS = (P.Const, P.Unary, P.Binary, P.Compare, P.Select, P.Cast, P.Bitcast, P.Yield)
+
+
+# ---------------------------------------------------------------------------------------------- the plan
+
+
+@dataclass
+class Plan:
+    """How one group's row axis is walked: the stage of every top-level value and the passes it needs."""
+
+    group: Group
+    axis: TileAxis
+    extent: LaunchExpr
+    budget: int
+    chunk: int
+    stage: dict[int, int] = field(default_factory=dict)  # value id -> stage (reduction results: pass + 1)
+    loop_of: dict[int, int] = field(default_factory=dict)  # id(op) of a row reduction/effect -> its pass
+    loops: int = 0
+    reverse: dict[int, bool] = field(default_factory=dict)  # pass -> walks chunks from the end
+
+
+def _row(t: Fragment, axis: TileAxis) -> bool:
+    return axis in t.tile
+
+
+def _values(op: POp) -> list[PValue]:
+    out = list(op.operands()) + list(op.results)
+    for r in op.regions():
+        out += list(r.args)
+        for inner in r.walk():
+            out += list(inner.operands()) + list(inner.results)
+    return out
+
+
+def row_axis(group: Group) -> TileAxis | None:
+    """The group's one tile axis, when every tiled value of the group has exactly that tile."""
+    tiles = {v.type.tile for op in group.body.walk() for v in _values(op) if v.type.tile}
+    if len(tiles) != 1:
+        return None
+    (tile,) = tiles
+    return tile[0] if len(tile) == 1 else None
+
+
+def budget(group: Group, axis: TileAxis) -> int:
+    """Row elements one program keeps on chip: 32768 four-byte values of one component."""
+    width = 1
+    size = 4
+    for op in group.body.walk():
+        if isinstance(op, P.Reduce | P.Scan) and any(_row(x.type, axis) for x in op.inputs):
+            width = max(width, len(op.inputs))
+        for v in op.results:
+            if _row(v.type, axis):
+                size = max(size, v.type.dtype.bits // 8 if not v.type.index else 8)
+    limit = PERSISTENT_ELEMENTS * 4 // (size * width)
+    forced = os.environ.get(BUDGET_VARIABLE)
+    if forced:
+        limit = min(limit, int(forced))
+    return max(1, 1 << (limit.bit_length() - 1))
+
+
+def plan_group(program: Program, group: Group) -> Plan | str:
+    """The looped form's plan for `group`, or the reason it has none."""
+    if group.tiles or group.looped is not None:
+        return "the group already has its own tiling"
+    axis = row_axis(group)
+    if axis is None:
+        return "no single row axis"
+    consts = dict(program.constexprs)
+    block = consts.get(axis.block)
+    if not isinstance(block, LTileBlock | LNextPow2):
+        return f"{axis.block} is not a persistent tile of the row"
+    extent = block.extent if isinstance(block, LTileBlock) else block.x
+    if any(axis.block in str(e) for g in program.groups if g.id != group.id for e in _blocks(g)):
+        return f"{axis.block} is shared with another group"
+    limit = budget(group, axis)
+    facts = list(default_lower_bounds(program.symbols, program.requires)) + list(program.requires)  # type: ignore
+    if linear_proves(facts, PCmp("<=", axis.extent, DConst(limit))):
+        return f"the row {axis.extent} always fits the persistent budget of {limit}"
+    written = {a.buffer for op in group.body.walk() for a in _accesses(op) if isinstance(op, P.Store)}
+    read = {a.buffer for op in group.body.walk() for a in _accesses(op) if isinstance(op, P.Load)}
+    if written & read:
+        return "a buffer is both read and written"
+    plan = Plan(group, axis, extent, limit, max(1, min(limit, CHUNK_ELEMENTS // _width(group, axis))))
+    problem = _stages(plan)
+    return problem if problem is not None else plan
+
+
+def _blocks(g: Group) -> list[str]:
+    return [t.block for op in g.body.walk() for v in _values(op) for t in v.type.tile]
+
+
+def _accesses(op: POp) -> list[AccessRelation]:
+    return [getattr(op, f.name) for f in op.fields() if isinstance(getattr(op, f.name), AccessRelation)]
+
+
+def _width(group: Group, axis: TileAxis) -> int:
+    width = 1
+    for op in group.body.walk():
+        if isinstance(op, P.Reduce | P.Scan) and any(_row(x.type, axis) for x in op.inputs):
+            width = max(width, len(op.inputs))
+    return 1 << (width - 1).bit_length()
+
+
+def _stages(plan: Plan) -> str | None:  # noqa: C901 (one case per kind of op)
+    axis = plan.axis
+    for op in plan.group.body.ops:
+        vals = _values(op)
+        on_row = any(_row(v.type, axis) for v in vals)
+        before = max((plan.stage.get(v.id, 0) for v in op.operands()), default=0)
+        if not on_row:
+            if isinstance(op, P.AtomicRMW | P.AtomicCAS | P.AllocBuffer | P.Barrier):
+                return f"{op.NAME} in the group"
+            for v in op.results:
+                plan.stage[v.id] = before
+            continue
+        if not isinstance(op, ROW_OPS) or (op.regions() and not isinstance(op, P.Reduce | P.Scan)):
+            return f"{op.NAME} on the row"
+        if isinstance(op, P.Reduce | P.Scan):
+            if not all(isinstance(o, COMBINE_OPS) for o in op.combine.walk()):
+                return f"the {op.NAME} combine holds more than element-wise work"
+            if tuple(op.axes if isinstance(op, P.Reduce) else (op.axis,)) != (0,):
+                return f"{op.NAME} along another axis"
+        if isinstance(op, P.Reduce):
+            plan.loop_of[id(op)] = before
+            for v in op.results:
+                plan.stage[v.id] = before + 1
+            plan.loops = max(plan.loops, before + 1)
+            continue
+        if isinstance(op, P.Scan):
+            direction = plan.reverse.setdefault(before, op.reverse)
+            if direction != op.reverse:
+                return "forward and reverse scans in one pass over the row"
+        if isinstance(op, P.Store):
+            plan.loop_of[id(op)] = before
+            plan.loops = max(plan.loops, before + 1)
+        for v in op.results:
+            plan.stage[v.id] = before
+    if plan.loops == 0:
+        return "nothing on the row is reduced or written"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------- building
+
+
+class _Builder:
+    """Writes the looped body: new values numbered after the program's own, ops into nested frames."""
+
+    def __init__(self, plan: Plan, first_id: int, chunk_block: str) -> None:
+        self.plan = plan
+        self.next_id = first_id
+        self.frames: list[list[POp]] = [[]]
+        self.chunk = TileAxis(DConst(plan.chunk), chunk_block)
+        self.row: dict[int, PValue] = {}  # original row value id -> its value in the current pass
+
+    def fresh(self, t: Fragment, name: str | None = None) -> PValue:
+        self.next_id += 1
+        return PValue(self.next_id, t, name)
+
+    def put(self, op: POp) -> None:
+        self.frames[-1].append(op)
+
+    def add(self, cls: type[POp], t: Fragment, origin: Origin | None, name: str | None = None,
+            **fields: Any) -> PValue:
+        r = self.fresh(t, name)
+        self.put(cls(results=(r,), origin=origin, **fields))
+        return r
+
+    def retile(self, t: Fragment) -> Fragment:
+        return t.with_tile((self.chunk,)) if _row(t, self.plan.axis) else t
+
+    def get(self, v: PValue) -> PValue:
+        return self.row.get(v.id, v)
+
+    def index(self, e: LaunchExpr, origin: Origin | None, name: str | None = None) -> PValue:
+        return self.add(P.ShapeValue, Fragment(DType.i64, index=True), origin, name, expr=e)
+
+    def fit(self, v: PValue, t: Fragment, origin: Origin | None) -> PValue:
+        """`v` broadcast to the fragment `t` (same dtype)."""
+        if v.type == t:
+            return v
+        dims = tuple(range(len(v.type.tile)))
+        return self.add(P.Broadcast, t, origin, x=v, dims=dims)
+
+    def cast(self, v: PValue, dtype: DType, origin: Origin | None) -> PValue:
+        if v.type.dtype == dtype and not v.type.index:
+            return v
+        return self.add(P.Cast, Fragment(dtype, v.type.lanes, v.type.tile), origin, x=v, dtype=dtype)
+
+    # ------------------------------------------------------------------ copies
+    def region(self, r: PRegion) -> PRegion:
+        """A copy of `r` with fresh values (regions are never shared between ops)."""
+        names: dict[int, PValue] = {}
+        args = tuple(self._renamed(a, names) for a in r.args)
+        return PRegion(args, tuple(self._copied(o, names) for o in r.ops))
+
+    def _renamed(self, v: PValue, names: dict[int, PValue]) -> PValue:
+        n = self.fresh(v.type, v.name)
+        names[v.id] = n
+        return n
+
+    def _copied(self, op: POp, names: dict[int, PValue]) -> POp:
+        def sub(x: Any) -> Any:
+            if isinstance(x, PValue):
+                return names.get(x.id, x)
+            if isinstance(x, tuple):
+                return tuple(sub(y) for y in x)
+            if isinstance(x, PRegion):
+                args = tuple(self._renamed(a, names) for a in x.args)
+                return PRegion(args, tuple(self._copied(o, names) for o in x.ops))
+            return x
+
+        fields = {f.name: sub(getattr(op, f.name)) for f in op.fields()}
+        results = tuple(self._renamed(v, names) for v in op.results)
+        return type(op)(results=results, origin=op.origin, **fields)
+
+    def combine(self, region: PRegion, lhs: list[PValue], rhs: list[PValue], like: list[Fragment],
+                origin: Origin | None) -> list[PValue]:
+        """The scalar combine `region` applied element-wise to (lhs, rhs), results broadcast to `like`."""
+        vals: dict[int, PValue] = {a.id: v for a, v in zip(region.args, lhs + rhs)}
+        for op in region.ops:
+            if isinstance(op, P.Yield):
+                continue
+            fields = {f.name: vals.get(getattr(op, f.name).id, getattr(op, f.name))
+                      if isinstance(getattr(op, f.name), PValue) else getattr(op, f.name) for f in op.fields()}
+            ins = [x for x in fields.values() if isinstance(x, PValue)]
+            tile = next((x.type.tile for x in ins if x.type.tile), ())
+            (res,) = op.results
+            t = res.type if isinstance(op, P.Const) else \
+                Fragment(res.type.dtype, any(x.type.lanes for x in ins), tile, res.type.index)
+            new = self.fresh(t, res.name)
+            self.put(type(op)(results=(new,), origin=op.origin, **fields))
+            vals[res.id] = new
+        return [self.fit(vals.get(y.id, y), t, origin) for y, t in zip(region.yielded, like)]
+
+    def row_op(self, op: POp, start: PValue) -> None:
+        """A copy of a row op for the current chunk (TileIndex becomes start + position)."""
+        if isinstance(op, P.TileIndex):
+            pos = self.add(P.TileIndex, self.retile(op.result.type), op.origin, "chunk_pos", axis=0)
+            self.row[op.result.id] = self.add(P.Binary, pos.type, op.origin, op.result.name, fn=BinaryFn.add,
+                                              lhs=start, rhs=pos)
+            return
+
+        def sub(x: Any) -> Any:
+            if isinstance(x, PValue):
+                return self.get(x)
+            if isinstance(x, tuple):
+                return tuple(sub(y) for y in x)
+            if isinstance(x, AccessRelation):
+                bounds = Guard(self.get(x.bounds.mask)) if isinstance(x.bounds, Guard) else x.bounds
+                return AccessRelation(x.buffer, tuple(self.get(c) for c in x.coords),
+                                      None if x.mask is None else self.get(x.mask), bounds, x.fill,
+                                      None if x.copy is None else self.get(x.copy))
+            return x
+
+        fields = {f.name: sub(getattr(op, f.name)) for f in op.fields()}
+        results = tuple(self.fresh(self.retile(v.type), v.name) for v in op.results)
+        self.put(type(op)(results=results, origin=op.origin, **fields))
+        for old, new in zip(op.results, results):
+            self.row[old.id] = new
+
+
+def _needed(plan: Plan, roots: list[POp]) -> set[int]:
+    """ids of the row ops the roots depend on (through row values), including the roots."""
+    producer = {v.id: op for op in plan.group.body.ops for v in op.results}
+    need: set[int] = set()
+    work = list(roots)
+    while work:
+        op = work.pop()
+        if id(op) in need:
+            continue
+        need.add(id(op))
+        for v in op.operands():
+            p = producer.get(v.id)
+            if p is not None and _row(v.type, plan.axis):
+                work.append(p)
+    return need
+
+
+@dataclass
+class _Accumulation:
+    op: P.Reduce | P.Scan
+    args: list[PValue]       # carried values inside the loop
+    inits: list[PValue]
+    elementwise: bool = False
+
+
+def build_looped(plan: Plan, first_id: int, chunk_block: str) -> tuple[PRegion, int]:
+    """The looped body of `plan.group` and the last value id used."""
+    b = _Builder(plan, first_id, chunk_block)
+    body = plan.group.body
+    row_ops = [op for op in body.ops if any(_row(v.type, plan.axis) for v in _values(op))]
+    flat = [op for op in body.ops if not any(_row(v.type, plan.axis) for v in _values(op))]
+    origin = next((op.origin for op in row_ops if op.origin is not None), None)
+    placed: set[int] = set()
+
+    def place_flat(upto: int) -> None:
+        for op in flat:
+            if id(op) not in placed and not op.TERMINATOR and \
+                    max((plan.stage.get(v.id, 0) for v in op.operands()), default=0) <= upto:
+                placed.add(id(op))
+                b.put(op)
+
+    step = b.index(LConst(plan.chunk), origin, "chunk")
+    zero, one = b.index(LConst(0), origin), b.index(LConst(1), origin)
+    chunks = b.index(LBin("cdiv", plan.extent, LConst(plan.chunk)), origin, "chunks")
+    for k in range(plan.loops):
+        place_flat(k)
+        roots = [op for op in row_ops if plan.loop_of.get(id(op)) == k]
+        need = _needed(plan, roots)
+        _one_pass(b, plan, k, [op for op in row_ops if id(op) in need], (zero, chunks, one, step), origin)
+    place_flat(plan.loops)
+    b.put(P.Yield(values=()))
+    return PRegion(body.args, tuple(b.frames[0])), b.next_id
+
+
+def _one_pass(b: _Builder, plan: Plan, k: int, ops: list[POp], bounds: tuple[PValue, ...],
+              origin: Origin | None) -> None:
+    zero, chunks, one, step = bounds
+    reverse = plan.reverse.get(k, False)
+    accs: list[_Accumulation] = []
+    for op in ops:
+        if isinstance(op, P.Reduce) and plan.loop_of.get(id(op)) == k:
+            accs.append(_accumulation(b, op))
+        elif isinstance(op, P.Scan):
+            accs.append(_accumulation(b, op))
+    iv = b.fresh(Fragment(DType.i64, index=True), "chunk_index")
+    args = [a for acc in accs for a in acc.args]
+    b.frames.append([])
+    b.row = {}
+    at = iv
+    if reverse:  # chunks from the last: start = (chunks - 1 - i) * chunk
+        last = b.add(P.Binary, iv.type, origin, fn=BinaryFn.sub, lhs=chunks, rhs=one)
+        at = b.add(P.Binary, iv.type, origin, fn=BinaryFn.sub, lhs=last, rhs=iv)
+    start = b.add(P.Binary, iv.type, origin, "chunk_start", fn=BinaryFn.mul, lhs=at, rhs=step)
+    yields: list[PValue] = []
+    by_op = {id(acc.op): acc for acc in accs}
+    for op in ops:
+        acc = by_op.get(id(op))
+        if acc is None:
+            b.row_op(op, start)
+        elif isinstance(op, P.Reduce):
+            yields += _reduce_step(b, acc, reverse)
+        else:
+            yields += _scan_step(b, acc, reverse)
+    b.put(P.Yield(values=tuple(yields)))
+    loop_ops = b.frames.pop()
+    results = [b.fresh(a.type, a.name) for a in args]
+    loop = P.For(results=tuple(results), origin=origin, start=zero, stop=chunks, step=one,
+                 inits=tuple(i for acc in accs for i in acc.inits), body=PRegion((iv, *args), tuple(loop_ops)))
+    b.put(loop)
+    at_result = 0
+    for acc in accs:
+        n = len(acc.args)
+        outs = results[at_result:at_result + n]
+        at_result += n
+        if isinstance(acc.op, P.Reduce):
+            _finish_reduce(b, acc, outs)
+
+
+def _accumulation(b: _Builder, op: P.Reduce | P.Scan) -> _Accumulation:
+    lanes = any(x.type.lanes for x in op.inputs)
+    elementwise = isinstance(op, P.Reduce) and op.kind in ELEMENTWISE_KINDS
+    tile = (b.chunk,) if elementwise else ()
+    args, inits = [], []
+    for dt, ident in zip(op.acc_dtypes, op.identity):
+        t = Fragment(dt, lanes, tile)
+        c = b.add(P.Const, Fragment(dt), op.origin, value=ident, dtype=dt)
+        inits.append(b.fit(c, t, op.origin))
+        args.append(b.fresh(t, "carry"))
+    return _Accumulation(op, args, inits, elementwise)
+
+
+def _member(b: _Builder, op: P.Reduce | P.Scan) -> PValue | None:
+    return None if op.member is None else b.get(op.member)
+
+
+def _reduce_step(b: _Builder, acc: _Accumulation, reverse: bool) -> list[PValue]:
+    op = acc.op
+    assert isinstance(op, P.Reduce)
+    xs = [b.cast(b.get(x), dt, op.origin) for x, dt in zip(op.inputs, op.acc_dtypes)]
+    member = _member(b, op)
+    if acc.elementwise:
+        parts = []
+        for x, dt, ident in zip(xs, op.acc_dtypes, op.identity):
+            if member is not None:
+                c = b.add(P.Const, Fragment(dt), op.origin, value=ident, dtype=dt)
+                x = b.add(P.Select, Fragment(dt, x.type.lanes, x.type.tile), op.origin, cond=member, on_true=x,
+                          on_false=c)
+            parts.append(b.fit(x, acc.args[0].type.with_dtype(dt), op.origin))
+        return b.combine(op.combine, acc.args, parts, [a.type for a in acc.args], op.origin)
+    lanes = any(x.type.lanes for x in xs)
+    chunk = [b.fresh(Fragment(dt, lanes), "chunk_fold") for dt in op.acc_dtypes]
+    b.put(P.Reduce(results=tuple(chunk), origin=op.origin, inputs=tuple(xs), axes=(0,), kind=ReduceKind.custom,
+                   identity=op.identity, acc_dtypes=op.acc_dtypes, member=member, combine=b.region(op.combine)))
+    # chunks meet in element order: the carry precedes the chunk (follows it when walking from the end)
+    lhs, rhs = (chunk, acc.args) if reverse else (acc.args, chunk)
+    return b.combine(op.combine, lhs, rhs, [a.type for a in acc.args], op.origin)
+
+
+def _finish_reduce(b: _Builder, acc: _Accumulation, outs: list[PValue]) -> None:
+    op = acc.op
+    assert isinstance(op, P.Reduce)
+    if not acc.elementwise:
+        for r, v in zip(op.results, outs):
+            b.put(P.Cast(results=(r,), origin=op.origin, x=v, dtype=r.type.dtype)) if r.type != v.type else \
+                _alias(b, r, v)
+        return
+    lanes = outs[0].type.lanes
+    folded = [r if r.type.dtype == dt else b.fresh(Fragment(dt, lanes), r.name) for r, dt in
+              zip(op.results, op.acc_dtypes)]
+    b.put(P.Reduce(results=tuple(folded), origin=op.origin, inputs=tuple(outs), axes=(0,), kind=op.kind,
+                   identity=op.identity, acc_dtypes=op.acc_dtypes, member=None, combine=b.region(op.combine)))
+    for r, f in zip(op.results, folded):
+        if r is not f:
+            b.put(P.Cast(results=(r,), origin=op.origin, x=f, dtype=r.type.dtype))
+
+
+def _alias(b: _Builder, r: PValue, v: PValue) -> None:
+    """Define the original result `r` as a copy of `v` (same type): a broadcast with nothing to add."""
+    b.put(P.Broadcast(results=(r,), origin=None, x=v, dims=tuple(range(len(v.type.tile)))))
+
+
+def _scan_step(b: _Builder, acc: _Accumulation, reverse: bool) -> list[PValue]:
+    op = acc.op
+    assert isinstance(op, P.Scan)
+    xs = [b.cast(b.get(x), dt, op.origin) for x, dt in zip(op.inputs, op.acc_dtypes)]
+    member = _member(b, op)
+    lanes = any(x.type.lanes for x in xs)
+    tile = (b.chunk,)
+    local = [b.fresh(Fragment(dt, lanes, tile), r.name) for dt, r in zip(op.acc_dtypes, op.results)]
+    b.put(P.Scan(results=tuple(local), origin=op.origin, inputs=tuple(xs), axis=0, kind=op.kind, reverse=op.reverse,
+                 exclusive=op.exclusive, identity=op.identity, acc_dtypes=op.acc_dtypes, member=member,
+                 combine=b.region(op.combine)))
+    kind = ReduceKind.custom if op.kind is ScanKind.custom else op.kind.as_reduce
+    total = [b.fresh(Fragment(dt, lanes), "chunk_total") for dt in op.acc_dtypes]
+    b.put(P.Reduce(results=tuple(total), origin=op.origin, inputs=tuple(xs), axes=(0,), kind=kind,
+                   identity=op.identity, acc_dtypes=op.acc_dtypes, member=member, combine=b.region(op.combine)))
+    # a reverse scan keeps index order: the chunks after this one (the carry) are the right operand
+    pair = (lambda prefix, elem: (elem, prefix)) if reverse else (lambda prefix, elem: (prefix, elem))
+    out = b.combine(op.combine, *pair(acc.args, local), [v.type for v in local], op.origin)
+    for r, o in zip(op.results, out):
+        b.row[r.id] = b.cast(o, r.type.dtype, op.origin) if r.type.dtype != o.type.dtype else o
+    return b.combine(op.combine, *pair(acc.args, total), [a.type for a in acc.args], op.origin)
+
+
+def max_value_id(program: Program) -> int:
+    top = 0
+    for g in program.groups:
+        for region in (g.body,) + ((g.looped.body,) if g.looped is not None else ()):
+            for a in region.args:
+                top = max(top, a.id)
+            for op in region.walk():
+                for v in op.results:
+                    top = max(top, v.id)
+                for r in op.regions():
+                    top = max((top, *(a.id for a in r.args)))
+    return top
+
+
+# ---------------------------------------------------------------------------------------------- the pass
+
+
+class LoopRows(Pass):
+    name = "looped-rows"
+
+    def plans(self, program: Program) -> list[Plan]:
+        return [p for p in (plan_group(program, g) for g in program.groups) if isinstance(p, Plan)]
+
+    def legal(self, program: Program) -> bool | str:
+        reasons = [plan_group(program, g) for g in program.groups]
+        if any(isinstance(r, Plan) for r in reasons):
+            return True
+        return "; ".join(f"group {g.id}: {r}" for g, r in zip(program.groups, reasons)) or "no groups"
+
+    def profitable(self, program: Program) -> bool:
+        return bool(self.plans(program))
+
+    def run(self, program: Program) -> Program:
+        consts = dict(program.constexprs)
+        order = [n for n, _ in program.constexprs]
+        groups = {g.id: g for g in program.groups}
+        next_id = max_value_id(program)
+        for plan in self.plans(program):
+            block = plan.axis.block
+            flag, chunk = f"{block}_LOOPED", f"{block}_CHUNK"
+            body, next_id = build_looped(plan, next_id, chunk)
+            # persistent up to the budget; beyond it the looped body runs and the persistent block is unused
+            consts[block] = lmin(LNextPow2(plan.extent), LConst(plan.budget))
+            consts[flag] = lmin(LConst(1), LBin("//", LNextPow2(plan.extent), LConst(2 * plan.budget)))
+            consts[chunk] = LConst(plan.chunk)
+            order += [flag, chunk]
+            looped = LoopedBody(flag, body, plan.axis, TileAxis(DConst(plan.chunk), chunk), plan.loops)
+            groups[plan.group.id] = dataclasses.replace(plan.group, looped=looped)
+        return dataclasses.replace(program, groups=tuple(groups[g.id] for g in program.groups),
+                                   constexprs=tuple((n, consts[n]) for n in order))
+
+
+def extent_dim(e: LaunchExpr) -> Dim | None:
+    return e.dim if hasattr(e, "dim") else None
+
+
+__all__ = ["LoopRows", "Plan", "plan_group", "build_looped", "budget", "PERSISTENT_ELEMENTS", "CHUNK_ELEMENTS",
+           "BUDGET_VARIABLE", "ldim"]

@@ -344,9 +344,20 @@ def emit(program: Program) -> EmittedKernel:
             em.depth += 1
             em.line("seg_offset = 0")
         em.last_origin = None
+        if g.looped is not None:  # the row walked in chunks when it is longer than one program holds
+            em.line(f"if {g.looped.flag}:")
+            em.depth += 1
+            em.ops(g.looped.body.ops)
+            em.line("pass")
+            em.depth -= 1
+            em.line("else:")
+            em.depth += 1
+            em.last_origin = None
         em.ops(g.body.ops)
         em.line("pass")
         em.depth -= 1
+        if g.looped is not None:
+            em.depth -= 1
     body = em.lines[body_start:]
     header = ["import triton", "import triton.language as tl", "", ""]
     helpers = []

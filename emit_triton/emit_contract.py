@@ -12,7 +12,7 @@ from .emit import TL_DTYPE, Emitter, emits, literal
 @emits(P.Contract)
 def emit_contract(em: Emitter, op: P.Contract) -> None:
     # Per-lane contraction: products widened to the accumulator, masked sum over the contracted axes.
-    # (The seam for a tiled tl.dot mapping of the free axes is a later pass.)
+    # Whole-tensor contractions are tiled by physical/passes/tile_contract.py and reach emit_matmul.
     shape = op.lhs.type
     acc = TL_DTYPE[op.acc_dtype]
     a, b = em.arg(op.lhs, shape, True), em.arg(op.rhs, shape, True)

@@ -138,12 +138,12 @@ def custom_combine(g: Gen, inputs: list[Value]) -> tuple[Combine, tuple[Value, .
     dt = x.type.dtype
     shape = x.type.shape
     roll = g.int(0, 9)
-    if roll >= 8 and rank(x) == 1 and dt.is_int:
+    if roll >= 7 and rank(x) == 1 and dt.is_int:
         # Compare-based pairs need NaN-free values to be associative: integers only.
         idt = g.choose((DType.i32, DType.i64))
         iota = g.add(Iota, extent=shape[0], dtype=idt)
         return argmax_combine(g, dt, idt, smallest=g.flip()), (x, iota)  # type: ignore[arg-type]
-    if roll == 7 and dt in (DType.f32, DType.f64):
+    if roll >= 6 and dt in (DType.f32, DType.f64):
         zeros, ones = g.constant(dt, shape, 0.0), g.constant(dt, shape, 1.0)
         return welford_combine(), (x, zeros, ones)
     dts = tuple(v.type.dtype for v in inputs)
@@ -158,7 +158,7 @@ def step_reduce(g: Gen, x: Value | None = None, axes: tuple[int, ...] | None = N
     if axes is None:
         axes = tuple(a for a in range(r) if g.flip(0.6)) or (g.int(0, r - 1),)
     keepdims = g.flip(0.2)
-    if g.flip(0.3):
+    if g.flip(0.35):
         others = [v for v in g.pool if isinstance(v.type, TensorType) and v.type.shape == x.type.shape
                   and v is not x]
         inputs = [x] + ([g.choose(others)] if others and g.flip(0.4) else [])
@@ -308,7 +308,8 @@ def block_rows(g: Gen) -> None:
             col = g.add(Load, src=idx, index=(i,))
             g.add(Gather, src=x, indices=(i, col), fill=g.literal(x.type.dtype))  # type: ignore[arg-type]
         for _ in range(g.int(1, 4)):
-            step = g.choose(("pointwise", "reduce", "scan", "scalar", "loop", "buffer", "rng", "if"))
+            step = g.weighted({"pointwise": 2, "reduce": 2, "scan": 1, "scalar": 1, "loop": 1, "buffer": 1, "rng": 1,
+                               "if": 1})
             if step == "pointwise":
                 pointwise(g, (N,))
             elif step == "scalar":
@@ -342,6 +343,7 @@ def step_buffer(g: Gen) -> None:
     dt = v.type.dtype
     init = g.choose((InitMode.full, InitMode.empty))
     buf = g.b.add(Alloc, dtype=dt, shape=(N,), init=init, fill=g.literal(dt) if init is InitMode.full else 0)
+    g.features.add("alloc")
     half = DBin("//", N, DConst(2))
     if init is InitMode.full and g.flip(0.5):
         # Only the upper half is written: the lower half must read the fill value.
@@ -504,8 +506,9 @@ def shared_atomic(g: Gen, key: Value) -> None:
     acc = g.output(dt, (B,), Role.INOUT)
     kind = g.choose((AtomicKind.add, AtomicKind.max, AtomicKind.min, AtomicKind.and_, AtomicKind.or_,
                      AtomicKind.xor))
+    # The old value depends on the order of the instances: it is not put in the pool.
     g.b.make(Atomic, kind=kind, dst=acc, indices=(key,), value=_int_operand(g, dt), order=g.choose(tuple(MemOrder)))
-    g.features.add(f"atomic:{kind}")
+    g.features.update(("atomic", f"atomic:{kind}"))
 
 
 def unique_atomic(g: Gen, k: Value) -> None:
@@ -536,7 +539,7 @@ def block_tensor(g: Gen) -> None:
         v = g.input("v", g.dtype(), (N,))
         g.add(Load, src=v, index=(full(N),))
     for _ in range(g.int(1, 4)):
-        step = g.choose(("pointwise", "layout", "reduce", "scan", "dot", "histogram"))
+        step = g.weighted({"pointwise": 2, "layout": 3, "reduce": 2, "scan": 1, "dot": 1, "histogram": 1})
         if step == "pointwise":
             shapes = sorted({v.type.shape for v in g.pool if isinstance(v.type, TensorType)}, key=str)
             pointwise(g, g.choose(shapes))
@@ -559,15 +562,15 @@ def block_tensor(g: Gen) -> None:
 
 
 def step_layout(g: Gen) -> None:
-    x = g.pick(ok=lambda v: rank(v) >= 1)
+    kind = g.choose(("transpose", "broadcast", "reshape", "slice", "concat", "expand"))
+    x = g.pick(ok=lambda v: rank(v) >= (2 if kind == "transpose" else 1) and (kind != "broadcast" or rank(v) <= 2))
     if x is None:
         return
     t = x.type
     shape = t.shape
-    kind = g.choose(("transpose", "broadcast", "reshape", "slice", "concat", "expand"))
-    if kind == "transpose" and rank(x) >= 2:
+    if kind == "transpose":
         g.add(Transpose, x=x, perm=tuple(reversed(range(rank(x)))))
-    elif kind == "broadcast" and rank(x) <= 2:
+    elif kind == "broadcast":
         lead = g.choose((M, DConst(3), N))
         g.add(Broadcast, x=x, shape=(lead, *shape), dims=tuple(range(1, rank(x) + 1)))
     elif kind == "reshape":

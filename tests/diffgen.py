@@ -23,6 +23,7 @@ primes, 2^k +- 1 and sizes just over a tile.
 from __future__ import annotations
 
 import functools
+import random
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -108,9 +109,31 @@ BITCAST_PARTNERS = {8: (DType.i8, DType.u8), 16: (DType.i16, DType.u16, DType.f1
 FLOAT_LITERALS = (0.0, 1.0, -1.0, 0.5, 2.0, -0.0, 3.25, 1e-3, 100.0, float("inf"), float("-inf"), float("nan"))
 
 
+# Every draw of the generator is `draw(_ints(lo, hi))`: one integer choice in hypothesis' choice
+# sequence. `RandomDraw` makes the same draws uniformly and records them, so a case found by plain
+# random generation can be handed to hypothesis' shrinker as its choice sequence.
+_BOUNDS: dict[int, tuple[int, int]] = {}
+
+
 @functools.cache
 def _ints(lo: int, hi: int) -> st.SearchStrategy[int]:
-    return st.integers(lo, hi)
+    strategy = st.integers(lo, hi)
+    _BOUNDS[id(strategy)] = (lo, hi)
+    return strategy
+
+
+class RandomDraw:
+    """A `draw` for `build_case` that picks uniformly with `rng` and records each choice."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.choices: list[int] = []
+
+    def __call__(self, strategy: st.SearchStrategy[Any]) -> int:
+        lo, hi = _BOUNDS[id(strategy)]
+        value = self.rng.randint(lo, hi)
+        self.choices.append(value)
+        return value
 
 
 @functools.cache
@@ -246,6 +269,15 @@ class Gen:
     def choose(self, options: Any) -> Any:
         options = tuple(options)
         return options[self.int(0, len(options) - 1)]
+
+    def weighted(self, options: dict[str, int]) -> str:
+        """A key of `options`, drawn with the given integer weights (shrinks toward the first key)."""
+        roll = self.int(0, sum(options.values()) - 1)
+        for key, weight in options.items():
+            if roll < weight:
+                return key
+            roll -= weight
+        raise AssertionError("unreachable")
 
     def flip(self, p: float = 0.5) -> bool:
         return self.int(0, 99) >= 100 - round(100 * p)
@@ -585,8 +617,8 @@ def _op_symbols(ops: tuple[Op, ...]) -> set[str]:
     return out
 
 
-def draw_shapes(g_draw: Draw) -> dict[str, int]:
-    return {s: g_draw(st.sampled_from(SHAPE_CHOICES[s])) for s in SYMBOLS}
+def draw_shapes(draw: Draw) -> dict[str, int]:
+    return {s: SHAPE_CHOICES[s][draw(_ints(0, len(SHAPE_CHOICES[s]) - 1))] for s in SYMBOLS}
 
 
 def refinements(g: Gen, symbols: set[str]) -> tuple[Pred, ...]:
@@ -607,6 +639,17 @@ def refinements(g: Gen, symbols: set[str]) -> tuple[Pred, ...]:
 @st.composite
 def cases(draw: Draw, max_blocks: int = 3, blocks: tuple[str, ...] | None = None) -> Case:
     """A random differential case; `blocks` restricts the kinds of blocks (see tests/diffblocks.py)."""
+    return build_case(draw, max_blocks, blocks)
+
+
+def random_case(rng: random.Random, max_blocks: int = 3, blocks: tuple[str, ...] | None = None
+                ) -> tuple[Case, list[int]]:
+    """A case drawn uniformly (more varied than hypothesis' generation) and its choice sequence."""
+    drawer = RandomDraw(rng)
+    return build_case(drawer, max_blocks, blocks), drawer.choices
+
+
+def build_case(draw: Draw, max_blocks: int = 3, blocks: tuple[str, ...] | None = None) -> Case:
     from tests.diffblocks import BLOCKS, build_block
 
     env = draw_shapes(draw)
@@ -631,7 +674,7 @@ def cases(draw: Draw, max_blocks: int = 3, blocks: tuple[str, ...] | None = None
     symbols = tuple(s for s in SYMBOLS if s in used)
     body = Region(tuple(p.value for p in g.params), ops)
     kernel = build_kernel(f"fuzz_{'_'.join(chosen)}", tuple(g.params), symbols, body, requires=kept)
-    seed = draw(st.integers(0, 2**31 - 1))
+    seed = draw(_ints(0, 2**31 - 1))
     specs = tuple((p.name, g.specs.get(p.name, InputSpec("values"))) for p in kernel.params)
     shapes = tuple((s, env[s]) for s in symbols)
     return Case(kernel, shapes, specs, seed, notes=tuple(sorted(g.features)))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import random
 import sys
 import time
 from collections import Counter
@@ -24,11 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
-from hypothesis import seed as hypothesis_seed
+from hypothesis.database import InMemoryExampleDatabase, choices_to_bytes
 from hypothesis.errors import Flaky
 
 from tests.differential import Outcome, run_case
-from tests.diffgen import cases
+from tests.diffgen import cases, random_case
 from tests.diffinputs import Case, InputSpec, load_case, save_case
 
 CASES_DIR = Path(__file__).resolve().parent / "fuzz_cases"
@@ -146,25 +147,41 @@ class Progress:
 def campaign(kernels: int, seed: int, *, stablehlo: bool = True, save_dir: Path | None = CASES_DIR,
              progress: bool = False, shrink: bool = True, shrink_seconds: float = SHRINK_SECONDS,
              blocks: tuple[str, ...] | None = None, log: Callable[[str], None] | None = None) -> Summary:
-    """Run `kernels` random cases; shrink and save each new failure. Deterministic for a seed."""
+    """Run `kernels` random cases; shrink and save each new failure. Deterministic for a seed.
+
+    Case `i` is drawn uniformly from `random.Random(f"{seed}/{i}")` (hypothesis' own generation
+    repeats itself too much for a campaign); a failure is handed to hypothesis' shrinker as the
+    choice sequence that drew it.
+    """
     summary = Summary()
     known = known_signatures(CASES_DIR)
     if save_dir is not None:
         known.update(known_signatures(save_dir))
     bar = Progress(kernels, progress)
     start = time.time()
-    round_no = 0
-    while summary.total < kernels:
-        found = _round(kernels - summary.total, seed * 1000 + round_no, summary, known, bar, stablehlo, shrink,
-                       shrink_seconds, blocks)
-        round_no += 1
-        if found is None:
-            break
+    for i in range(kernels):
+        case, choices = random_case(random.Random(f"{seed}/{i}"), blocks=blocks)
+        outcome = run_case(case, stablehlo)
+        summary.count(case, outcome)
+        bar.update(summary)
+        if not outcome.failed:
+            continue
+        fresh = [sig for sig in outcome.signatures() if sig not in known]
+        for sig in outcome.signatures():
+            if sig in known:
+                summary.known_hits[sig] += 1
+        if not fresh:
+            continue
+        found = Found(fresh[0], outcome, case, None)
+        if shrink:
+            bar.update(summary, "(shrinking)")
+            found.case, found.outcome = shrink_case(choices, fresh[0], case, outcome, stablehlo, shrink_seconds,
+                                                    blocks)
         if save_dir is not None:
             stem = "case_" + hashlib.sha1(found.signature.encode()).hexdigest()[:10]
             found.path = save_case(found.case, save_dir, stem, {
                 "signature": found.signature, "failure": found.outcome.text(), "campaign_seed": seed,
-                "features": list(found.case.notes)})
+                "campaign_case": i, "features": list(found.case.notes)})
         known[found.signature] = found.path or Path("?")
         summary.failures.append(found)
         if log is not None:
@@ -174,50 +191,38 @@ def campaign(kernels: int, seed: int, *, stablehlo: bool = True, save_dir: Path 
     return summary
 
 
-def _round(budget: int, seed: int, summary: Summary, known: dict[str, Path], bar: Progress, stablehlo: bool,
-           shrink: bool, shrink_seconds: float, blocks: tuple[str, ...] | None) -> Found | None:
-    """Generate until the first new failure (then shrink it) or until the budget is spent."""
-    state: dict[str, object] = {}
+SHRINK_KEY = b"intent-differential-fuzz"
 
-    @hypothesis_seed(seed)
-    @settings(max_examples=budget, database=None, deadline=None, derandomize=False, report_multiple_bugs=False,
-              phases=[Phase.generate, Phase.shrink] if shrink else [Phase.generate],
-              suppress_health_check=list(HealthCheck), print_blob=False, verbosity=Verbosity.quiet)
+
+def shrink_case(choices: list[int], signature: str, case: Case, outcome: Outcome, stablehlo: bool,
+                seconds: float, blocks: tuple[str, ...] | None) -> tuple[Case, Outcome]:
+    """The smallest case hypothesis' shrinker finds that still fails with `signature`."""
+    database = InMemoryExampleDatabase()
+    # The secondary corpus: hypothesis takes primary entries as already shrunk and would stop there.
+    database.save(SHRINK_KEY + b".secondary", choices_to_bytes(choices))
+    best: dict[str, object] = {"case": case, "outcome": outcome}
+    since = time.time()
+
+    @settings(max_examples=1000, database=database, deadline=None, phases=[Phase.reuse, Phase.shrink],
+              suppress_health_check=list(HealthCheck), print_blob=False, verbosity=Verbosity.quiet,
+              report_multiple_bugs=False)
     @given(cases(blocks=blocks))
-    def prop(case: Case) -> None:
-        if "signature" in state:  # shrinking: only the same failure counts
-            if time.time() - state["since"] > shrink_seconds:  # type: ignore[operator]
-                if _same_case(case, state["case"]):  # type: ignore[arg-type]
-                    _fail()
-                return
-            outcome = run_case(case, stablehlo)
-            if outcome.failed and state["signature"] in outcome.signatures():
-                state["case"], state["outcome"] = case, outcome
-                bar.update(summary, "(shrinking)")
+    def still_fails(candidate: Case) -> None:
+        if time.time() - since > seconds:  # out of time: only the best so far still "fails"
+            if _same_case(candidate, best["case"]):  # type: ignore[arg-type]
                 _fail()
             return
-        outcome = run_case(case, stablehlo)
-        summary.count(case, outcome)
-        bar.update(summary)
-        if outcome.failed:
-            fresh = [sig for sig in outcome.signatures() if sig not in known]
-            for sig in outcome.signatures():
-                if sig in known:
-                    summary.known_hits[sig] += 1
-            if fresh:
-                state.update(signature=fresh[0], case=case, outcome=outcome, since=time.time())
-                _fail()
+        result = run_case(candidate, stablehlo)
+        if result.failed and signature in result.signatures():
+            best["case"], best["outcome"] = candidate, result
+            _fail()
 
+    still_fails._hypothesis_internal_database_key = SHRINK_KEY  # type: ignore[attr-defined]
     try:
-        prop()
+        still_fails()
     except (_Failure, Flaky):
         pass
-    except Exception as exc:  # hypothesis reports the shrunk failure through the original exception
-        if "signature" not in state:
-            raise exc
-    if "signature" not in state:
-        return None
-    return Found(str(state["signature"]), state["outcome"], state["case"], None)  # type: ignore[arg-type]
+    return best["case"], best["outcome"]  # type: ignore[return-value]
 
 
 def _same_case(a: Case, b: Case) -> bool:

@@ -104,3 +104,9 @@ def test_checks_are_explicit_ops_of_the_physical_program() -> None:
     assert not any(isinstance(op, P.Check) for op in physical.lower(gather_unchecked.kir).walk())
     src = gather.triton_source(x=X, idx=torch.zeros(3, dtype=torch.int32), out=torch.empty(3))
     assert src.count("tl.device_assert(") == 1 and __file__ not in src  # a token, not the message
+
+
+def test_device_checks_are_compiled_into_the_ptx() -> None:
+    idx = torch.zeros(3, dtype=torch.int32)
+    assert "__assertfail" in gather.ptx(arch=90, x=X, idx=idx, out=torch.empty(3))
+    assert "__assertfail" not in gather_unchecked.ptx(arch=90, x=X, idx=idx, out=torch.empty(3))

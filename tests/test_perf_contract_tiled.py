@@ -209,3 +209,12 @@ def test_transposed_operands_and_a_narrowing_epilogue() -> None:
     transposed(a, b, c)
     _close(c.float(), (a.T @ b.T).half().float(), 1e-3)
     assert "tl.dot(" in transposed.triton_source(a=a, b=b, c=c)
+
+
+def test_grouped_ordering_covers_every_tile() -> None:
+    # 10 x 3 tiles of 64 x 64: two bands of GROUP_M = 8 tile rows, the second one short
+    g = torch.Generator().manual_seed(10)
+    a, b = torch.randn(600, 3, generator=g), torch.randn(3, 130, generator=g)
+    c = torch.full((600, 130), float("nan"))
+    matmul32(a, b, c)
+    _close(c, a @ b, 1e-5)

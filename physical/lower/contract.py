@@ -1,7 +1,8 @@
 """dot_general inside an instance: align both operands on (batch, lhs free, rhs free, contracted)
 tile axes, then one `Contract` sums the products in the accumulator dtype.
 
-This per-lane form is the initial mapping; a tiled `tl.dot` mapping of the free axes is a later pass.
+This per-lane form is the initial mapping; physical/passes/tile_contract.py gives whole-tensor
+contractions tile ownership of their free axes and a K loop of tile matrix multiplies (tl.dot).
 """
 
 from __future__ import annotations

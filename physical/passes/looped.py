@@ -2,12 +2,13 @@
 
 Construction keeps a reduced or scanned row axis whole in one tile (`BLOCK_N = next_pow2(N)`): the row is
 read once and stays on chip for every stage that uses it (softmax reads `x` once). That is the
-*persistent* form, right while the tile fits the program's registers: up to `budget(plan)` elements
-(32768 four-byte values of one component, fewer for wider dtypes and tuple reductions; num_warps grows
-with the tile). Beyond it this pass gives the group a second, *looped* body (`Group.looped`) that the
+*persistent* form, right while the tile fits the program's registers: up to `budget()` elements (an
+analytic model of the values a program keeps live per row element: 32768 for softmax's f32 rows, fewer
+for more loaded rows, wider dtypes, tuple reductions and element-order folds; num_warps grows with the
+tile). Beyond it this pass gives the group a second, *looped* body (`Group.looped`) that the
 launch selects with a constexpr flag, so one source holds both and each specialisation compiles one:
 
-* every value on the row axis is recomputed chunk by chunk (`CHUNK` elements per step);
+* every value on the row axis is recomputed chunk by chunk (`chunk_size()` elements per step);
 * a reduction over the row accumulates across chunks: built-in kinds that commute (sum, prod, max, min,
   any, all) elementwise into a chunk-wide accumulator reduced once after the loop; other combines (custom
   tuples, argmax/argmin) fold each chunk in element order into a per-lane carry, so the elements still
@@ -32,7 +33,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from kir.dims import DConst, Dim, PCmp
+from kir.dims import DConst, PCmp
 from kir.dtypes import DType
 from kir.pointwise import BinaryFn
 from kir.reduce import ReduceKind
@@ -40,7 +41,7 @@ from kir.scan import ScanKind
 from kir.solver import default_lower_bounds, linear_proves
 
 from .. import ops as P
-from ..launch_expr import LBin, LConst, LNextPow2, LTileBlock, LaunchExpr, ldim, lmin
+from ..launch_expr import LaunchExpr, LBin, LConst, LNextPow2, LTileBlock, lmin
 from ..model import (
     AccessRelation,
     Fragment,
@@ -56,9 +57,16 @@ from ..model import (
 )
 from . import Pass
 
-PERSISTENT_ELEMENTS = 32768  # four-byte values of one row component a program keeps on chip
-CHUNK_ELEMENTS = 4096        # four-byte values of one component per chunk step
-BUDGET_VARIABLE = "LOOP_BUDGET"
+# Calibrated with `ptxas -v` on sm_90 (no spills at these sizes with num_warps from the tile, up to 16).
+REGISTER_VALUES = 65536    # four-byte row values a program keeps live with native reductions
+TREE_VALUES = 12288        # ... with element-order folds and scans (their halving steps need room)
+CHUNK_VALUES = 4096        # four-byte values of one component per chunk step
+TREE_CHUNK_VALUES = 1024   # ... when each chunk is folded in element order
+NATIVE_REDUCE = (ReduceKind.sum, ReduceKind.max, ReduceKind.min, ReduceKind.any, ReduceKind.all,
+                 ReduceKind.argmax, ReduceKind.argmin)
+ARG_KINDS = (ReduceKind.argmax, ReduceKind.argmin)
+NATIVE_SCAN = (ScanKind.sum, ScanKind.prod)
+BUDGET_VARIABLE = "INTENT_LOOP_BUDGET"
 
 ELEMENTWISE_KINDS = (ReduceKind.sum, ReduceKind.prod, ReduceKind.max, ReduceKind.min, ReduceKind.any,
                      ReduceKind.all)
@@ -107,24 +115,51 @@ def row_axis(group: Group) -> TileAxis | None:
     return tile[0] if len(tile) == 1 else None
 
 
-def budget(group: Group, axis: TileAxis) -> int:
-    """Row elements one program keeps on chip: 32768 four-byte values of one component."""
-    width = 1
-    size = 4
+def _native(op: P.Reduce | P.Scan) -> bool:
+    """Whether the emitter folds `op` with Triton's native reductions (no element-order tree)."""
+    if isinstance(op, P.Reduce):
+        return op.kind in NATIVE_REDUCE and (op.kind not in ARG_KINDS or len(op.axes) == 1)
+    return op.kind in NATIVE_SCAN and len(op.inputs) == 1 and (not op.exclusive or op.acc_dtypes[0].is_int)
+
+
+def budget(group: Group, axis: TileAxis, forced: int | None = None) -> int:
+    """Row elements one program keeps on chip, from the values it holds per row element.
+
+    Native reductions and scans keep every loaded row and each reduction's components live:
+    `REGISTER_VALUES` four-byte values over them (32768 for softmax's one row and one component).
+    Element-order folds and scans (custom combines, cummax, ...) hold their halving steps too:
+    `TREE_VALUES` over the components. `forced` (or `INTENT_LOOP_BUDGET`) lowers the result."""
+    width, size, loads, native = 1, 4, 0, True
     for op in group.body.walk():
         if isinstance(op, P.Reduce | P.Scan) and any(_row(x.type, axis) for x in op.inputs):
             width = max(width, len(op.inputs))
-        for v in op.results:
-            if _row(v.type, axis):
-                size = max(size, v.type.dtype.bits // 8 if not v.type.index else 8)
-    limit = PERSISTENT_ELEMENTS * 4 // (size * width)
-    forced = os.environ.get(BUDGET_VARIABLE)
+            size = max([size] + [d.bits // 8 for d in op.acc_dtypes])
+            native = native and _native(op)
+        elif isinstance(op, P.Load) and _row(op.result.type, axis):
+            size = max(size, op.result.type.dtype.bits // 8)
+            loads += 1
+    values = REGISTER_VALUES // (loads + width) if native else TREE_VALUES // width
+    limit = values * 4 // size
+    if forced is None and os.environ.get(BUDGET_VARIABLE, "").strip().isdigit():
+        forced = int(os.environ[BUDGET_VARIABLE])
     if forced:
-        limit = min(limit, int(forced))
+        limit = min(limit, forced)
     return max(1, 1 << (limit.bit_length() - 1))
 
 
-def plan_group(program: Program, group: Group) -> Plan | str:
+def chunk_size(group: Group, axis: TileAxis, limit: int) -> int:
+    """Row elements per step of the looped form: `CHUNK_VALUES` four-byte values over the components
+    (`TREE_CHUNK_VALUES` when chunks are folded in element order), at most the persistent budget."""
+    width, native = 1, True
+    for op in group.body.walk():
+        if isinstance(op, P.Reduce | P.Scan) and any(_row(x.type, axis) for x in op.inputs):
+            width = max(width, len(op.inputs))
+            native = native and _native(op)
+    values = CHUNK_VALUES // (1 << (width - 1).bit_length()) if native else TREE_CHUNK_VALUES
+    return max(1, min(limit, values))
+
+
+def plan_group(program: Program, group: Group, forced: int | None = None) -> Plan | str:
     """The looped form's plan for `group`, or the reason it has none."""
     if group.tiles or group.looped is not None:
         return "the group already has its own tiling"
@@ -136,9 +171,9 @@ def plan_group(program: Program, group: Group) -> Plan | str:
     if not isinstance(block, LTileBlock | LNextPow2):
         return f"{axis.block} is not a persistent tile of the row"
     extent = block.extent if isinstance(block, LTileBlock) else block.x
-    if any(axis.block in str(e) for g in program.groups if g.id != group.id for e in _blocks(g)):
+    if any(axis.block in _blocks(g) for g in program.groups if g.id != group.id):
         return f"{axis.block} is shared with another group"
-    limit = budget(group, axis)
+    limit = budget(group, axis, forced)
     facts = list(default_lower_bounds(program.symbols, program.requires)) + list(program.requires)  # type: ignore
     if linear_proves(facts, PCmp("<=", axis.extent, DConst(limit))):
         return f"the row {axis.extent} always fits the persistent budget of {limit}"
@@ -146,7 +181,7 @@ def plan_group(program: Program, group: Group) -> Plan | str:
     read = {a.buffer for op in group.body.walk() for a in _accesses(op) if isinstance(op, P.Load)}
     if written & read:
         return "a buffer is both read and written"
-    plan = Plan(group, axis, extent, limit, max(1, min(limit, CHUNK_ELEMENTS // _width(group, axis))))
+    plan = Plan(group, axis, extent, limit, chunk_size(group, axis, limit))
     problem = _stages(plan)
     return problem if problem is not None else plan
 
@@ -157,14 +192,6 @@ def _blocks(g: Group) -> list[str]:
 
 def _accesses(op: POp) -> list[AccessRelation]:
     return [getattr(op, f.name) for f in op.fields() if isinstance(getattr(op, f.name), AccessRelation)]
-
-
-def _width(group: Group, axis: TileAxis) -> int:
-    width = 1
-    for op in group.body.walk():
-        if isinstance(op, P.Reduce | P.Scan) and any(_row(x.type, axis) for x in op.inputs):
-            width = max(width, len(op.inputs))
-    return 1 << (width - 1).bit_length()
 
 
 def _stages(plan: Plan) -> str | None:  # noqa: C901 (one case per kind of op)
@@ -348,6 +375,7 @@ class _Accumulation:
     op: P.Reduce | P.Scan
     args: list[PValue]       # carried values inside the loop
     inits: list[PValue]
+    results: list[PValue]    # the loop's results for them
     elementwise: bool = False
 
 
@@ -367,8 +395,8 @@ def build_looped(plan: Plan, first_id: int, chunk_block: str) -> tuple[PRegion, 
                 placed.add(id(op))
                 b.put(op)
 
-    step = b.index(LConst(plan.chunk), origin, "chunk")
-    zero, one = b.index(LConst(0), origin), b.index(LConst(1), origin)
+    step, zero, one = (b.add(P.Const, Fragment(DType.i64), origin, value=v, dtype=DType.i64)
+                       for v in (plan.chunk, 0, 1))
     chunks = b.index(LBin("cdiv", plan.extent, LConst(plan.chunk)), origin, "chunks")
     for k in range(plan.loops):
         place_flat(k)
@@ -411,17 +439,13 @@ def _one_pass(b: _Builder, plan: Plan, k: int, ops: list[POp], bounds: tuple[PVa
             yields += _scan_step(b, acc, reverse)
     b.put(P.Yield(values=tuple(yields)))
     loop_ops = b.frames.pop()
-    results = [b.fresh(a.type, a.name) for a in args]
+    results = [r for acc in accs for r in acc.results]
     loop = P.For(results=tuple(results), origin=origin, start=zero, stop=chunks, step=one,
                  inits=tuple(i for acc in accs for i in acc.inits), body=PRegion((iv, *args), tuple(loop_ops)))
     b.put(loop)
-    at_result = 0
     for acc in accs:
-        n = len(acc.args)
-        outs = results[at_result:at_result + n]
-        at_result += n
         if isinstance(acc.op, P.Reduce):
-            _finish_reduce(b, acc, outs)
+            _finish_reduce(b, acc, acc.results)
 
 
 def _accumulation(b: _Builder, op: P.Reduce | P.Scan) -> _Accumulation:
@@ -434,7 +458,10 @@ def _accumulation(b: _Builder, op: P.Reduce | P.Scan) -> _Accumulation:
         c = b.add(P.Const, Fragment(dt), op.origin, value=ident, dtype=dt)
         inits.append(b.fit(c, t, op.origin))
         args.append(b.fresh(t, "carry"))
-    return _Accumulation(op, args, inits, elementwise)
+    # a fold carried per lane ends as the reduction's own result
+    results = [r if isinstance(op, P.Reduce) and not elementwise and r.type == a.type else b.fresh(a.type, a.name)
+               for r, a in zip(op.results, args)]
+    return _Accumulation(op, args, inits, results, elementwise)
 
 
 def _member(b: _Builder, op: P.Reduce | P.Scan) -> PValue | None:
@@ -469,8 +496,8 @@ def _finish_reduce(b: _Builder, acc: _Accumulation, outs: list[PValue]) -> None:
     assert isinstance(op, P.Reduce)
     if not acc.elementwise:
         for r, v in zip(op.results, outs):
-            b.put(P.Cast(results=(r,), origin=op.origin, x=v, dtype=r.type.dtype)) if r.type != v.type else \
-                _alias(b, r, v)
+            if r is not v:
+                b.put(P.Cast(results=(r,), origin=op.origin, x=v, dtype=r.type.dtype))
         return
     lanes = outs[0].type.lanes
     folded = [r if r.type.dtype == dt else b.fresh(Fragment(dt, lanes), r.name) for r, dt in
@@ -480,11 +507,6 @@ def _finish_reduce(b: _Builder, acc: _Accumulation, outs: list[PValue]) -> None:
     for r, f in zip(op.results, folded):
         if r is not f:
             b.put(P.Cast(results=(r,), origin=op.origin, x=f, dtype=r.type.dtype))
-
-
-def _alias(b: _Builder, r: PValue, v: PValue) -> None:
-    """Define the original result `r` as a copy of `v` (same type): a broadcast with nothing to add."""
-    b.put(P.Broadcast(results=(r,), origin=None, x=v, dims=tuple(range(len(v.type.tile)))))
 
 
 def _scan_step(b: _Builder, acc: _Accumulation, reverse: bool) -> list[PValue]:
@@ -528,13 +550,19 @@ def max_value_id(program: Program) -> int:
 
 
 class LoopRows(Pass):
+    """Give every group whose row may outgrow the persistent budget its looped body (`budget`: a lower
+    budget than the model's, for tests)."""
+
     name = "looped-rows"
 
+    def __init__(self, budget: int | None = None) -> None:
+        self.budget = budget
+
     def plans(self, program: Program) -> list[Plan]:
-        return [p for p in (plan_group(program, g) for g in program.groups) if isinstance(p, Plan)]
+        return [p for p in (plan_group(program, g, self.budget) for g in program.groups) if isinstance(p, Plan)]
 
     def legal(self, program: Program) -> bool | str:
-        reasons = [plan_group(program, g) for g in program.groups]
+        reasons = [plan_group(program, g, self.budget) for g in program.groups]
         if any(isinstance(r, Plan) for r in reasons):
             return True
         return "; ".join(f"group {g.id}: {r}" for g, r in zip(program.groups, reasons)) or "no groups"
@@ -547,24 +575,41 @@ class LoopRows(Pass):
         order = [n for n, _ in program.constexprs]
         groups = {g.id: g for g in program.groups}
         next_id = max_value_id(program)
+        warps = program.num_warps
         for plan in self.plans(program):
             block = plan.axis.block
             flag, chunk = f"{block}_LOOPED", f"{block}_CHUNK"
             body, next_id = build_looped(plan, next_id, chunk)
-            # persistent up to the budget; beyond it the looped body runs and the persistent block is unused
-            consts[block] = lmin(LNextPow2(plan.extent), LConst(plan.budget))
+            # Persistent up to the budget; beyond it the looped body runs and the persistent block (still
+            # at least the row, as its tile axis requires) is not used: no launch is refused for its size.
+            warps = substitute(warps, consts[block], lmin(LNextPow2(plan.extent), LConst(plan.budget)))
+            consts[block] = LNextPow2(plan.extent)
             consts[flag] = lmin(LConst(1), LBin("//", LNextPow2(plan.extent), LConst(2 * plan.budget)))
             consts[chunk] = LConst(plan.chunk)
             order += [flag, chunk]
             looped = LoopedBody(flag, body, plan.axis, TileAxis(DConst(plan.chunk), chunk), plan.loops)
             groups[plan.group.id] = dataclasses.replace(plan.group, looped=looped)
         return dataclasses.replace(program, groups=tuple(groups[g.id] for g in program.groups),
-                                   constexprs=tuple((n, consts[n]) for n in order))
+                                   constexprs=tuple((n, consts[n]) for n in order), num_warps=warps)
 
 
-def extent_dim(e: LaunchExpr) -> Dim | None:
-    return e.dim if hasattr(e, "dim") else None
+def substitute(e: LaunchExpr | int, old: LaunchExpr, new: LaunchExpr) -> LaunchExpr | int:
+    """`e` with every occurrence of `old` replaced by `new` (the warps of a looped row follow its capped block)."""
+    if isinstance(e, int):
+        return e
+    if e == old:
+        return new
+    if not e.children():
+        return e
+    changes = {}
+    for f in dataclasses.fields(e):  # type: ignore[arg-type]
+        x = getattr(e, f.name)
+        if isinstance(x, LaunchExpr):
+            changes[f.name] = substitute(x, old, new)
+        elif isinstance(x, tuple) and all(isinstance(y, LaunchExpr) for y in x):
+            changes[f.name] = tuple(substitute(y, old, new) for y in x)
+    return dataclasses.replace(e, **changes)  # type: ignore[type-var]
 
 
-__all__ = ["LoopRows", "Plan", "plan_group", "build_looped", "budget", "PERSISTENT_ELEMENTS", "CHUNK_ELEMENTS",
-           "BUDGET_VARIABLE", "ldim"]
+__all__ = ["LoopRows", "Plan", "plan_group", "build_looped", "budget", "chunk_size", "BUDGET_VARIABLE",
+           "REGISTER_VALUES", "TREE_VALUES", "CHUNK_VALUES", "TREE_CHUNK_VALUES"]

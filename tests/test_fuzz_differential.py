@@ -1,0 +1,179 @@
+"""The CI differential campaign: random kernels through the oracle, the launcher and the StableHLO exit.
+
+160 kernels (four parts of 40, fixed seeds) must agree with the oracle, or fail only in ways already
+saved in tests/fuzz_cases (known bugs, replayed as expected failures by test_fuzz_regressions.py).
+A new failure is shrunk and saved under the test's tmp dir; the assertion message holds its `.kir`
+text and how to replay it. `python -m tests.fuzz --kernels N --seed S` runs longer campaigns.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import numpy as np
+import pytest
+
+import kir
+from tests import fuzz
+from tests.differential import Outcome, compare, run_case
+from tests.diffgen import SHAPE_CHOICES, inexact_outputs, random_case
+from tests.diffinputs import load_case
+
+CI_SEED = 20240
+PARTS, PER_PART = 4, 40
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("INTENT_CACHE_DIR", str(tmp_path / "cache"))
+
+
+@pytest.mark.parametrize("part", range(PARTS))
+def test_random_kernels_agree_with_the_oracle(part: int, tmp_path) -> None:
+    summary = fuzz.campaign(PER_PART, CI_SEED + part, save_dir=tmp_path / "cases", shrink_seconds=60.0)
+    assert summary.total == PER_PART, summary.text()
+    problems = []
+    for found in summary.new_failures:
+        text = found.path.read_text() if found.path else str(found.case.kernel)
+        replay = found.path.with_suffix(".json") if found.path else ""
+        problems.append(f"{found.signature}\n{found.outcome.text()}\n{text}\n"
+                        f"replay: python -m tests.fuzz --replay {replay}")
+    assert not problems, summary.text() + "\n\n" + "\n\n".join(problems)
+    assert summary.outcomes["ok"] >= PER_PART // 2, summary.text()  # most kernels must really run
+
+
+# ---------------------------------------------------------------------------------------------- the generator
+
+
+def _draw(n: int, at: int) -> list:
+    return [random_case(random.Random(f"{at}/{i}"))[0] for i in range(n)]
+
+
+@pytest.fixture(scope="module")
+def drawn() -> list:
+    return _draw(300, 7)
+
+
+# Op names and generator features each campaign must reach; a tuple is "any of".
+REQUIRED = (
+    "parallel", "for", "while", "if", "load", "store", "unary", "binary", "compare", "select", "cast", "bitcast",
+    "broadcast", "transpose", "reshape", "slice", "concat", "expand_dims", "squeeze", "reduce", "scan",
+    "region_fold", "region_scan", "gather", "scatter", "dot", "histogram", "atomic", "atomic_cas", "iota", "dim",
+    "random", "alloc", "reduce:welford", ("reduce:argmax-pair", "reduce:argmin-pair"),
+    ("region_fold:argmax", "region_fold:argmin"), "region_scan:custom", "scan:custom", "buffer:full",
+    "buffer:empty", ("atomic:add", "atomic:or", "atomic:max", "atomic:min"),
+    tuple(f"atomic:{k}:unique" for k in ("add", "max", "min", "and", "or", "xor", "xchg")),
+    "dot:f32", "dot:i8", "loop",
+)
+
+
+def test_the_generator_reaches_every_family(drawn) -> None:
+    seen: Counter = Counter()
+    for case in drawn:
+        seen.update(case.notes)
+    missing = [f for f in REQUIRED if not any(seen[x] for x in ((f,) if isinstance(f, str) else f))]
+    assert not missing, f"never generated: {missing}"
+
+
+def test_the_generator_draws_boundary_shapes_and_several_groups(drawn) -> None:
+    sizes = Counter(v for case in drawn for _, v in case.shapes)
+    for boundary in (1, 2, 3, 17, 33, 65, 129):
+        assert sizes[boundary], f"size {boundary} never drawn"
+    assert sizes[0], "no empty extent (E = 0) drawn"
+    groups = Counter(sum(1 for o in case.kernel.body.ops if o.NAME == "parallel") for case in drawn)
+    assert groups[2] + groups[3] > 20, groups
+    assert set(SHAPE_CHOICES["N"]) >= {1, 7, 16, 17, 31, 64, 65, 127, 129}
+
+
+def test_generated_kernels_verify_and_round_trip_through_text(drawn) -> None:
+    from kir.text import parse_kernel, print_kernel
+
+    for case in drawn[:60]:
+        kir.verify(case.kernel)
+        assert parse_kernel(print_kernel(case.kernel)) == case.kernel
+
+
+def test_inputs_are_reproducible_from_the_case(drawn) -> None:
+    for case in drawn[:30]:
+        a, b = case.inputs(), case.inputs()
+        assert a.keys() == b.keys()
+        for name in a:
+            assert np.array_equal(np.asarray(a[name]), np.asarray(b[name]), equal_nan=True), name
+
+
+# ---------------------------------------------------------------------------------------------- the runner
+
+
+def test_a_wrong_launcher_is_caught_shrunk_saved_and_replayed(tmp_path, monkeypatch) -> None:
+    """A launcher that gets integer sums wrong by one: the campaign reports it, shrinks it to a small
+    kernel, saves a reproducer, and the reproducer fails the same way when replayed."""
+    import tests.differential as differential
+
+    honest = differential.run_launcher
+
+    def off_by_one(kernel, inputs):
+        got = honest(kernel, inputs)
+        if any(o.NAME == "reduce" and o.kind.value == "sum" for o in kernel.walk()):
+            got = {k: (v + 1 if v.dtype.kind in "iu" else v) for k, v in got.items()}
+        return got
+
+    monkeypatch.setattr(differential, "run_launcher", off_by_one)
+    monkeypatch.setattr(fuzz, "CASES_DIR", tmp_path / "none")
+    summary = fuzz.campaign(30, 3, stablehlo=False, save_dir=tmp_path, shrink_seconds=90.0, blocks=("rows",))
+    found = [f for f in summary.new_failures if f.signature.startswith("mismatch@launch")]
+    assert found, summary.text()
+    saved = found[0].path
+    assert saved is not None and saved.with_suffix(".json").exists()
+    assert len(saved.read_text().splitlines()) < 25, saved.read_text()  # shrunk to a small kernel
+    case, record = load_case(saved.with_suffix(".json"))
+    assert record["signature"] == found[0].signature
+    replayed = run_case(case, stablehlo=False)
+    assert found[0].signature in replayed.signatures()
+
+
+def test_compare_is_exact_for_integers_and_exact_floats_and_scaled_for_others() -> None:
+    want = np.array([1.0, 2.0, np.nan, np.inf], np.float32)
+    assert compare("o", "f32", want.copy(), want, exact=True, tol=0.0) is None
+    assert compare("o", "f32", np.array([1.0, 2.0, np.nan, np.inf], np.float32) * np.float32(1.0000001), want,
+                   exact=False, tol=1e-6) is None
+    assert compare("o", "f32", np.array([1.0, 2.5, np.nan, np.inf], np.float32), want, exact=True, tol=1.0) == \
+        "o (f32): 1 element(s) differ (exact), first at (1,): got 2.5, want 2.0"
+    assert compare("o", "f32", np.array([1.0, 2.0, 0.0, np.inf], np.float32), want, exact=False, tol=1.0) == \
+        "o (f32): NaN positions differ, first at (2,): got 0.0, want nan"
+    assert compare("o", "f32", np.array([1.0, 2.0, np.nan, -np.inf], np.float32), want, exact=False, tol=1.0) == \
+        "o (f32): infinities differ, first at (3,): got -inf, want inf"
+    assert compare("o", "i32", np.array([1, 2], np.int32), np.array([1, 3], np.int32), exact=True, tol=1.0) == \
+        "o (i32): 1 element(s) differ, first at (1,): got 2, want 3"
+    assert compare("o", "f32", np.float32([-0.0]), np.float32([0.0]), exact=True, tol=0.0) is None
+
+
+def test_signatures_group_one_cause() -> None:
+    a = Outcome("mismatch", "launch", "out3 (bf16): 2 element(s) differ beyond 0.1, first at (0, 1): got 1, want 2")
+    b = Outcome("mismatch", "launch", "out0 (bf16): 7 element(s) differ beyond 0.5, first at (3,): got 4, want 5")
+    assert a.signature() == b.signature() == "mismatch@launch: bf16: element(s) differ"
+    c = Outcome("crash", "launch", "InterpreterError: ValueError('atomic_or does not support int16')")
+    assert c.signature() == "crash@launch: InterpreterError: ValueError('atomic_or does not support int#')"
+    d = Outcome("ok", stablehlo="mismatch", details=["stablehlo: out1 (f32): NaN positions differ, first at (0,)"])
+    assert d.signatures() == ["stablehlo-mismatch: f32: NaN positions differ"]
+
+
+def test_inexact_outputs_follow_rounding_not_names(drawn) -> None:
+    from kir.text import parse_kernel
+
+    k = parse_kernel("""kernel t(x: in f32[N], a: out f32[N], b: out f32[N], c: out f32[N]) symbols(N) {
+  %v: f32[N] = load %x[0:N]
+  %e: f32[N] = unary exp %v
+  %m: f32[N] = binary maximum %v, %v
+  %p: pred = constant true : pred
+  %r: f32[N] = if %p {
+    yield %e
+  } else {
+    yield %m
+  }
+  store %a[0:N] = %m
+  store %b[0:N] = %e
+  store %c[0:N] = %r
+  yield
+}""")
+    assert inexact_outputs(k) == {"b", "c"}

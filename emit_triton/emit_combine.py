@@ -82,9 +82,20 @@ def from_last(em: Emitter, names: list[str], axis: int, rank: int) -> list[str]:
     return out
 
 
-def fold_inline(em: Emitter, combine: PRegion, cur: list[str], axis: int, rank: int) -> None:
-    """Fold `axis` of the rank-`rank` values named `cur` with `combine`, in element order (names rebound)."""
-    moved = to_last(em, cur, axis, rank)
+def fold_inline(em: Emitter, combine: PRegion, cur: list[str], axis: int, rank: int, valid: str | None = None
+                ) -> str | None:
+    """Fold `axis` of the rank-`rank` values named `cur` with `combine`, in element order (names rebound).
+
+    `valid` (a pred tile of the same shape, or None when every position is a member) marks the members:
+    a pair combines only when both sides are members and otherwise keeps the member side, so padding
+    never meets the combine (an identity need not be exactly neutral under IEEE arithmetic: inf and
+    NaN). Returns the name of the folded validity (whether any member was folded), if `valid` was given.
+    """
+    moved = to_last(em, cur + ([valid] if valid else []), axis, rank)
+    flag = None
+    if valid is not None:
+        flag = em.fresh("members")
+        em.line(f"{flag} = {moved.pop()}")
     for c, m in zip(cur, moved):
         if c != m:
             em.line(f"{c} = {m}")
@@ -96,11 +107,20 @@ def fold_inline(em: Emitter, combine: PRegion, cur: list[str], axis: int, rank: 
     lo, hi = [em.fresh("left") for _ in cur], [em.fresh("right") for _ in cur]
     for c, left, right in zip(cur, lo, hi):
         em.line(f"{left}, {right} = tl.split(tl.reshape({c}, {_halved(c, rank)}))")
-    for c, y in zip(cur, combine_inline(em, combine, lo, hi, lo)):
-        em.line(f"{c} = {y}")
+    ys = combine_inline(em, combine, lo, hi, lo)
+    if flag is None:
+        for c, y in zip(cur, ys):
+            em.line(f"{c} = {y}")
+    else:
+        fl, fr = em.fresh("left_member"), em.fresh("right_member")
+        em.line(f"{fl}, {fr} = tl.split(tl.reshape({flag}, {_halved(flag, rank)}))")
+        for c, y, left, right in zip(cur, ys, lo, hi):
+            em.line(f"{c} = tl.where({fl} & {fr}, {y}, tl.where({fl}, {left}, {right}))")
+        em.line(f"{flag} = {fl} | {fr}")
     em.depth -= 2
-    for c in cur:
+    for c in cur + ([flag] if flag else []):
         em.line(f"{c} = tl.reshape({c}, {_dropped(c, rank)})")
+    return flag
 
 
 def take_edge_inline(em: Emitter, x: str, rank: int, last: bool) -> str:

@@ -40,12 +40,13 @@ NATIVE = (ReduceKind.sum, ReduceKind.max, ReduceKind.min, ReduceKind.any, Reduce
 
 
 def reduce_axis(em: Emitter, cur: list[str], kind: ReduceKind, accs: tuple[DType, ...], axis: int,
-                combine: PRegion, rank: int) -> None:
+                combine: PRegion, rank: int, valid: str | None = None) -> str | None:
     """Fold `axis` of the (already masked) rank-`rank` components `cur` in place.
 
     Built-in kinds use Triton's native reductions (also the interpreter's fast paths); float max/min
     then restore NaN propagation, and argmax/argmin pick the first NaN when there is one. Anything else
-    folds with the combine region, in element order.
+    folds with the combine region, in element order, only over the members marked by `valid` (returns the
+    folded validity then; see `fold_inline`).
     """
     x = cur[0]
     if kind is ReduceKind.sum:
@@ -70,7 +71,8 @@ def reduce_axis(em: Emitter, cur: list[str], kind: ReduceKind, accs: tuple[DType
             em.line(f"{i} = tl.where({nan} < {big}, {nan}, {i})")
             em.line(f"{v} = tl.where({nan} < {big}, float(\"nan\"), {v})")
     else:
-        fold_inline(em, combine, cur, axis, rank)
+        return fold_inline(em, combine, cur, axis, rank, valid)
+    return None
 
 
 @emits(P.Reduce)
@@ -87,8 +89,12 @@ def emit_reduce(em: Emitter, op: P.Reduce) -> None:
     if kind in (ReduceKind.argmax, ReduceKind.argmin) and len(axes) > 1:
         kind = ReduceKind.custom  # several axes: fold (value, position) pairs with the combine region
     rank = shape.rank
+    valid = None
+    if kind not in NATIVE and op.member is not None:  # element-order folds skip padding instead of folding it
+        valid = em.fresh("members")
+        em.line(f"{valid} = tl.broadcast_to({em.arg(op.member, shape)}, {em.shape(shape)})")
     for ax in axes:  # innermost first: row-major positions meet in order
-        reduce_axis(em, cur, kind, op.acc_dtypes, ax + lanes, op.combine, rank)
+        valid = reduce_axis(em, cur, kind, op.acc_dtypes, ax + lanes, op.combine, rank, valid)
         rank -= 1
     for r, c, acc in zip(op.results, cur, op.acc_dtypes):
         n = em.define(r)

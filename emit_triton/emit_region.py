@@ -66,6 +66,10 @@ def emit_region_fold(em: Emitter, op: P.RegionFold) -> None:
     accs = [em.fresh("acc") for _ in op.acc_dtypes]
     for a, dt, ident in zip(accs, op.acc_dtypes, op.identity):
         em.line(f"{a} = tl.full({chunk if elementwise else lane_shape}, {literal(ident, dt)}, {TL_DTYPE[dt]})")
+    seen = None
+    if not elementwise:  # whether the carry holds a member yet: the first one is taken as it is
+        seen = em.fresh("seen")
+        em.line(f"{seen} = tl.full({lane_shape}, False, tl.int1)")
     start = em.fresh("start")
     em.line(f"for {start} in range(0, {span}, {op.block}):")
     em.depth += 1
@@ -78,9 +82,13 @@ def emit_region_fold(em: Emitter, op: P.RegionFold) -> None:
         new = combine_inline(em, op.combine, accs, parts, accs)
         em.line(f"{unpack(accs)} = {unpack(new)}")
     else:  # the chunk's in-order fold joins the carry: elements meet in subregion order
-        fold_inline(em, op.combine, parts, axis, int(lanes) + 1)
+        valid = em.fresh("members")
+        em.line(f"{valid} = tl.broadcast_to({ys[-1]}, {parts[0]}.shape)")
+        some = fold_inline(em, op.combine, parts, axis, int(lanes) + 1, valid)
         new = combine_inline(em, op.combine, accs, parts, accs)
-        em.line(f"{unpack(accs)} = {unpack(new)}")
+        for a, n, part in zip(accs, new, parts):
+            em.line(f"{a} = tl.where({seen} & {some}, {n}, tl.where({seen}, {a}, {part}))")
+        em.line(f"{seen} = {seen} | {some}")
     em.line("pass")
     em.depth -= 1
     if elementwise:

@@ -80,6 +80,11 @@ def _group_lines(p: Program, g: Group, consts: dict) -> list[str]:
         if what is not None and what not in inside:
             inside.append(what)
     lines.append("  inside each instance: " + ("; ".join(inside) if inside else "element-wise work only"))
+    if g.looped is not None:
+        lp = g.looped
+        passes = f"{lp.loops} pass{'es' if lp.loops > 1 else ''}"
+        lines.append(f"  looped when {lp.flag} = {consts.get(lp.flag, '?')} is 1: {lp.axis.extent} in chunks of "
+                     f"{lp.chunk.block} = {consts.get(lp.chunk.block, '?')}, {passes} over the row")
     return lines
 
 
@@ -100,7 +105,8 @@ def explain_program(program: Program) -> str:
     for g in p.groups:
         lines += _group_lines(p, g, consts)
     lines.append("tiles:")
-    tiles = [(n, e) for n, e in p.constexprs if not any(g.block == n for g in p.groups)]
+    tiles = [(n, e) for n, e in p.constexprs if not any(g.block == n or (g.looped is not None and g.looped.flag == n)
+                                                        for g in p.groups)]
     lines += [f"  {n} = {e}" for n, e in tiles] or ["  none"]
     lines.append("buffers:")
     for b in p.buffers:

@@ -121,26 +121,31 @@ def known_signatures(folder: Path) -> dict[str, Path]:
 
 
 class Progress:
-    """A one-line progress bar on stderr (only when it is a terminal, or when forced)."""
+    """Progress on stderr: a bar redrawn in place on a terminal, a line every `every` kernels otherwise."""
 
-    def __init__(self, total: int, enabled: bool) -> None:
+    def __init__(self, total: int, enabled: bool, every: int = 100) -> None:
         self.total, self.enabled, self.start = total, enabled, time.time()
+        self.tty = sys.stderr.isatty()
+        self.every = every
 
     def update(self, summary: Summary, extra: str = "") -> None:
         if not self.enabled:
             return
         done = summary.total
+        if not self.tty and (extra or done % self.every):
+            return
         width = 30
         filled = int(width * done / max(self.total, 1))
         rate = (time.time() - self.start) / max(done, 1)
         eta = rate * (self.total - done)
         counts = " ".join(f"{k}={v}" for k, v in sorted(summary.outcomes.items()))
-        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} {counts} "
-                         f"{rate:.2f}s/k eta {eta / 60:.0f}m {extra}\x1b[K")
+        line = (f"[{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} {counts} "
+                f"{rate:.2f}s/k eta {eta / 60:.0f}m {extra}")
+        sys.stderr.write(f"\r{line}\x1b[K" if self.tty else f"{time.strftime('%H:%M:%S')} {line}\n")
         sys.stderr.flush()
 
     def close(self) -> None:
-        if self.enabled:
+        if self.enabled and self.tty:
             sys.stderr.write("\n")
 
 
@@ -237,6 +242,15 @@ def replay(path: Path, stablehlo: bool = True) -> Outcome:
     return run_case(case, stablehlo)
 
 
+def adopt(json_path: Path, name: str, reason: str, folder: Path = CASES_DIR) -> Path:
+    """Copy a campaign's saved case into the regression cases under `name`, as an expected failure."""
+    case, record_ = load_case(json_path)
+    info = {k: v for k, v in record_.items() if k not in ("kernel", "shapes", "seed", "inputs")}
+    if reason:
+        info["xfail"] = reason
+    return save_case(case, folder, name, info)
+
+
 def record(kir_path: Path, shapes: dict[str, int], inputs: dict[str, InputSpec], seed: int, reason: str,
            name: str, folder: Path = CASES_DIR, stablehlo: bool = True) -> tuple[Path, Outcome]:
     """Save a hand-minimised `.kir` kernel as a regression case (an expected failure when `reason` is set)."""
@@ -264,20 +278,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--save-dir", default=str(CASES_DIR), help="where reproducers go")
     ap.add_argument("--replay", metavar="CASE.json", help="rerun one saved case and print its outcome")
     ap.add_argument("--progress", choices=("auto", "on", "off"), default="auto")
-    ap.add_argument("--record", metavar="FILE.kir", help="save a hand-written kernel as a regression case")
+    ap.add_argument("--record", metavar="FILE.kir|CASE.json",
+                    help="save a hand-written kernel, or adopt a campaign's case, as a regression case")
     ap.add_argument("--shape", nargs="*", default=[], metavar="S=N", help="with --record: the shapes")
     ap.add_argument("--input", nargs="*", default=[], metavar="P=KIND[:EXTENT]",
-                    help="with --record: how a parameter is drawn (index:B, perm:K, offsets:E, values)")
+                    help="with --record: how a parameter is drawn (index:B, perm:K, offsets:E, values+wide+specials)")
     ap.add_argument("--reason", default="", help="with --record: why the case is expected to fail (xfail)")
     ap.add_argument("--name", default="", help="with --record: the case's file name (without suffix)")
     opts = ap.parse_args(argv)
+    if opts.record and opts.record.endswith(".json"):
+        saved = adopt(Path(opts.record), opts.name or Path(opts.record).stem, opts.reason, Path(opts.save_dir))
+        print(f"saved {saved}")
+        return 0
     if opts.record:
         shapes = {k: int(v) for k, v in (a.split("=", 1) for a in opts.shape)}
         inputs = {}
         for a in opts.input:
             pname, spec = a.split("=", 1)
-            kind, _, extent = spec.partition(":")
-            inputs[pname] = InputSpec(kind, extent or None)
+            kind, *flags = spec.split("+")
+            kind, _, extent = kind.partition(":")
+            inputs[pname] = InputSpec(kind, extent or None, "wide" in flags, "specials" in flags)
         path, outcome = record(Path(opts.record), shapes, inputs, opts.seed, opts.reason,
                                opts.name or Path(opts.record).stem, Path(opts.save_dir), not opts.no_stablehlo)
         print(f"saved {path}\n{outcome.text()}")

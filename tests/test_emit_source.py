@@ -50,9 +50,10 @@ def test_abi_lists_pointers_strides_symbols_and_constexprs() -> None:
     assert kinds == [(ArgKind.TENSOR, "x"), (ArgKind.STRIDE, "x_stride_0"), (ArgKind.STRIDE, "x_stride_1"),
                      (ArgKind.TENSOR, "out"), (ArgKind.STRIDE, "out_stride_0"), (ArgKind.STRIDE, "out_stride_1"),
                      (ArgKind.SYMBOL, "M"), (ArgKind.SYMBOL, "N")]
-    assert [c.name for c in ek.constexprs] == ["BLOCK_I0", "BLOCK_N"]
+    assert [c.name for c in ek.constexprs] == ["BLOCK_I0", "BLOCK_N", "BLOCK_N_LOOPED", "BLOCK_N_CHUNK"]
     env = {"M": 64, "N": 1000}
-    assert {c.name: c.expr.evaluate(env) for c in ek.constexprs} == {"BLOCK_I0": 4, "BLOCK_N": 1024}
+    assert {c.name: c.expr.evaluate(env) for c in ek.constexprs} == {"BLOCK_I0": 4, "BLOCK_N": 1024,
+                                                                      "BLOCK_N_LOOPED": 0, "BLOCK_N_CHUNK": 4096}
     assert ek.grid.evaluate(env) == 16
     assert ek.num_warps.evaluate(env) == 8  # 4 rows x 1024 elements
 
@@ -87,7 +88,8 @@ def test_rng_offsets_keep_their_kir_width() -> None:
 
 def test_exclusive_scan_uses_a_generated_combine_for_floats() -> None:
     src = emitted(lambda: S.cumsum_rows(exclusive=True)).source
-    assert "_exclusive(" in src and "tl.associative_scan(" in src
+    # floats: no `inclusive - x`; the exclusive prefixes come from even/odd halving, never a per-element scan
+    assert "tl.join(" in src and "tl.associative_scan(" not in src
     src_int = emitted(lambda: S.cumsum_rows(exclusive=True, dtype=S.DType.i32)).source
     assert "tl.cumsum(" in src_int  # integer sums: inclusive minus own is exact
 

@@ -42,7 +42,11 @@ def test_softmax_explains_its_rows_segment_buffers_and_bounds():
     assert lines[2] == f"  each program owns BLOCK_I0 = {block} consecutive instances"
     assert lines[3] == f"  segment: programs [0, 0 + {p.segments[0].length})"
     assert lines[4] == "  inside each instance: reduce max over N (tile); reduce sum over N (tile)"
-    assert lines[5:7] == ["tiles:", "  BLOCK_N = next_pow2(N)"]
+    assert lines[5] == ("  looped when BLOCK_N_LOOPED = min(1, (next_pow2(N) // 65536)) is 1: N in chunks of "
+                        "BLOCK_N_CHUNK = 4096, 3 passes over the row")
+    del lines[5]
+    assert lines[5:8] == ["tiles:", "  BLOCK_N = next_pow2(N)", "  BLOCK_N_CHUNK = 4096"]
+    del lines[7]
     assert lines[7:10] == ["buffers:", "  x: f32[M, N] external_view, init external, lifetime host, read",
                            "  out: f32[M, N] external_view, init external, lifetime host, write"]
     assert lines[10] == "accesses:"

@@ -16,7 +16,7 @@ def blocks(program, env):
 
 
 def test_pipeline_order() -> None:
-    assert [p.name for p in PIPELINE] == ["enlarge-ownership", "tile-contraction", "aggregate-atomics"]
+    assert [p.name for p in PIPELINE] == ["enlarge-ownership", "tile-contraction", "aggregate-atomics", "looped-rows"]
 
 
 def test_construction_owns_one_instance_per_program() -> None:

@@ -63,6 +63,18 @@ def builtin_combine(lw: Lowerer, kind: KR.ReduceKind, dtypes: tuple[DType, ...])
         return lw.end((v, i))
 
 
+def seeded(lw: Lowerer, kind: KR.ReduceKind, acc: DType, identity: Literal, v: PValue) -> PValue:
+    """`identity (+) v` in the accumulator dtype: an identity given for a built-in kind is the accumulator's
+    initial value (padding and masked members still fold the kind's own neutral element)."""
+    neutral = identity_of(kind, acc)
+    if identity == neutral and not (isinstance(identity, float) and math.isnan(identity)):
+        return v
+    dt = v.type.dtype
+    folded = lw.binary(_BUILTIN_FN[kind], lw.broadcast_to(lw.const(identity, acc), v.type.with_dtype(acc)),
+                       lw.cast(v, acc))
+    return lw.cast(folded, dt)
+
+
 def lower_combine(lw: Lowerer, region: K.Region, dtypes: tuple[DType, ...]) -> PRegion:
     """Lower a KIR combine region (scalars (a..., b...) -> k scalars) into a physical region."""
     with lw.scalar_context():
@@ -116,6 +128,8 @@ def lower_reduce(lw: Lowerer, op: KR.Reduce) -> None:
                 axes=tuple(sorted(op.axes)), kind=op.kind, identity=identity, acc_dtypes=accs, member=member,
                 combine=combine)
     results = r.results[1:] if op.kind in (KR.ReduceKind.argmax, KR.ReduceKind.argmin) else r.results
+    if op.kind in _BUILTIN_FN and op.identity is not None:
+        results = (seeded(lw, op.kind, accs[0], op.identity[0], results[0]),)
     for kv, pv in zip(op.results, results):
         if op.keepdims:
             for ax in sorted(op.axes):

@@ -13,7 +13,7 @@ from ..model import Fragment, PRegion, PValue
 from . import lower_ops, rule
 from .access import fill_for, note_read, note_write
 from .context import Lowerer
-from .reduce import builtin_combine, identity_of, lower_combine
+from .reduce import builtin_combine, identity_of, lower_combine, seeded
 
 CHUNK = 256  # elements of a subregion visited per chunk step
 
@@ -90,7 +90,10 @@ def lower_region_fold(lw: Lowerer, op: KG.RegionFold) -> None:
     r = lw.emit(P.RegionFold, outs, names=tuple(v.name for v in op.results), begin=begin, end=end,
                 block=lw.state.block_name(DConst(CHUNK)), source=source, kind=op.kind, identity=identity,
                 acc_dtypes=accs, combine=combine, active=lw.lane_valid if lanes else None)
-    for kv, pv in zip(op.results, r.results):
+    results = r.results
+    if op.kind is not KG.ReduceKind.custom and op.identity is not None:
+        results = (seeded(lw, op.kind, accs[0], op.identity[0], results[0]),)
+    for kv, pv in zip(op.results, results):
         lw.bind(kv, pv)
 
 
@@ -105,8 +108,9 @@ def lower_region_scan(lw: Lowerer, op: KG.RegionScan) -> None:
         assert op.combine is not None and op.identity is not None
         combine, identity = lower_combine(lw, op.combine, dtypes), op.identity
     else:
+        # an identity given for a built-in kind is folded into each output, after the scan
         combine, identity = builtin_combine(lw, op.kind.as_reduce, dtypes), \
-            (op.identity or (identity_of(op.kind.as_reduce, dtypes[0]),))
+            (identity_of(op.kind.as_reduce, dtypes[0]),)
     buf = lw.buffer_of(op.dst)
     tile = lw.tile((DConst(CHUNK),))
     lanes = begin.type.lanes or end.type.lanes
@@ -121,7 +125,10 @@ def lower_region_scan(lw: Lowerer, op: KG.RegionScan) -> None:
     acc = lw.access(buf, coords, tile, lanes, data_dependent=True, fill=None, effect=True,
                     copy=lw.copy_index(buf, lanes))
     acc = type(acc)(acc.buffer, acc.coords, lw.and_(acc.mask, vals[-1]), acc.bounds, acc.fill, acc.copy)
-    lw.emit(P.Store, (), access=acc, value=vals[0])
+    value = vals[0]
+    if op.kind is not KG.ScanKind.custom and op.identity is not None:
+        value = seeded(lw, op.kind.as_reduce, dtypes[0], op.identity[0], value)
+    lw.emit(P.Store, (), access=acc, value=value)
     emit_region = lw.end(())
     note_write(lw, buf)
     lw.emit(P.RegionScan, (), begin=begin, end=end, block=lw.state.block_name(DConst(CHUNK)), source=source,

@@ -9,7 +9,7 @@ from .. import ops as P
 from ..model import Fragment
 from . import rule
 from .context import Lowerer
-from .reduce import builtin_combine, identity_of, lower_combine
+from .reduce import builtin_combine, identity_of, lower_combine, seeded
 
 
 @rule(KS.Scan)
@@ -24,11 +24,14 @@ def lower_scan(lw: Lowerer, op: KS.Scan) -> None:
     else:
         acc = op.acc_dtype if isinstance(op.acc_dtype, DType) else dtypes[0]
         combine = builtin_combine(lw, op.kind.as_reduce, (acc,))
-        identity = op.identity or (identity_of(op.kind.as_reduce, acc),)
+        identity = (identity_of(op.kind.as_reduce, acc),)  # an identity given is folded in after the scan
         accs = (acc,)
     outs = tuple(Fragment(d, lanes, tile) for d in dtypes)
     r = lw.emit(P.Scan, outs, names=tuple(v.name for v in op.results), inputs=xs, axis=op.axis, kind=op.kind,
                 reverse=op.reverse, exclusive=op.exclusive, identity=identity, acc_dtypes=accs,
                 member=lw.tile_member(tile), combine=combine)
-    for kv, pv in zip(op.results, r.results):
+    results = r.results
+    if op.kind is not KS.ScanKind.custom and op.identity is not None:
+        results = (seeded(lw, op.kind.as_reduce, accs[0], op.identity[0], results[0]),)
+    for kv, pv in zip(op.results, results):
         lw.bind(kv, pv)

@@ -17,8 +17,10 @@ class RegionFold(POp):
     `source` is the slicing relation and summariser: it takes the chunk start (a uniform index
     offset from `begin`) and yields (component_1..component_k, member) fragments with one tile axis
     (the chunk); members outside `member` take the identity. The chunk loop runs to the longest
-    subregion among the `active` lanes; `combine` merges components elementwise into a carried
-    accumulator, then folds the accumulator's chunk axis. An empty subregion yields the identity.
+    subregion among the `active` lanes. Built-in kinds that commute merge components elementwise into
+    a carried accumulator and fold its chunk axis after the loop; any other combine folds each chunk
+    in element order and joins it to a per-lane carry, so the elements meet in subregion order. An
+    empty subregion yields the identity.
     """
 
     begin: PValue
@@ -36,9 +38,10 @@ class RegionFold(POp):
 class RegionScan(POp):
     """Scan the subregion [begin, end) per lane in chunks and hand each scanned chunk to `emit`.
 
-    `source` as in `RegionFold`; `combine` is the transition combine; the running prefix (the final
-    state of the previous chunk) is applied to each chunk's local scan, and `emit` (args: chunk
-    start, scanned components..., member) writes the chunk. Reverse scans walk chunks from the end.
+    `source` as in `RegionFold`; `combine` is the transition combine; the running prefix (the total of
+    the previous chunks) is combined with each chunk's local scan, and `emit` (args: chunk start,
+    scanned components..., member) writes the chunk. Reverse scans walk chunks from the end and keep
+    index order (the running prefix is then the combine's right operand), as in the oracle.
     """
 
     begin: PValue

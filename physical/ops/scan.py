@@ -13,9 +13,10 @@ from ._base import pop
 class Scan(POp):
     """Prefix-combine tile axis `axis` of the inputs.
 
-    Forward: out[j] = x[0] (+) ... (+) x[j]; reverse: out[j] = x[n-1] (+) ... (+) x[j] (the combine's
-    left operand is the running prefix). Exclusive results leave out x[j] (identity at the start).
-    Members outside `member` take the identity before scanning.
+    Forward: out[j] = x[0] (+) ... (+) x[j]; reverse: out[j] = x[j] (+) ... (+) x[n-1] (elements keep their
+    index order in both directions, as in the oracle: the running prefix is the combine's left operand
+    going forward and its right operand in reverse). Exclusive results leave out x[j] (identity at the
+    start). Members outside `member` take the identity before scanning.
     """
 
     inputs: tuple[PValue, ...]

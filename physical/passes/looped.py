@@ -35,7 +35,7 @@ from typing import Any
 
 from kir.dims import DConst, PCmp
 from kir.dtypes import DType
-from kir.pointwise import BinaryFn
+from kir.pointwise import BinaryFn, CmpFn
 from kir.reduce import ReduceKind
 from kir.scan import ScanKind
 from kir.solver import default_lower_bounds, linear_proves
@@ -427,6 +427,9 @@ def _one_pass(b: _Builder, plan: Plan, k: int, ops: list[POp], bounds: tuple[PVa
         last = b.add(P.Binary, iv.type, origin, fn=BinaryFn.sub, lhs=chunks, rhs=one)
         at = b.add(P.Binary, iv.type, origin, fn=BinaryFn.sub, lhs=last, rhs=iv)
     start = b.add(P.Binary, iv.type, origin, "chunk_start", fn=BinaryFn.mul, lhs=at, rhs=step)
+    # the first chunk starts the carries as it is (an identity need not be exactly neutral: inf, NaN)
+    first = b.add(P.Compare, Fragment(DType.pred), origin, "first_chunk", fn=CmpFn.eq, lhs=iv, rhs=zero) \
+        if any(not acc.elementwise for acc in accs) else None
     yields: list[PValue] = []
     by_op = {id(acc.op): acc for acc in accs}
     for op in ops:
@@ -434,9 +437,9 @@ def _one_pass(b: _Builder, plan: Plan, k: int, ops: list[POp], bounds: tuple[PVa
         if acc is None:
             b.row_op(op, start)
         elif isinstance(op, P.Reduce):
-            yields += _reduce_step(b, acc, reverse)
+            yields += _reduce_step(b, acc, reverse, first)
         else:
-            yields += _scan_step(b, acc, reverse)
+            yields += _scan_step(b, acc, reverse, first)
     b.put(P.Yield(values=tuple(yields)))
     loop_ops = b.frames.pop()
     results = [r for acc in accs for r in acc.results]
@@ -468,7 +471,16 @@ def _member(b: _Builder, op: P.Reduce | P.Scan) -> PValue | None:
     return None if op.member is None else b.get(op.member)
 
 
-def _reduce_step(b: _Builder, acc: _Accumulation, reverse: bool) -> list[PValue]:
+def _started(b: _Builder, first: PValue | None, own: list[PValue], joined: list[PValue], origin: Origin | None
+             ) -> list[PValue]:
+    """`own` in the first chunk, `joined` (the carry combined with it) in the others."""
+    if first is None:
+        return joined
+    return [b.add(P.Select, j.type, origin, cond=first, on_true=b.fit(o, j.type, origin), on_false=j)
+            for o, j in zip(own, joined)]
+
+
+def _reduce_step(b: _Builder, acc: _Accumulation, reverse: bool, first: PValue | None) -> list[PValue]:
     op = acc.op
     assert isinstance(op, P.Reduce)
     xs = [b.cast(b.get(x), dt, op.origin) for x, dt in zip(op.inputs, op.acc_dtypes)]
@@ -488,7 +500,8 @@ def _reduce_step(b: _Builder, acc: _Accumulation, reverse: bool) -> list[PValue]
                    identity=op.identity, acc_dtypes=op.acc_dtypes, member=member, combine=b.region(op.combine)))
     # chunks meet in element order: the carry precedes the chunk (follows it when walking from the end)
     lhs, rhs = (chunk, acc.args) if reverse else (acc.args, chunk)
-    return b.combine(op.combine, lhs, rhs, [a.type for a in acc.args], op.origin)
+    return _started(b, first, chunk, b.combine(op.combine, lhs, rhs, [a.type for a in acc.args], op.origin),
+                    op.origin)
 
 
 def _finish_reduce(b: _Builder, acc: _Accumulation, outs: list[PValue]) -> None:
@@ -509,7 +522,7 @@ def _finish_reduce(b: _Builder, acc: _Accumulation, outs: list[PValue]) -> None:
             b.put(P.Cast(results=(r,), origin=op.origin, x=f, dtype=r.type.dtype))
 
 
-def _scan_step(b: _Builder, acc: _Accumulation, reverse: bool) -> list[PValue]:
+def _scan_step(b: _Builder, acc: _Accumulation, reverse: bool, first: PValue | None) -> list[PValue]:
     op = acc.op
     assert isinstance(op, P.Scan)
     xs = [b.cast(b.get(x), dt, op.origin) for x, dt in zip(op.inputs, op.acc_dtypes)]
@@ -526,10 +539,12 @@ def _scan_step(b: _Builder, acc: _Accumulation, reverse: bool) -> list[PValue]:
                    identity=op.identity, acc_dtypes=op.acc_dtypes, member=member, combine=b.region(op.combine)))
     # a reverse scan keeps index order: the chunks after this one (the carry) are the right operand
     pair = (lambda prefix, elem: (elem, prefix)) if reverse else (lambda prefix, elem: (prefix, elem))
-    out = b.combine(op.combine, *pair(acc.args, local), [v.type for v in local], op.origin)
+    out = _started(b, first, local, b.combine(op.combine, *pair(acc.args, local), [v.type for v in local],
+                                              op.origin), op.origin)
     for r, o in zip(op.results, out):
         b.row[r.id] = b.cast(o, r.type.dtype, op.origin) if r.type.dtype != o.type.dtype else o
-    return b.combine(op.combine, *pair(acc.args, total), [a.type for a in acc.args], op.origin)
+    return _started(b, first, total, b.combine(op.combine, *pair(acc.args, total), [a.type for a in acc.args],
+                                               op.origin), op.origin)
 
 
 def max_value_id(program: Program) -> int:
@@ -575,22 +590,49 @@ class LoopRows(Pass):
         order = [n for n, _ in program.constexprs]
         groups = {g.id: g for g in program.groups}
         next_id = max_value_id(program)
-        warps = program.num_warps
+        warps, grid, segments = program.num_warps, program.grid, program.segments
         for plan in self.plans(program):
             block = plan.axis.block
             flag, chunk = f"{block}_LOOPED", f"{block}_CHUNK"
             body, next_id = build_looped(plan, next_id, chunk)
             # Persistent up to the budget; beyond it the looped body runs and the persistent block (still
-            # at least the row, as its tile axis requires) is not used: no launch is refused for its size.
-            warps = substitute(warps, consts[block], lmin(LNextPow2(plan.extent), LConst(plan.budget)))
-            consts[block] = LNextPow2(plan.extent)
-            consts[flag] = lmin(LConst(1), LBin("//", LNextPow2(plan.extent), LConst(2 * plan.budget)))
+            # at least the row, as its tile axis requires) is not used: no launch is refused for its size,
+            # and the warps follow the chunked work.
+            old, whole = consts[block], LNextPow2(plan.extent)
+            looped_now = lmin(LConst(1), LBin("//", whole, LConst(2 * plan.budget)))
+            # Lanes were sized by the whole row; the looped form holds one chunk per row instead, so a
+            # program owns as many rows as that chunk allows (the flag picks one count or the other).
+            lanes = consts[plan.group.block]
+            if _mentions(lanes, old):
+                persistent, looped_lanes = substitute(lanes, old, whole), substitute(lanes, old, LConst(plan.chunk))
+                chosen = _pick(looped_now, looped_lanes, persistent)
+                warps, grid = substitute(warps, lanes, chosen), substitute(grid, lanes, chosen)
+                segments = tuple(dataclasses.replace(seg, length=substitute(seg.length, lanes, chosen),
+                                                     offset=substitute(seg.offset, lanes, chosen))
+                                 for seg in segments)
+                consts[plan.group.block] = chosen
+            warps = substitute(warps, old, _pick(looped_now, LConst(plan.chunk), whole))
+            consts = {n: substitute(e, old, whole) for n, e in consts.items()}
+            grid = substitute(grid, old, whole)
+            segments = tuple(dataclasses.replace(seg, length=substitute(seg.length, old, whole),
+                                                 offset=substitute(seg.offset, old, whole)) for seg in segments)
+            consts[flag] = looped_now
             consts[chunk] = LConst(plan.chunk)
             order += [flag, chunk]
             looped = LoopedBody(flag, body, plan.axis, TileAxis(DConst(plan.chunk), chunk), plan.loops)
             groups[plan.group.id] = dataclasses.replace(plan.group, looped=looped)
         return dataclasses.replace(program, groups=tuple(groups[g.id] for g in program.groups),
-                                   constexprs=tuple((n, consts[n]) for n in order), num_warps=warps)
+                                   constexprs=tuple((n, consts[n]) for n in order), num_warps=warps, grid=grid,
+                                   segments=segments)
+
+
+def _pick(flag: LaunchExpr, when_set: LaunchExpr, otherwise: LaunchExpr) -> LaunchExpr:
+    """`when_set` if the 0/1 launch value `flag` is 1, else `otherwise` (launch expressions have no branch)."""
+    return LBin("+", LBin("*", flag, when_set), LBin("*", LBin("-", LConst(1), flag), otherwise))
+
+
+def _mentions(e: LaunchExpr | int, part: LaunchExpr) -> bool:
+    return not isinstance(e, int) and (e == part or any(_mentions(c, part) for c in e.children()))
 
 
 def substitute(e: LaunchExpr | int, old: LaunchExpr, new: LaunchExpr) -> LaunchExpr | int:

@@ -1,0 +1,116 @@
+"""Regression tests for what the fuzzers found.
+
+Every case saved under tests/fuzz_cases (a `.kir` kernel plus a `.json` with shapes, input specs and
+seed) is replayed through the oracle, the launcher and the StableHLO exit. A case whose JSON has an
+`xfail` reason is a bug that is not fixed yet, in a package that is still being written: it must
+still fail (strict), so that whoever fixes it removes the mark. The tests after that pin bugs that were
+fixed at their root.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import emit_triton
+import oracle
+from kir import (
+    Builder,
+    DType,
+    Histogram,
+    Load,
+    Param,
+    RefType,
+    Role,
+    Slice,
+    VerifyError,
+    Yield,
+    build_kernel,
+    verify,
+)
+from kir.dims import DConst, DSym
+from kir.errors import LaunchError
+from kir.solver import ShapeSolver
+from tests import samples
+from tests.differential import run_case
+from tests.diffinputs import load_case
+
+CASES = sorted((Path(__file__).resolve().parent / "fuzz_cases").glob("*.json"))
+
+
+def _param(path: Path):
+    record = json.loads(path.read_text(encoding="utf-8"))
+    marks = [pytest.mark.xfail(reason=record["xfail"], strict=True)] if record.get("xfail") else []
+    return pytest.param(path, id=path.stem, marks=marks)
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("INTENT_CACHE_DIR", str(tmp_path / "cache"))
+
+
+@pytest.mark.parametrize("path", [_param(p) for p in CASES])
+def test_saved_case_agrees_with_the_oracle(path: Path) -> None:
+    case, record = load_case(path)
+    outcome = run_case(case, stablehlo=record.get("stablehlo", True))
+    assert not outcome.failed, f"{case.describe()}\n{outcome.text()}"
+
+
+def test_every_saved_case_is_complete() -> None:
+    assert CASES, "tests/fuzz_cases holds no case"
+    for path in CASES:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        assert (path.parent / record["kernel"]).is_file(), path
+        assert set(record) >= {"kernel", "shapes", "seed", "inputs", "failure"}, path
+        if record.get("xfail"):
+            assert record.get("signature"), f"{path}: an expected failure records what failed"
+
+
+# ---------------------------------------------------------------------------------------------- fixed bugs
+
+
+def test_verifier_rejects_an_undeclared_shape_symbol() -> None:
+    """Found by the differential generator: a histogram over `B` in a kernel that does not declare B
+    verified, then failed in the oracle with a KeyError."""
+    n, bins = DSym("N"), DSym("B")
+    b = Builder(ShapeSolver(("N", "B")))
+    (keys,) = b.begin_region((RefType(DType.i32, (n,), Role.IN),), ("keys",))
+    values = b.add(Load, src=keys, index=(Slice(DConst(0), n),))
+    b.add(Histogram, values=values, bins=bins)
+    b.make(Yield, values=())
+    kernel = build_kernel("h", (Param("keys", keys),), ("N",), b.end_region())
+    with pytest.raises(VerifyError) as err:
+        verify(kernel)
+    assert err.value.message == "histogram uses the undeclared shape symbol B (declared symbols: N)"
+
+
+def test_verifier_rejects_an_undeclared_symbol_in_a_parameter() -> None:
+    b = Builder(ShapeSolver(("N", "M")))
+    (x,) = b.begin_region((RefType(DType.f32, (DSym("M"),), Role.IN),), ("x",))
+    b.make(Yield, values=())
+    with pytest.raises(VerifyError) as err:
+        verify(build_kernel("k", (Param("x", x),), ("N",), b.end_region()))
+    assert err.value.message == "parameter x uses the undeclared shape symbol M (declared symbols: N)"
+
+
+def test_a_sparse_tensor_is_a_launch_error_not_a_crash() -> None:
+    """Found by launch-argument fuzzing: a sparse tensor reached `data_ptr()` and raised RuntimeError."""
+    x = torch.randn(2, 3).to_sparse()
+    with pytest.raises(LaunchError) as err:
+        emit_triton.launch(samples.softmax(), {"x": x, "out": torch.empty(2, 3)})
+    assert str(err.value) == ("parameter x: expected a dense (strided) tensor (in f32[M, N]), got a tensor with "
+                              "layout torch.sparse_coo")
+    with pytest.raises(LaunchError) as err:
+        oracle.run(samples.softmax(), {"x": x, "out": torch.empty(2, 3)})
+    assert str(err.value) == "x: expected an f32[M, N] tensor, got a tensor with layout torch.sparse_coo"
+
+
+def test_a_meta_tensor_is_a_launch_error_in_the_oracle() -> None:
+    """Found by launch-argument fuzzing: the oracle raised NotImplementedError copying a meta tensor."""
+    with pytest.raises(LaunchError) as err:
+        oracle.run(samples.softmax(), {"x": torch.empty(2, 3, device="meta"), "out": np.zeros((2, 3), np.float32)})
+    assert str(err.value) == "x: expected an f32[M, N] tensor, got a tensor on the meta device (it has no data)"

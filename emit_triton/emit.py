@@ -51,6 +51,9 @@ TL_DTYPE = {DType.pred: "tl.int1", DType.i8: "tl.int8", DType.i16: "tl.int16", D
             DType.u64: "tl.uint64", DType.f16: "tl.float16", DType.bf16: "tl.bfloat16", DType.f32: "tl.float32",
             DType.f64: "tl.float64"}
 
+# bf16 values live in f32 registers (see numerics.py); buffers and pointers keep TL_DTYPE
+REGISTER_DTYPE = {**TL_DTYPE, DType.bf16: "tl.float32"}
+
 INDEX = "pid.dtype"  # the program's index width: int64 under INDEX_64, else int32
 
 
@@ -139,7 +142,7 @@ class Emitter:
         return "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
 
     def dtype(self, t: Fragment) -> str:
-        return INDEX if t.index else TL_DTYPE[t.dtype]
+        return INDEX if t.index else REGISTER_DTYPE[t.dtype]
 
     def arg(self, v: PValue, target: Fragment, value_of: bool = False) -> str:
         """`v` as an operand of an op whose values have fragment `target` (mechanical broadcast).
@@ -148,7 +151,7 @@ class Emitter:
         """
         s = self.name(v)
         if value_of and v.type.index:
-            s = f"{s}.to({TL_DTYPE[v.type.dtype]})"
+            s = f"{s}.to({REGISTER_DTYPE[v.type.dtype]})"
         t = v.type
         if t.rank == 0 or (t.lanes == target.lanes and t.tile == target.tile):
             return s
@@ -381,4 +384,4 @@ from . import (  # noqa: E402,F401  (each module registers its emitters)
     emit_region,
 )
 
-__all__ = ["emit", "EMIT", "Emitter", "TL_DTYPE", "literal", "LDim", "LSum"]
+__all__ = ["emit", "EMIT", "Emitter", "TL_DTYPE", "REGISTER_DTYPE", "literal", "LDim", "LSum"]

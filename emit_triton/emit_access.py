@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import hashlib
 
+from kir.dtypes import DType
 from physical import ops as P
 from physical.model import AccessRelation, Fragment, PValue
 
 from .emit import TL_DTYPE, Emitter, emits, literal
+from .numerics import from_storage, to_storage
 
 _ATOMIC = {"add": "tl.atomic_add", "max": "tl.atomic_max", "min": "tl.atomic_min", "and": "tl.atomic_and",
            "or": "tl.atomic_or", "xor": "tl.atomic_xor", "xchg": "tl.atomic_xchg"}
 _SEM = {"relaxed": "relaxed", "acquire": "acquire", "release": "release", "acq_rel": "acq_rel"}
+# The integer type a float atomic_xchg exchanges its bits as (f16/bf16 xchg is refused at lowering).
+_XCHG_BITS = {"tl.float32": "tl.int32", "tl.float64": "tl.int64"}
 
 
 def access_shape(em: Emitter, a: AccessRelation, extra: tuple[PValue, ...] = ()) -> Fragment:
@@ -65,9 +69,13 @@ def emit_load(em: Emitter, op: P.Load) -> None:
     shape = access_shape(em, a)
     shape = Fragment(t.dtype, shape.lanes or t.lanes, shape.tile or t.tile)
     buf = em.buffers[a.buffer]
-    other = f", other={literal(a.fill, buf.dtype)}" if a.mask is not None else ""
+    fill = literal(a.fill, buf.dtype)
+    if buf.dtype is DType.f64:  # a Python float would reach the load as f32 first
+        fill = f"tl.full((), {fill}, tl.float64)"
+    other = f", other={fill}" if a.mask is not None else ""
     n = em.define(op.result)
-    em.line(f"{n} = tl.load({pointer(em, a, shape)}{_mask(em, a, shape)}{other})")
+    loaded = f"tl.load({pointer(em, a, shape)}{_mask(em, a, shape)}{other})"
+    em.line(f"{n} = {from_storage(em, loaded, buf.dtype)}")
     if shape.lanes != t.lanes or shape.tile != t.tile:
         em.line(f"{n} = tl.broadcast_to({n}, {em.shape(t)})")
 
@@ -77,6 +85,10 @@ def emit_store(em: Emitter, op: P.Store) -> None:
     a = op.access
     shape = access_shape(em, a, (op.value,))
     value = em.arg(op.value, shape, value_of=True)
+    dtype = em.buffers[a.buffer].dtype
+    if dtype is DType.bf16:
+        value = to_storage(em, em.full(op.value, Fragment(op.value.type.dtype, shape.lanes, shape.tile))
+                           if op.value.id in em.literals else value, dtype)
     em.line(f"tl.store({pointer(em, a, shape)}, {value}{_mask(em, a, shape)})")
 
 
@@ -88,9 +100,27 @@ def emit_atomic(em: Emitter, op: P.AtomicRMW) -> None:
     value = em.arg(op.value, shape, value_of=True)
     if op.value.type.rank < shape.rank:
         value = f"tl.cast(tl.broadcast_to({value}, {em.shape(shape)}), {TL_DTYPE[buf.dtype]})"
+    ptr, dt = pointer(em, a, shape), TL_DTYPE[buf.dtype]
+    bits = _XCHG_BITS.get(dt) if str(op.kind) == "xchg" else None
+    if bits is not None:
+        # Triton's interpreter has no float atomic_xchg ('Unsupported data type'): exchange the bits
+        # through a same-width integer pointer, which means the same and is what the GPU does anyway.
+        ptr = f"({ptr}).to(tl.pointer_type({bits}))"
+        value = f"tl.cast(tl.cast({value}, {dt}), {bits}, bitcast=True)"
     n = em.define(op.result, "old")
-    em.line(f"{n} = {_ATOMIC[str(op.kind)]}({pointer(em, a, shape)}, {value}{_mask(em, a, shape)}, "
+    em.line(f"{n} = {_ATOMIC[str(op.kind)]}({ptr}, {value}{_mask(em, a, shape)}, "
             f"sem=\"{_SEM[str(op.order)]}\", scope=\"{op.scope}\")")
+    if bits is not None:
+        em.line(f"{n} = {n}.to({dt}, bitcast=True)")
+    _to_register(em, n, op.result, dt)
+
+
+def _to_register(em: Emitter, name: str, result: PValue, element: str) -> None:
+    """An atomic returns the old value in the buffer's element type (`element`, a tl dtype); the
+    register holding the result may be wider (bf16 values live in f32 registers)."""
+    reg = em.dtype(result.type)
+    if reg != element:
+        em.line(f"{name} = {name}.to({reg})")
 
 
 @emits(P.AtomicCAS)
@@ -105,6 +135,7 @@ def emit_atomic_cas(em: Emitter, op: P.AtomicCAS) -> None:
     n = em.define(op.result, "old")
     if a.mask is None:
         em.line(f"{n} = tl.atomic_cas({ptr}, {exp}, {val}, sem=\"{_SEM[str(op.order)]}\", scope=\"{op.scope}\")")
+        _to_register(em, n, op.result, dt)
         return
     # atomic_cas has no mask: inactive members compare-and-swap the first element with itself.
     m = em.arg(a.mask, shape)
@@ -114,6 +145,7 @@ def emit_atomic_cas(em: Emitter, op: P.AtomicCAS) -> None:
     em.line(f"{e2} = tl.where({m}, {exp}, {val})")
     em.line(f"{n} = tl.atomic_cas({p2}, {e2}, {val}, sem=\"{_SEM[str(op.order)]}\", scope=\"{op.scope}\")")
     em.line(f"{n} = tl.where({m}, {n}, {literal(a.fill or 0, buf.dtype)})")
+    _to_register(em, n, op.result, dt)
 
 
 # Generated source holds no free text: a device check carries a token, and a failed launch maps the

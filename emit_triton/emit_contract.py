@@ -6,7 +6,7 @@ from kir.contract import Precision
 from kir.dtypes import DType
 from physical import ops as P
 
-from .emit import TL_DTYPE, Emitter, emits, literal
+from .emit import REGISTER_DTYPE, Emitter, emits, literal
 
 
 @emits(P.Contract)
@@ -14,7 +14,7 @@ def emit_contract(em: Emitter, op: P.Contract) -> None:
     # Per-lane contraction: products widened to the accumulator, masked sum over the contracted axes.
     # Whole-tensor contractions are tiled by physical/passes/tile_contract.py and reach emit_matmul.
     shape = op.lhs.type
-    acc = TL_DTYPE[op.acc_dtype]
+    acc = REGISTER_DTYPE[op.acc_dtype]
     a, b = em.arg(op.lhs, shape, True), em.arg(op.rhs, shape, True)
     prod = em.fresh("prod")
     if op.precision is Precision.tf32:

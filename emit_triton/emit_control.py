@@ -27,18 +27,24 @@ def _assign(em: Emitter, names: list[str], values, types) -> None:
 def emit_for(em: Emitter, op: P.For) -> None:
     body = op.body
     names = _carry(em, body.args[1:], op.inits)
-    iv = em.define(body.args[0], "it")
-    per_lane = body.args[0].type.lanes
-    if not per_lane:
-        em.line(f"for {iv} in range({em.name(op.start)}, {em.name(op.stop)}, {em.name(op.step)}):")
+    iv_t = body.args[0].type
+    # The body sees the induction variable at its own dtype and shape: Triton gives range()'s variable
+    # the bounds' promoted type (int32 for literal bounds of an i64 loop) and the interpreter a Python
+    # int, so using it as is breaks bitcasts, methods and per-lane indexing.
+    if not iv_t.lanes:
+        k = em.fresh(body.args[0].name or "it")
+        iv = em.define(body.args[0], "it")
+        em.line(f"for {k} in range({em.name(op.start)}, {em.name(op.stop)}, {em.name(op.step)}):")
+        em.line(f"    {iv} = tl.cast({k}, {em.dtype(iv_t)})")
     else:
+        iv = em.define(body.args[0], "it")
         t = Fragment(op.start.type.dtype, True)
         s, e, st = (em.arg(v, t) for v in (op.start, op.stop, op.step))
         trips, k = em.fresh("trips"), em.fresh("k")
         em.line(f"{trips} = tl.where({st} > 0, tl.cdiv({e} - {s}, {st}), tl.cdiv({s} - {e}, -{st}))")
         em.line(f"{trips} = tl.max(tl.maximum({trips}, 0), axis=0)")
         em.line(f"for {k} in range(0, {trips}):")
-        em.line(f"    {iv} = {s} + {k} * {st}")
+        em.line(f"    {iv} = tl.broadcast_to(tl.cast({s} + {k} * {st}, {em.dtype(iv_t)}), {em.shape(iv_t)})")
     em.depth += 1
     em.ops(body.ops)
     _assign(em, names, body.yielded, [a.type for a in body.args[1:]])

@@ -6,8 +6,10 @@ from kir.dtypes import DType
 from kir.pointwise import BinaryFn, CmpFn, UnaryFn
 from kir.rng import RngKind
 from physical import ops as P
+from physical.model import Fragment, PValue
 
-from .emit import TL_DTYPE, Emitter, emits, literal
+from .emit import REGISTER_DTYPE, TL_DTYPE, Emitter, emits, literal
+from .numerics import convert, library, narrow_result, round_bf16_value
 
 _LITERAL_DTYPES = (DType.f32, DType.i32, DType.pred)
 
@@ -15,7 +17,10 @@ _LITERAL_DTYPES = (DType.f32, DType.i32, DType.pred)
 @emits(P.Const)
 def emit_const(em: Emitter, op: P.Const) -> None:
     n = em.define(op.result, "c")
-    if op.dtype in _LITERAL_DTYPES or (op.dtype == DType.i64 and -(1 << 31) <= int(op.value) < (1 << 31)):
+    if op.dtype is DType.bf16:  # held in f32 registers: the nearest bf16, as a Python float
+        em.literals.add(op.result.id)
+        em.line(f"{n} = {literal(round_bf16_value(float(op.value)), DType.f32)}")  # type: ignore[arg-type]
+    elif op.dtype in _LITERAL_DTYPES or (op.dtype == DType.i64 and -(1 << 31) <= int(op.value) < (1 << 31)):
         em.literals.add(op.result.id)
         em.line(f"{n} = {literal(op.value, op.dtype)}")
     else:
@@ -34,7 +39,7 @@ def emit_unary(em: Emitter, op: P.Unary) -> None:
     x = em.arg(op.x, op.x.type, value_of=True)
     dt = op.x.type.dtype
     narrow = dt in (DType.f16, DType.bf16)
-    xf = f"{x}.to(tl.float32)" if narrow else x
+    xf = f"{x}.to(tl.float32)" if dt is DType.f16 else x  # bf16 is already held in f32
     fn = op.fn
     if fn is UnaryFn.neg:
         e = f"-{x}"
@@ -56,7 +61,12 @@ def emit_unary(em: Emitter, op: P.Unary) -> None:
     elif fn is UnaryFn.tanh:
         q = em.fresh("q")
         em.line(f"{q} = tl.exp(-2.0 * tl.abs({xf}))")
-        e = f"tl.where({xf} < 0, -1.0, 1.0) * ((1.0 - {q}) / (1.0 + {q}))"
+        x2 = em.fresh("x2")
+        em.line(f"{x2} = {xf} * {xf}")
+        # small |x|: the odd series (relative error < 1e-9; keeps -0.0 and subnormals), where 1 - q cancels
+        series = (f"{xf} * (1.0 + {x2} * (-0.3333333333333333 + {x2} * (0.13333333333333333 "
+                  f"- {x2} * 0.05396825396825397)))")
+        e = f"tl.where(tl.abs({xf}) < 0.1, {series}, tl.where({xf} < 0, -1.0, 1.0) * ((1.0 - {q}) / (1.0 + {q})))"
     elif fn is UnaryFn.round:
         f, d = em.fresh("fl"), em.fresh("frac")
         em.line(f"{f} = tl.floor({xf})")
@@ -66,7 +76,7 @@ def emit_unary(em: Emitter, op: P.Unary) -> None:
     else:
         raise AssertionError(f"no emission for unary {fn}")
     if narrow and fn not in (UnaryFn.neg, UnaryFn.abs, UnaryFn.isnan, UnaryFn.isinf, UnaryFn.not_):
-        e = f"({e}).to({TL_DTYPE[t.dtype]})"
+        e = narrow_result(em, e, t.dtype)
     em.line(f"{em.define(op.result)} = {e}")
 
 
@@ -74,34 +84,78 @@ _OPS = {BinaryFn.add: "+", BinaryFn.sub: "-", BinaryFn.mul: "*", BinaryFn.and_: 
         BinaryFn.xor: "^", BinaryFn.shl: "<<", BinaryFn.shr: ">>"}
 
 
+# f16 ops that Triton does not compute exactly in f16 (division is approximate, pow needs f32)
+_F16_IN_F32 = (BinaryFn.div, BinaryFn.floordiv, BinaryFn.pow)
+
+
+def _float_operand(em: Emitter, v: PValue, t: Fragment, compute: str) -> str:
+    """`v` as an operand computed in `compute` (a literal becomes a typed 0-d tensor)."""
+    s = em.arg(v, t)
+    if v.id in em.literals:
+        return f"tl.full((), {s}, {compute})"
+    return s if em.dtype(v.type) == compute else f"{s}.to({compute})"
+
+
 @emits(P.Binary)
 def emit_binary(em: Emitter, op: P.Binary) -> None:
     t = op.result.type
-    a, b = em.arg(op.lhs, t), em.arg(op.rhs, t)
     dt = t.dtype
+    if not dt.is_float:
+        _emit_int_binary(em, op)
+        return
     fn = op.fn
+    wide = dt is DType.bf16 or (dt is DType.f16 and fn in _F16_IN_F32)
+    compute = "tl.float32" if wide else em.dtype(t)
+    if wide or fn in (BinaryFn.div, BinaryFn.pow, BinaryFn.maximum, BinaryFn.minimum):
+        a, b = _float_operand(em, op.lhs, t, compute), _float_operand(em, op.rhs, t, compute)
+    else:
+        a, b = em.arg(op.lhs, t), em.arg(op.rhs, t)
+    exact = dt is DType.f64 or compute == "tl.float64"
     if fn in _OPS:
         e = f"{a} {_OPS[fn]} {b}"
     elif fn is BinaryFn.div:
-        e = f"tl.div_rn({em.tensor(op.lhs) if op.lhs.id in em.literals else a}, {b})" \
-            if dt in (DType.f32, DType.f64) else f"{a} / {b}"
+        e = f"{a} / {b}" if exact else f"tl.div_rn({a}, {b})"  # IEEE division (f64 `/` is already)
     elif fn is BinaryFn.floordiv:
-        e = f"tl.floor({a} / {b})" if dt.is_float else f"{a} // {b}"  # integers: C truncation, as KIR
+        e = f"tl.floor({a} / {b})" if exact else f"tl.floor(tl.div_rn({a}, {b}))"
     elif fn is BinaryFn.mod:
-        e = f"{a} % {b}"  # floats: fmod; integers: sign of the dividend (C), as KIR
+        e = f"{a} % {b}"  # fmod
     elif fn is BinaryFn.pow:
         m = em.fresh("mag")
         em.line(f"{m} = tl.exp2({b} * tl.log2(tl.abs({a})))")
         integral = f"(tl.floor({b}) == {b})"
         odd = f"(tl.floor({b} * 0.5) * 2.0 != {b})"
+        # C pow: a negative base needs an integral exponent; -0.0 keeps its sign for odd ones
+        negative_zero = f"(({a} == 0.0) & (1.0 / {a} < 0.0) & {integral} & {odd})"
         e = (f"tl.where({b} == 0.0, 1.0, tl.where({a} < 0, tl.where({integral}, tl.where({odd}, -{m}, {m}), "
-             f"float(\"nan\")), {m}))")
+             f"float(\"nan\")), tl.where({negative_zero}, -{m}, {m})))")
     elif fn in (BinaryFn.maximum, BinaryFn.minimum):
         cmp = ">" if fn is BinaryFn.maximum else "<"
-        if dt.is_float:  # NaN propagates from either side
-            e = f"tl.where(({a} {cmp} {b}) | ({a} != {a}), {a}, {b})"
-        else:
-            e = f"tl.{'maximum' if fn is BinaryFn.maximum else 'minimum'}({a}, {b})"
+        # NaN propagates from either side (no `|` of predicates: a 0-d one does not mix under the interpreter)
+        e = f"tl.where({a} != {a}, {a}, tl.where({a} {cmp} {b}, {a}, {b}))"
+    else:
+        raise AssertionError(f"no emission for binary {fn}")
+    if wide and fn not in (BinaryFn.maximum, BinaryFn.minimum):
+        e = narrow_result(em, e, dt)
+    em.line(f"{em.define(op.result)} = {e}")
+
+
+def _emit_int_binary(em: Emitter, op: P.Binary) -> None:
+    t = op.result.type
+    a, b = em.arg(op.lhs, t), em.arg(op.rhs, t)
+    fn = op.fn
+    if fn in _OPS:
+        e = f"{a} {_OPS[fn]} {b}"
+    elif fn is BinaryFn.div or fn is BinaryFn.floordiv:
+        e = f"{a} // {b}"  # C truncation, as KIR
+    elif fn is BinaryFn.mod:
+        e = f"{a} % {b}"  # the sign of the dividend (C), as KIR
+    elif fn is BinaryFn.pow:
+        dt = em.dtype(t)
+        x, y = (f"tl.full((), {em.arg(v, t)}, {dt})" if v.id in em.literals else em.arg(v, t)
+                for v in (op.lhs, op.rhs))
+        e = f"{library(em, 'ipow')}({x}, {y}, {t.dtype.bits}, {t.dtype.is_signed})"
+    elif fn in (BinaryFn.maximum, BinaryFn.minimum):
+        e = f"tl.{'maximum' if fn is BinaryFn.maximum else 'minimum'}({a}, {b})"
     else:
         raise AssertionError(f"no emission for binary {fn}")
     em.line(f"{em.define(op.result)} = {e}")
@@ -126,17 +180,28 @@ def emit_select(em: Emitter, op: P.Select) -> None:
 @emits(P.Cast)
 def emit_cast(em: Emitter, op: P.Cast) -> None:
     src = op.x
+    dt = src.type.dtype
     x = em.name(src)
-    if op.dtype == DType.pred and not src.type.dtype.is_pred:
-        e = f"{x} != 0"
-    else:
-        e = f"tl.cast({x}, {TL_DTYPE[op.dtype]})"
-    em.line(f"{em.define(op.result)} = {e}")
+    if src.id in em.literals:
+        x = f"tl.full((), {x}, {em.dtype(src.type)})"
+    if src.type.index:
+        x = f"{x}.to({REGISTER_DTYPE[dt]})"
+    em.line(f"{em.define(op.result)} = {convert(em, x, dt, op.dtype)}")
 
 
 @emits(P.Bitcast)
 def emit_bitcast(em: Emitter, op: P.Bitcast) -> None:
-    em.line(f"{em.define(op.result)} = {em.tensor(op.x)}.to({TL_DTYPE[op.dtype]}, bitcast=True)")
+    src = op.x
+    x = em.tensor(src)
+    if src.type.index:  # the KIR value's own width (an index may be held at the program's index width)
+        x = f"{x}.to({REGISTER_DTYPE[src.type.dtype]})"
+    if src.type.dtype is DType.bf16:  # the 16-bit pattern of the f32 register value
+        x = f"(({x}).to(tl.uint32, bitcast=True) >> 16).to(tl.uint16)"
+    if op.dtype is DType.bf16:
+        x = f"(({x}).to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)"
+    else:
+        x = f"({x}).to({TL_DTYPE[op.dtype]}, bitcast=True)"
+    em.line(f"{em.define(op.result)} = {x}")
 
 
 _RNG = {RngKind.rand: "tl.rand", RngKind.randn: "tl.randn", RngKind.randint: "tl.randint"}

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from kir.dtypes import DType
 from physical import ops as P
 from physical.model import BufferInit
 
-from .emit import TL_DTYPE, Emitter, emits, literal
+from .emit import REGISTER_DTYPE, TL_DTYPE, Emitter, emits, literal
+from .numerics import library
 
 
 @emits(P.OwnedInstances)
@@ -72,7 +74,10 @@ def emit_alloc(em: Emitter, op: P.AllocBuffer) -> None:
 @emits(P.ScalarParam)
 def emit_scalar_param(em: Emitter, op: P.ScalarParam) -> None:
     n = em.define(op.result, op.param)
-    em.line(f"{n} = tl.cast({em.param_names[op.param]}, {TL_DTYPE[op.result.type.dtype]})")
+    dt = op.result.type.dtype
+    em.line(f"{n} = tl.cast({em.param_names[op.param]}, {REGISTER_DTYPE[dt]})")
+    if dt is DType.bf16:  # the launcher passes an f32: the kernel sees the nearest bf16
+        em.line(f"{n} = {library(em, 'round_bf16')}({n})")
 
 
 @emits(P.OwnedTile)

@@ -14,14 +14,17 @@ from kir.scan import ScanKind
 from physical import ops as P
 from physical.model import Fragment, PRegion, PValue
 
-from .emit import TL_DTYPE, Emitter, emits, literal
+from .emit import REGISTER_DTYPE, Emitter, emits, literal
 from .emit_combine import combine_inline, fold_inline, from_last, scan_inline, to_last
+from .numerics import convert
 
 
 def masked(em: Emitter, x: PValue, member: PValue | None, acc: DType, identity: object, shape: Fragment) -> str:
     s = em.arg(x, shape, value_of=True)
-    if x.type.dtype != acc or x.type.index:
-        s = f"{s}.to({TL_DTYPE[acc]})"
+    if x.id in em.literals:
+        s = f"tl.full((), {s}, {em.dtype(x.type)})"
+    if x.type.dtype != acc:
+        s = convert(em, s, x.type.dtype, acc)
     if x.type.rank < shape.rank:
         s = f"tl.broadcast_to({s}, {em.shape(shape)})"
     if member is None:
@@ -50,7 +53,8 @@ def reduce_axis(em: Emitter, cur: list[str], kind: ReduceKind, accs: tuple[DType
     """
     x = cur[0]
     if kind is ReduceKind.sum:
-        em.line(f"{x} = tl.sum({x}, axis={axis})")
+        # at the accumulator's width: Triton widens 8- and 16-bit integer sums to 32 bits, KIR wraps
+        em.line(f"{x} = tl.sum({x}, axis={axis}, dtype={REGISTER_DTYPE[accs[0]]})")
     elif kind in (ReduceKind.max, ReduceKind.min):
         em.line(f"{x} = tl.{kind}({x}, axis={axis})" if not accs[0].is_float else
                 f"{x} = tl.where(tl.max(({x} != {x}).to(tl.int8), axis={axis}) > 0, float(\"nan\"), "
@@ -98,7 +102,7 @@ def emit_reduce(em: Emitter, op: P.Reduce) -> None:
         rank -= 1
     for r, c, acc in zip(op.results, cur, op.acc_dtypes):
         n = em.define(r)
-        em.line(f"{n} = {c}" if r.type.dtype == acc else f"{n} = {c}.to({TL_DTYPE[r.type.dtype]})")
+        em.line(f"{n} = {convert(em, c, acc, r.type.dtype)}")
 
 
 def scan_axis(em: Emitter, xs: list[str], combine: PRegion, identity: tuple[object, ...],
@@ -131,7 +135,8 @@ def emit_scan(em: Emitter, op: P.Scan) -> None:
     if native is not None and (not op.exclusive or exact_inverse):
         out = em.fresh("scanned")
         rev = ", reverse=True" if op.reverse else ""
-        em.line(f"{out} = {native}({xs[0]}, axis={axis}{rev})")
+        width = f", dtype={REGISTER_DTYPE[op.acc_dtypes[0]]}" if op.kind is ScanKind.sum else ""  # as tl.sum
+        em.line(f"{out} = {native}({xs[0]}, axis={axis}{rev}{width})")
         if op.exclusive:  # integer sums wrap exactly: the exclusive prefix is inclusive minus own
             em.line(f"{out} = {out} - {xs[0]}")
         outs = [out]
@@ -140,4 +145,4 @@ def emit_scan(em: Emitter, op: P.Scan) -> None:
                          op.exclusive)
     for r, o, acc in zip(op.results, outs, op.acc_dtypes):
         n = em.define(r)
-        em.line(f"{n} = {o}" if r.type.dtype == acc else f"{n} = {o}.to({TL_DTYPE[r.type.dtype]})")
+        em.line(f"{n} = {convert(em, o, acc, r.type.dtype)}")

@@ -15,9 +15,10 @@ from kir.scan import ScanKind
 from physical import ops as P
 from physical.model import Fragment
 
-from .emit import TL_DTYPE, Emitter, emits, literal
+from .emit import REGISTER_DTYPE, Emitter, emits, literal
 from .emit_combine import combine_inline, fold_inline, scan_inline, take_edge_inline, unpack
 from .emit_reduce import reduce_axis
+from .numerics import convert
 
 ELEMENTWISE = (ReduceKind.sum, ReduceKind.prod, ReduceKind.max, ReduceKind.min, ReduceKind.any, ReduceKind.all)
 
@@ -47,7 +48,7 @@ def _masked_parts(em: Emitter, op, comps, member) -> list[str]:
     parts = []
     for c, dt, ident in zip(comps, op.acc_dtypes, op.identity):
         p = em.fresh("part")
-        em.line(f"{p} = tl.where({member}, {c}.to({TL_DTYPE[dt]}), {literal(ident, dt)})")
+        em.line(f"{p} = tl.where({member}, {c}.to({REGISTER_DTYPE[dt]}), {literal(ident, dt)})")
         parts.append(p)
     return parts
 
@@ -55,7 +56,7 @@ def _masked_parts(em: Emitter, op, comps, member) -> list[str]:
 def _results(em: Emitter, op, accs: list[str]) -> None:
     for r, a, dt in zip(op.results, accs, op.acc_dtypes):
         n = em.define(r)
-        em.line(f"{n} = {a}" if r.type.dtype == dt else f"{n} = {a}.to({TL_DTYPE[r.type.dtype]})")
+        em.line(f"{n} = {convert(em, a, dt, r.type.dtype)}")
 
 
 @emits(P.RegionFold)
@@ -65,7 +66,7 @@ def emit_region_fold(em: Emitter, op: P.RegionFold) -> None:
     elementwise = op.kind in ELEMENTWISE
     accs = [em.fresh("acc") for _ in op.acc_dtypes]
     for a, dt, ident in zip(accs, op.acc_dtypes, op.identity):
-        em.line(f"{a} = tl.full({chunk if elementwise else lane_shape}, {literal(ident, dt)}, {TL_DTYPE[dt]})")
+        em.line(f"{a} = tl.full({chunk if elementwise else lane_shape}, {literal(ident, dt)}, {REGISTER_DTYPE[dt]})")
     seen = None
     if not elementwise:  # whether the carry holds a member yet: the first one is taken as it is
         seen = em.fresh("seen")
@@ -103,7 +104,7 @@ def emit_region_scan(em: Emitter, op: P.RegionScan) -> None:
     k = len(op.acc_dtypes)
     carry = [em.fresh("carry") for _ in range(k)]
     for c, dt, ident in zip(carry, op.acc_dtypes, op.identity):
-        em.line(f"{c} = tl.full({lane_shape}, {literal(ident, dt)}, {TL_DTYPE[dt]})")
+        em.line(f"{c} = tl.full({lane_shape}, {literal(ident, dt)}, {REGISTER_DTYPE[dt]})")
     start = em.fresh("start")
     em.line(f"for {start} in range(0, {span}, {op.block}):")
     em.depth += 1
@@ -120,19 +121,24 @@ def emit_region_scan(em: Emitter, op: P.RegionScan) -> None:
         return combine_inline(em, op.combine, lhs, rhs, like)
 
     if op.kind is ScanKind.sum and k == 1 and (not op.exclusive or op.acc_dtypes[0].is_int):
+        # dtype= keeps 8/16-bit integer sums at their width (Triton widens them to 32 bits by default,
+        # which would neither wrap as KIR does nor keep the loop-carried type)
+        acc = REGISTER_DTYPE[op.acc_dtypes[0]]
         local = [em.fresh("local")]
-        em.line(f"{local[0]} = tl.cumsum({xs[0]}, axis={axis})")
+        em.line(f"{local[0]} = tl.cumsum({xs[0]}, axis={axis}, dtype={acc})")
         if op.exclusive:  # integer sums wrap exactly
             em.line(f"{local[0]} = {local[0]} - {xs[0]}")
         total = [em.fresh("chunk_total")]
-        em.line(f"{total[0]} = tl.sum({xs[0]}, axis={axis})")
+        em.line(f"{total[0]} = tl.sum({xs[0]}, axis={axis}, dtype={acc})")
     else:
         ids = [literal(i, d) for i, d in zip(op.identity, op.acc_dtypes)]
         excl = scan_inline(em, op.combine, xs, ids, rank, False, right)
         incl = join(excl, xs, xs)
         local = excl if op.exclusive else incl
         total = [take_edge_inline(em, i, rank, True) for i in incl]
-    spread = [f"{c}[:, None]" if lanes else c for c in carry]
+    # the carry spread over the chunk (a 0-d carry is broadcast explicitly: the interpreter does not mix
+    # 0-d and 1-d predicates)
+    spread = [f"{c}[:, None]" if lanes else f"tl.broadcast_to({c}, {x}.shape)" for c, x in zip(carry, local)]
     outs = join(spread, local, local)
     new = join(carry, total, carry)
     em.line(f"{unpack(carry)} = {unpack(new)}")

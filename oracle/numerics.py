@@ -91,6 +91,8 @@ def _float_to_int(x: np.ndarray, dst: DType) -> np.ndarray:
 
 def bitcast(x: np.ndarray, src: DType, dst: DType) -> np.ndarray:
     """Reinterpret the bits of `x` (same width); bf16 travels through its 16-bit pattern."""
+    if src is dst:
+        return np.asarray(x)
     if src is DType.bf16:
         bits16 = (np.ascontiguousarray(x, dtype=np.float32).view(np.uint32) >> np.uint32(16)).astype(np.uint16)
         return bits16.view(np_dtype(dst))

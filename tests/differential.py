@@ -43,6 +43,9 @@ class Outcome:
     message: str = ""
     details: list[str] = field(default_factory=list)
     stablehlo: str = "skipped"  # ok | not_expressible | mismatch | crash | skipped
+    # Set when the kernel holds bf16 values anywhere: Triton's interpreter computes on bf16 bit
+    # patterns, so such failures are kept apart from the others.
+    bf16: bool = False
 
     @property
     def failed(self) -> bool:
@@ -53,7 +56,7 @@ class Outcome:
         """Short keys that group failures with the same cause (a reproducer is saved for each new one):
         the launcher's failure, then the StableHLO exit's. Mismatches are keyed by the output dtype and
         the kind of difference; crashes by their message without numbers and names."""
-        keys = []
+        keys: list[str] = []
         if self.kind in FAILURES:
             head = self.message.splitlines()[0] if self.message else ""
             keys.append(f"{self.kind}@{self.stage}: "
@@ -63,7 +66,7 @@ class Outcome:
             text = problem.removeprefix("stablehlo: ")
             key = _mismatch_class(text) if self.stablehlo == "mismatch" else _normalise(text)
             keys.append(f"stablehlo-{self.stablehlo}: {key}")
-        return keys
+        return [f"{k} [bf16 kernel]" for k in keys] if self.bf16 else keys
 
     def signature(self) -> str:
         found = self.signatures()
@@ -209,6 +212,17 @@ def check_outputs(kernel: Kernel, env: Mapping[str, int], got: Mapping[str, np.n
 
 def run_case(case: Case, stablehlo: bool = True) -> Outcome:
     """Oracle first (the meaning), then the launcher, then (when it applies) the StableHLO exit."""
+    outcome = _run_case(case, stablehlo)
+    outcome.bf16 = _mentions_bf16(case.kernel)
+    return outcome
+
+
+def _mentions_bf16(kernel: Kernel) -> bool:
+    types = [p.type for p in kernel.params] + [v.type for o in kernel.walk() for v in o.results]
+    return any(getattr(t, "dtype", None) == DType.bf16 for t in types)
+
+
+def _run_case(case: Case, stablehlo: bool) -> Outcome:
     import oracle
     from kir import verify
 

@@ -17,6 +17,7 @@ import argparse
 import hashlib
 import json
 import random
+import re
 import sys
 import time
 from collections import Counter
@@ -108,16 +109,36 @@ class Summary:
         return "\n".join(lines)
 
 
-def known_signatures(folder: Path) -> dict[str, Path]:
-    out: dict[str, Path] = {}
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except ValueError:
-            continue
-        if isinstance(record, dict) and isinstance(record.get("signature"), str):
-            out[record["signature"]] = path
-    return out
+class Known(dict):
+    """Signatures already saved (signature -> case), and the patterns of saved cases that explain a
+    whole family of signatures (a case's JSON may say `"covers": REGEX`, e.g. every failure of a kernel
+    holding bf16 values while bf16 arithmetic is known to be wrong under the interpreter)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.patterns: dict[str, Path] = {}
+
+    def __contains__(self, signature: object) -> bool:
+        return dict.__contains__(self, signature) or \
+            any(re.search(p, str(signature)) for p in self.patterns)
+
+    def update_from(self, folder: Path) -> None:
+        for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+            try:
+                record = json.loads(path.read_text(encoding="utf-8"))
+            except ValueError:
+                continue
+            if isinstance(record, dict) and record.get("signature"):
+                self[str(record["signature"])] = path
+                if record.get("covers"):
+                    self.patterns[str(record["covers"])] = path
+
+
+def known_signatures(*folders: Path) -> Known:
+    known = Known()
+    for folder in folders:
+        known.update_from(folder)
+    return known
 
 
 class Progress:
@@ -159,9 +180,7 @@ def campaign(kernels: int, seed: int, *, stablehlo: bool = True, save_dir: Path 
     choice sequence that drew it.
     """
     summary = Summary()
-    known = known_signatures(CASES_DIR)
-    if save_dir is not None:
-        known.update(known_signatures(save_dir))
+    known = known_signatures(CASES_DIR, *((save_dir,) if save_dir is not None else ()))
     bar = Progress(kernels, progress)
     start = time.time()
     for i in range(kernels):
@@ -242,6 +261,20 @@ def replay(path: Path, stablehlo: bool = True) -> Outcome:
     return run_case(case, stablehlo)
 
 
+def refresh(folder: Path = CASES_DIR) -> list[str]:
+    """Replay every saved case and rewrite its recorded failure and signature (after the comparison or
+    the signatures change); returns one line per case."""
+    lines = []
+    for path in sorted(folder.glob("*.json")):
+        case, record_ = load_case(path)
+        outcome = run_case(case, record_.get("stablehlo", True))
+        record_["failure"] = outcome.text()
+        record_["signature"] = outcome.signature() if outcome.failed else ""
+        path.write_text(json.dumps(record_, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        lines.append(f"{path.stem}: {record_['signature'] or 'passes'}")
+    return lines
+
+
 def adopt(json_path: Path, name: str, reason: str, folder: Path = CASES_DIR) -> Path:
     """Copy a campaign's saved case into the regression cases under `name`, as an expected failure."""
     case, record_ = load_case(json_path)
@@ -285,7 +318,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="with --record: how a parameter is drawn (index:B, perm:K, offsets:E, values+wide+specials)")
     ap.add_argument("--reason", default="", help="with --record: why the case is expected to fail (xfail)")
     ap.add_argument("--name", default="", help="with --record: the case's file name (without suffix)")
+    ap.add_argument("--refresh", action="store_true", help="replay the saved cases and update their signatures")
     opts = ap.parse_args(argv)
+    if opts.refresh:
+        print("\n".join(refresh(Path(opts.save_dir))))
+        return 0
     if opts.record and opts.record.endswith(".json"):
         saved = adopt(Path(opts.record), opts.name or Path(opts.record).stem, opts.reason, Path(opts.save_dir))
         print(f"saved {saved}")

@@ -201,3 +201,27 @@ def seg_last_nz_scan_reverse_exclusive(values: i32[E], offsets: i64[S + 1], out:
     for s in parallel(S):
         out[offsets[s]:offsets[s + 1]] = intent.scan(values[offsets[s]:offsets[s + 1]], last_nonzero, identity=0,
                                                      reverse=True, exclusive=True)
+
+
+@intent.kernel
+def both_ways(x: f32[M, N], out: Out[f32[M, N]]):
+    for i in parallel(M):
+        out[i, :] = intent.cumsum(x[i, :]) + intent.cumsum(x[i, :], reverse=True)
+
+
+@intent.kernel
+def written_twice(x: f32[M, N], out: Out[f32[M, N]]):
+    for i in parallel(M):
+        out[i, :] = x[i, :] / intent.sum(x[i, :])
+        out[i, :] = x[i, :]
+
+
+@intent.kernel
+def repeated_sum(x: f32[M, N], out: Out[f32[M]]):
+    """An ordered loop after the reduction reads its result: it runs after the row's pass."""
+    for i in parallel(M):
+        s = intent.sum(x[i, :])
+        acc = f32(0.0)
+        for t in range(3):  # noqa: B007 (an ordered loop whose index the body does not read)
+            acc = acc + s
+        out[i] = acc

@@ -132,3 +132,119 @@ def test_serial_fallback_runs_instances_in_order() -> None:
     x = torch.randn(50)
     out = run(S.racy_store(), {"x": x, "out": torch.empty(1)})["out"]
     assert out.item() == x[-1].item()  # in order: the last instance's write stands
+
+
+# ---------------------------------------------------------------------------------------------- fuzzer findings
+
+
+def _agrees_with_the_oracle(text: str, args: dict) -> dict:
+    """Launch the KIR kernel under the interpreter and compare every output with the oracle's (signed
+    zeros compare equal, as in the differential fuzzer)."""
+    import oracle
+    from kir.text import parse_kernel
+
+    k = parse_kernel(text)
+    want = oracle.run(k, {n: (a.copy() if isinstance(a, np.ndarray) else a) for n, a in args.items()})
+    got = {n: (a.copy() if isinstance(a, np.ndarray) else a) for n, a in args.items()}
+    emit_triton.launch(k, got)
+    for name, w in want.items():
+        assert np.array_equal(got[name], w, equal_nan=True), (name, got[name], w)
+    return got
+
+
+@pytest.mark.parametrize("dt", ["f32", "f64"])
+def test_float_atomic_xchg_returns_the_old_value(dt: str) -> None:
+    """Found by the differential fuzzer: Triton's interpreter has no float atomic_xchg."""
+    got = _agrees_with_the_oracle(f"""kernel xchg(acc: inout {dt}[K], out: out {dt}[K]) symbols(K) {{
+  parallel (%i: i64) in (K) {{
+    %v: {dt} = constant -2.5 : {dt}
+    %old: {dt} = atomic xchg %acc[%i], %v order=acq_rel
+    store %out[%i] = %old
+    yield
+  }}
+  yield
+}}""", {"acc": np.array([1.5, -0.0, np.inf], dt.replace("f", "float")),
+        "out": np.zeros(3, dt.replace("f", "float"))})
+    assert got["acc"].tolist() == [-2.5] * 3
+    assert got["out"].tobytes() == np.array([1.5, -0.0, np.inf], got["out"].dtype).tobytes()  # the bits exchanged
+
+
+@pytest.mark.parametrize("kind", ["max", "min"])
+def test_float_atomic_max_min_run_under_the_interpreter(kind: str) -> None:
+    _agrees_with_the_oracle(f"""kernel mm(v: in f32[K], acc: inout f32[K], out: out f32[K]) symbols(K) {{
+  parallel (%i: i64) in (K) {{
+    %x: f32 = load %v[%i]
+    %old: f32 = atomic {kind} %acc[%i], %x order=relaxed
+    store %out[%i] = %old
+    yield
+  }}
+  yield
+}}""", {"v": np.array([1.0, -3.0, 0.5, -0.0], np.float32), "acc": np.array([-1.0, -2.0, 0.25, 0.0], np.float32),
+        "out": np.zeros(4, np.float32)})
+
+
+_LOOP_BITCAST = """kernel loop_bits(n: in i64[N], out: out u64[N]) symbols(N) {
+  parallel (%i: i64) in (N) {
+    %0: i64 = constant 0 : i64
+    %1: i64 = constant 1 : i64
+    %stop: i64 = STOP
+    %z: u64 = constant 0 : u64
+    %r: u64 = for (%j: i64, %c: u64) in range(%0, %stop, %1) init(%z) {
+      %b: u64 = bitcast %j to u64
+      %d: u64 = binary add %c, %b
+      yield %d
+    }
+    store %out[%i] = %r
+    yield
+  }
+  yield
+}"""
+
+
+@pytest.mark.parametrize("stop", ["constant 4 : i64", "load %n[%i]"], ids=["uniform", "per_lane"])
+def test_bitcast_of_a_for_index_sees_its_i64_value(stop: str) -> None:
+    """A loop index over literal bounds was an int32 (GPU) or a Python int (interpreter): bitcasting it
+    to u64 failed with 'Cannot bitcast data-type of size 32 to data-type of size 64' / no attribute 'to'."""
+    got = _agrees_with_the_oracle(_LOOP_BITCAST.replace("STOP", stop),
+                                  {"n": np.array([0, 3, 5], np.int64), "out": np.zeros(3, np.uint64)})
+    assert got["out"].tolist() == ([6, 6, 6] if stop.startswith("constant") else [0, 3, 10])
+
+
+def test_region_fold_map_reads_a_value_from_outside_the_fold() -> None:
+    """Found by the differential fuzzer: the map's result (one per lane, no chunk tile) met the chunk's
+    membership mask ('Cannot make_shape_compatible: 256 and 16')."""
+    got = _agrees_with_the_oracle("""kernel fold_outer(offs: in i64[S + 1], vals: in f32[E], out: out i64[S])
+    symbols(S, E) {
+  parallel (%s: i64) in (S) {
+    %b: i64 = load %offs[%s]
+    %one: i64 = constant 1 : i64
+    %s1: i64 = binary add %s, %one
+    %e: i64 = load %offs[%s1]
+    %n: i64 = region_fold sum %vals[%b:%e] map=(%v: f32) {
+      %w: i64 = binary add %s, %s
+      yield %w
+    }
+    store %out[%s] = %n
+    yield
+  }
+  yield
+}""", {"offs": np.array([0, 2, 2, 5], np.int64), "vals": np.zeros(5, np.float32), "out": np.zeros(3, np.int64)})
+    assert got["out"].tolist() == [0, 0, 12]  # (e - b) * 2s
+
+
+def test_region_fold_with_uniform_bounds_and_a_map_reading_the_lane() -> None:
+    got = _agrees_with_the_oracle("""kernel fold_lane(vals: in f32[E], out: out f32[S]) symbols(S, E) {
+  parallel (%s: i64) in (S) {
+    %b: i64 = constant 1 : i64
+    %e: i64 = dim E : i64
+    %n: f32 = region_fold sum %vals[%b:%e] map=(%v: f32) {
+      %w: f32 = cast %s to f32
+      %x: f32 = binary mul %w, %v
+      yield %x
+    }
+    store %out[%s] = %n
+    yield
+  }
+  yield
+}""", {"vals": np.array([100.0, 1.0, 2.0], np.float32), "out": np.zeros(3, np.float32)})
+    assert got["out"].tolist() == [0.0, 3.0, 6.0]

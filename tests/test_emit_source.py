@@ -112,3 +112,69 @@ def test_source_compiles_to_ptx(make, args) -> None:
         tensors["offsets"] = torch.tensor([0, 2, 5, 10])
     text = emit_triton.ptx(k, tensors, arch=90)
     assert ".entry" in text
+
+
+_REGION_SCAN_I8 = """kernel scan_i8(offs: in i64[S + 1], vals: in i8[E], out: out i8[E]) symbols(S, E) {
+  parallel (%s: i64) in (S) {
+    %b: i64 = load %offs[%s]
+    %one: i64 = constant 1 : i64
+    %s1: i64 = binary add %s, %one
+    %e: i64 = load %offs[%s1]
+    region_scan sum %out[%b:%e] = %vals[%b:%e]
+    yield
+  }
+  yield
+}"""
+
+_LOOP_INDEX_BITS = """kernel loop_bits(out: out u64[N]) symbols(N) {
+  parallel (%i: i64) in (N) {
+    %0: i64 = constant 0 : i64
+    %1: i64 = constant 1 : i64
+    %2: i64 = constant 4 : i64
+    %z: u64 = constant 0 : u64
+    %r: u64 = for (%j: i64, %c: u64) in range(%0, %2, %1) init(%z) {
+      %b: u64 = bitcast %j to u64
+      %d: u64 = binary add %c, %b
+      yield %d
+    }
+    store %out[%i] = %r
+    yield
+  }
+  yield
+}"""
+
+_XCHG_F32 = """kernel xchg(acc: inout f32[K], out: out f32[K]) symbols(K) {
+  parallel (%i: i64) in (K) {
+    %v: f32 = constant -2.5 : f32
+    %old: f32 = atomic xchg %acc[%i], %v order=acq_rel
+    store %out[%i] = %old
+    yield
+  }
+  yield
+}"""
+
+
+@pytest.mark.parametrize("text,args", [
+    # tl.cumsum/tl.sum widen 8-bit sums to int32: the chunk loop's carry changed type ('Loop-carried variable
+    # carry has initial type int8 but is re-assigned to int32'); they now keep the accumulator's dtype
+    (_REGION_SCAN_I8, {"offs": [0, 3, 6], "vals": ("int8", 6), "out": ("int8", 6)}),
+    # range() over literal bounds gives an int32 induction variable on the GPU: the i64 index's bitcast
+    # failed ('Cannot bitcast data-type of size 32 to data-type of size 64')
+    (_LOOP_INDEX_BITS, {"out": ("uint64", 3)}),
+    # float xchg goes through an int32 pointer (the interpreter has none for floats): the GPU takes it too
+    (_XCHG_F32, {"acc": ("float32", 3), "out": ("float32", 3)}),
+], ids=["region_scan_i8", "for_index_bitcast", "xchg_f32"])
+def test_narrow_sums_and_loop_indices_keep_their_kir_dtype_on_the_gpu(text: str, args: dict) -> None:
+    import torch
+
+    from kir.text import parse_kernel
+
+    tensors = {n: torch.tensor(a) if isinstance(a, list) else torch.zeros(a[1], dtype=getattr(torch, a[0]))
+               for n, a in args.items()}
+    k = parse_kernel(text)
+    src = emit_triton.source(k, tensors)
+    if "region_scan" in text:
+        assert "dtype=tl.int8)" in src
+    if "xchg" in text:
+        assert "tl.atomic_xchg((" in src and ".to(tl.pointer_type(tl.int32))" in src
+    assert ".entry" in emit_triton.ptx(k, tensors, arch=90)

@@ -114,3 +114,18 @@ def test_a_meta_tensor_is_a_launch_error_in_the_oracle() -> None:
     with pytest.raises(LaunchError) as err:
         oracle.run(samples.softmax(), {"x": torch.empty(2, 3, device="meta"), "out": np.zeros((2, 3), np.float32)})
     assert str(err.value) == "x: expected an f32[M, N] tensor, got a tensor on the meta device (it has no data)"
+
+
+def test_bitcast_of_bf16_to_bf16_is_the_identity_in_the_oracle() -> None:
+    """Found by the differential campaign: the oracle viewed bf16's 16-bit pattern as its f32 storage."""
+    from kir.text import parse_kernel
+
+    k = parse_kernel("""kernel same_bits(x: in bf16[N], out: out bf16[N]) symbols(N) {
+  %a: bf16[N] = load %x[0:N]
+  %b: bf16[N] = bitcast %a to bf16
+  store %out[0:N] = %b
+  yield
+}""")
+    x = np.array([1.5, -2.0, 0.0078125, np.inf, -0.0], np.float32)
+    got = oracle.run(k, {"x": x, "out": np.zeros(5, np.float32)})["out"]
+    assert got.tobytes() == x.tobytes()

@@ -322,3 +322,61 @@ def test_a_python_file_name_with_code_in_it_never_runs(sandbox, tmp_path, escape
     else:
         assert np.array_equal(args["out"], np.full(4, 2.0, np.float32))
     assert sandbox == []
+
+
+# ---------------------------------------------------------------------------------------------- no eval
+
+# Where the code base may compile or execute a string: only the generated module, after its checks.
+ALLOWED_EXECUTION = {("emit_triton/targets.py", "compile"), ("emit_triton/aot_worker.py", "exec"),
+                     ("emit_triton/aot_worker.py", "compile"), ("emit_triton/safety.py", "compile")}
+
+
+def test_no_eval_or_exec_of_strings_outside_the_generated_module_loader() -> None:
+    import ast
+
+    root = Path(__file__).resolve().parents[1]
+    found = set()
+    for package in ("kir", "physical", "emit_triton", "oracle", "intent"):
+        for path in sorted((root / package).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for node in ast.walk(tree):
+                if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+                    continue
+                name = node.func.id
+                dynamic_import = name == "__import__" and not (node.args and isinstance(node.args[0], ast.Constant))
+                if name in ("eval", "exec", "compile") or dynamic_import:
+                    found.add((str(path.relative_to(root)), name))
+    assert found <= ALLOWED_EXECUTION, sorted(found - ALLOWED_EXECUTION)
+
+
+POSTPONED = '''from __future__ import annotations
+
+import intent
+from intent import Out, dims, f32, parallel
+
+N = dims("N")
+
+
+@intent.kernel
+def k(x: f32[N + 1], out: Out[f32[N + 1]], scale: intent.const[int] = 2):
+    for i in parallel(N + 1):
+        out[i] = x[i] * scale
+'''
+
+
+def test_postponed_annotations_are_read_as_type_expressions_only(sandbox, tmp_path) -> None:
+    ok = tmp_path / "ok"
+    ok.mkdir()
+    good = ok / "postponed.py"
+    good.write_text(POSTPONED, encoding="utf-8")
+    kernel = intent.kernels_in_file(str(good))["k"]
+    assert [str(p.type) for p in kernel.kir.params] == ["in f32[N + 1]", "out f32[N + 1]"]
+    hostile = ok / "hostile_annotation.py"
+    hostile.write_text(POSTPONED.replace("x: f32[N + 1]", "x: __import__('os').system('touch PWNED')"),
+                       encoding="utf-8")
+    with pytest.raises(DiagnosticError) as err:
+        intent.kernels_in_file(str(hostile))
+    assert err.value.message == ("cannot evaluate the annotation `__import__('os').system('touch PWNED')`: "
+                                 "ValueError: __import__('os').system('touch PWNED') is not a type expression "
+                                 "(names, [], attributes and dim arithmetic)")
+    assert sandbox == []

@@ -228,3 +228,22 @@ def test_a_group_already_tiled_is_left_alone() -> None:
     program = physical.lower(K.softmax.specialize(softmax_args(2, 5)))
     group = dataclasses.replace(program.groups[0], tiles=("BLOCK_N",), looped=None)
     assert plan_group(program.replace(groups=(group,)), group) == "the group already has its own tiling"
+
+
+@pytest.mark.parametrize("kernel,reason", [
+    (K.both_ways, "forward and reverse scans in one pass over the row"),
+    (K.written_twice, "a buffer is written twice"),
+], ids=lambda v: getattr(v, "__name__", None))
+def test_rows_whose_passes_would_reorder_work_stay_persistent(kernel, reason: str) -> None:
+    program = physical.lower(kernel.specialize({"x": rows(2, 5), "out": torch.empty(2, 5)}))
+    assert program.groups[0].looped is None
+    assert plan_group(program, program.groups[0]) == reason
+
+
+def test_an_ordered_loop_reading_a_reduction_runs_after_its_pass(small_budget) -> None:
+    args = {"x": rows(3, 40), "out": torch.empty(3)}
+    program = lowered(K.repeated_sum, args, budget=SMALL)
+    body = program.groups[0].looped.body.ops
+    loops = [k for k, op in enumerate(body) if isinstance(op, physical.model.For)]
+    assert len(loops) == 2 and loops[0] < loops[1]  # the row's pass, then the author's loop
+    assert_matches(K.repeated_sum, args, tol=1e-5)

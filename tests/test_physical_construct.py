@@ -197,3 +197,79 @@ def test_explain_names_worksets_segments_and_bounds() -> None:
     assert "group 1 (parallel): workset over (P)" in text
     assert "segment: programs [0, 0 + cdiv(M, " in text
     assert "load x" in text and "proven" in text
+
+
+# ---------------------------------------------------------------------------------------------- atomics Triton lacks
+
+_RMW = """kernel rmw(keys: in i32[N], v: in {dt}[N], acc: inout {dt}[B]) symbols(N, B) {{
+  parallel (%n: i64) in (N) {{
+    %k: i32 = load %keys[%n]
+    %x: {dt} = load %v[%n]
+    %old: {dt} = atomic {kind} %acc[%k], %x order=relaxed
+    yield
+  }}
+  yield
+}}"""
+
+_CAS = """kernel cas(acc: inout {dt}[N], out: out {dt}[N]) symbols(N) {{
+  parallel (%i: i64) in (N) {{
+    %e: {dt} = load %acc[%i]
+    %old: {dt} = atomic_cas %acc[%i], %e, %e order=relaxed
+    store %out[%i] = %old
+    yield
+  }}
+  yield
+}}"""
+
+_NARROW = "is not supported by the Triton target (Triton has no 8- or 16-bit atomics); use a 32-bit buffer"
+_HALF = "is not supported by the Triton target (its only 16-bit float atomic is add); use an f32 buffer"
+
+
+@pytest.mark.parametrize("kind,dt,message", [
+    ("max", "u8", f"atomic max on u8 {_NARROW}"),
+    ("add", "i8", f"atomic add on i8 {_NARROW}"),
+    ("or", "i16", f"atomic or on i16 {_NARROW}"),
+    ("xor", "pred", f"atomic xor on pred {_NARROW}"),
+    ("xchg", "f16", f"atomic xchg on f16 {_HALF}"),
+    ("min", "bf16", f"atomic min on bf16 {_HALF}"),
+])
+def test_atomics_triton_lacks_are_refused_at_the_op(kind: str, dt: str, message: str) -> None:
+    """Found by the differential fuzzer: these crashed inside Triton at launch (GPU and interpreter)."""
+    from kir.text import parse_kernel
+
+    with pytest.raises(DiagnosticError) as err:
+        physical.lower(parse_kernel(_RMW.format(dt=dt, kind=kind), "rmw.kir"))
+    assert err.value.message == message
+    assert (err.value.file, err.value.line) == ("rmw.kir", 5)
+
+
+def test_atomic_cas_on_bytes_is_refused_but_16_bit_cas_lowers() -> None:
+    from kir.text import parse_kernel
+
+    with pytest.raises(DiagnosticError) as err:
+        physical.lower(parse_kernel(_CAS.format(dt="u8"), "cas.kir"))
+    assert err.value.message == ("atomic_cas on u8 is not supported by the Triton target (Triton's compare-and-swap "
+                                 "needs 16-, 32- or 64-bit elements); use a 16- or 32-bit buffer")
+    assert err.value.line == 4
+    for dt in ("i16", "f16", "bf16", "i32"):
+        physical.lower(parse_kernel(_CAS.format(dt=dt)), verify=True)
+
+
+@pytest.mark.parametrize("kind,dt", [("add", "f16"), ("add", "bf16"), ("max", "f32"), ("xchg", "f64"),
+                                     ("and", "u32"), ("min", "i64")])
+def test_atomics_triton_has_still_lower(kind: str, dt: str) -> None:
+    from kir.text import parse_kernel
+
+    physical.lower(parse_kernel(_RMW.format(dt=dt, kind=kind)), verify=True)
+
+
+def test_the_differential_runner_counts_an_atomic_refusal_as_refused() -> None:
+    from kir.text import parse_kernel
+    from tests.differential import run_case
+    from tests.diffinputs import Case, InputSpec
+
+    k = parse_kernel(_RMW.format(dt="u16", kind="add"))
+    specs = (("keys", InputSpec("index", extent="B")), ("v", InputSpec("values")), ("acc", InputSpec("values")))
+    outcome = run_case(Case(k, (("N", 3), ("B", 2)), specs, 0), stablehlo=False)
+    assert (outcome.kind, outcome.failed) == ("refused", False)
+    assert outcome.message == f"atomic add on u16 {_NARROW}"

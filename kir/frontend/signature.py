@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -97,13 +98,43 @@ _ANNOTATION_HELP = "a tensor type like f32[M, N] (Out[...] / InOut[...] for outp
 
 
 def _eval_annotation(fn: object, text: str, where: Loc) -> object:
+    """A postponed (string) annotation, evaluated like Python would but only as a type expression:
+    names, attributes, subscripts, tuples, constants and dim arithmetic; no calls, never `eval`."""
     env = dict(getattr(fn, "__globals__", {}))
     env.update(closure_vars(fn))
     try:
-        return eval(text, env)  # the author's own annotation text, as Python would evaluate it
+        return _type_expression(ast.parse(text, mode="eval").body, env)
     except Exception as exc:
         raise DiagnosticError(f"cannot evaluate the annotation `{text}`: {type(exc).__name__}: {exc}",
                               where) from None
+
+
+_BUILTIN_TYPES: dict[str, type] = {"int": int, "float": float, "bool": bool, "str": str}
+_ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
+               ast.Mod: operator.mod}
+
+
+def _type_expression(node: ast.expr, env: dict[str, object]) -> object:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        if node.id in env:
+            return env[node.id]
+        if node.id in _BUILTIN_TYPES:
+            return _BUILTIN_TYPES[node.id]
+        raise NameError(f"name '{node.id}' is not defined")
+    if isinstance(node, ast.Attribute) and not node.attr.startswith("_"):
+        return getattr(_type_expression(node.value, env), node.attr)
+    if isinstance(node, ast.Subscript):
+        return _type_expression(node.value, env)[_type_expression(node.slice, env)]  # type: ignore[index]
+    if isinstance(node, ast.Tuple | ast.List):
+        items = [_type_expression(e, env) for e in node.elts]
+        return tuple(items) if isinstance(node, ast.Tuple) else items
+    if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
+        return _ARITHMETIC[type(node.op)](_type_expression(node.left, env), _type_expression(node.right, env))
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_type_expression(node.operand, env)  # type: ignore[operator]
+    raise ValueError(f"{ast.unparse(node)} is not a type expression (names, [], attributes and dim arithmetic)")
 
 
 def _symbols_in_dim(d: Dim, out: list[str]) -> None:

@@ -9,6 +9,7 @@ from kir.dtypes import DType
 from kir.pointwise import BinaryFn, CmpFn
 
 from .. import ops as P
+from ..analysis import captured
 from ..model import Fragment, PRegion, PValue
 from . import lower_ops, rule
 from .access import fill_for, note_read, note_write
@@ -64,7 +65,10 @@ def _source(lw: Lowerer, src: K.Value, index: K.Index, begin: PValue, end: PValu
     else:
         lw.bind(map_region.args[0], elem)
         lower_ops(lw, map_region.ops)
-        comps = tuple(lw.get(v) for v in map_region.yielded)
+        # A map result computed only from values outside the map (a lane's own index, a constant) has
+        # no chunk tile: widen it to the element's fragment, it is one value per element like the rest.
+        comps = tuple(lw.broadcast_to(c, elem.type.with_dtype(c.type.dtype, c.type.index))
+                      for c in (lw.get(v) for v in map_region.yielded))
     region = lw.end(comps + (member,))
     return region, tuple(c.type.dtype for c in comps), member
 
@@ -73,6 +77,10 @@ def _source(lw: Lowerer, src: K.Value, index: K.Index, begin: PValue, end: PValu
 def lower_region_fold(lw: Lowerer, op: KG.RegionFold) -> None:
     _, dyn = _dyn(op.index)
     begin, end = lw.get(dyn.begin), lw.get(dyn.end)
+    if not (begin.type.lanes or end.type.lanes) and any(
+            i in lw.env and lw.env[i].type.lanes for i in captured(op)):
+        # uniform bounds, but the map reads a lane's own value: every lane folds its own elements
+        begin = lw.broadcast_to(begin, Fragment(begin.type.dtype, True, (), begin.type.index))
     source, dtypes, _ = _source(lw, op.src, op.index, begin, end, False, op.map)
     lanes = begin.type.lanes or end.type.lanes
     if op.kind is KG.ReduceKind.custom:

@@ -22,8 +22,10 @@ launch selects with a constexpr flag, so one source holds both and each speciali
 Legality (`plan_group`): the group's row values all have the one tile axis, the ops on them are
 element-wise, loads, stores, reductions and scans along it, no buffer is both read and written, and no
 atomics, local buffers or nested control touch the row. Profitability: the row's extent is not proven
-to stay within the persistent budget. `LOOP_BUDGET` (an environment variable read when the pass runs)
-lowers the budget, so that tests can force the looped form on small rows.
+to stay within the persistent budget. `LoopRows(budget=n)` or the `INTENT_LOOP_BUDGET` environment
+variable (read when the pass runs) lowers the budget, so that tests can force the looped form on small
+rows. The chunk sizes, lanes and warps of the looped form come from the same model (`chunk_size`,
+`chunk_weight`).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from ..model import (
     TileAxis,
 )
 from . import Pass
+from .enlarge import TILE_BUDGET
 
 # Calibrated with `ptxas -v` on sm_90 (no spills at these sizes with num_warps from the tile, up to 16).
 REGISTER_VALUES = 65536    # four-byte row values a program keeps live with native reductions
@@ -87,6 +90,7 @@ class Plan:
     extent: LaunchExpr
     budget: int
     chunk: int
+    weight: int  # what one chunk counts for when lanes are sized (`chunk_weight`)
     stage: dict[int, int] = field(default_factory=dict)  # value id -> stage (reduction results: pass + 1)
     loop_of: dict[int, int] = field(default_factory=dict)  # id(op) of a row reduction/effect -> its pass
     loops: int = 0
@@ -148,15 +152,28 @@ def budget(group: Group, axis: TileAxis, forced: int | None = None) -> int:
 
 
 def chunk_size(group: Group, axis: TileAxis, limit: int) -> int:
-    """Row elements per step of the looped form: `CHUNK_VALUES` four-byte values over the components
-    (`TREE_CHUNK_VALUES` when chunks are folded in element order), at most the persistent budget."""
-    width, native = 1, True
+    """Row elements per step of the looped form: `CHUNK_VALUES` four-byte values over the components;
+    `TREE_CHUNK_VALUES` when chunks are folded in element order (over the components of element-order
+    scans); at most the persistent budget."""
+    width, native, scans = 1, True, 1
     for op in group.body.walk():
         if isinstance(op, P.Reduce | P.Scan) and any(_row(x.type, axis) for x in op.inputs):
             width = max(width, len(op.inputs))
             native = native and _native(op)
-    values = CHUNK_VALUES // (1 << (width - 1).bit_length()) if native else TREE_CHUNK_VALUES
+            if isinstance(op, P.Scan) and not _native(op):
+                scans = max(scans, len(op.inputs))
+    values = CHUNK_VALUES // (1 << (width - 1).bit_length()) if native else \
+        TREE_CHUNK_VALUES // (1 << (scans - 1).bit_length())
     return max(1, min(limit, values))
+
+
+def chunk_weight(group: Group, axis: TileAxis, chunk: int) -> int:
+    """The row elements one chunk counts for when sizing lanes: an element-order scan holds every
+    component's halving steps, its prefixes and the chunk's total at once, so its programs own one row
+    (calibrated with `ptxas -v`: more rows per program spill with vectorised loads)."""
+    scans = [op for op in group.body.walk() if isinstance(op, P.Scan) and not _native(op)
+             and any(_row(x.type, axis) for x in op.inputs)]
+    return max(chunk, TILE_BUDGET) if scans else chunk
 
 
 def plan_group(program: Program, group: Group, forced: int | None = None) -> Plan | str:
@@ -177,11 +194,14 @@ def plan_group(program: Program, group: Group, forced: int | None = None) -> Pla
     facts = list(default_lower_bounds(program.symbols, program.requires)) + list(program.requires)  # type: ignore
     if linear_proves(facts, PCmp("<=", axis.extent, DConst(limit))):
         return f"the row {axis.extent} always fits the persistent budget of {limit}"
-    written = {a.buffer for op in group.body.walk() for a in _accesses(op) if isinstance(op, P.Store)}
+    writes = [a.buffer for op in group.body.walk() for a in _accesses(op) if isinstance(op, P.Store)]
     read = {a.buffer for op in group.body.walk() for a in _accesses(op) if isinstance(op, P.Load)}
-    if written & read:
+    if set(writes) & read:
         return "a buffer is both read and written"
-    plan = Plan(group, axis, extent, limit, chunk_size(group, axis, limit))
+    if len(set(writes)) != len(writes):  # passes reorder writes: the last writer must stay last
+        return "a buffer is written twice"
+    chunk = chunk_size(group, axis, limit)
+    plan = Plan(group, axis, extent, limit, chunk, chunk_weight(group, axis, chunk))
     problem = _stages(plan)
     return problem if problem is not None else plan
 
@@ -199,7 +219,8 @@ def _stages(plan: Plan) -> str | None:  # noqa: C901 (one case per kind of op)
     for op in plan.group.body.ops:
         vals = _values(op)
         on_row = any(_row(v.type, axis) for v in vals)
-        before = max((plan.stage.get(v.id, 0) for v in op.operands()), default=0)
+        # values used inside nested regions count too: a loop body may read a reduction's result
+        before = max((plan.stage.get(v.id, 0) for v in vals), default=0)
         if not on_row:
             if isinstance(op, P.AtomicRMW | P.AtomicCAS | P.AllocBuffer | P.Barrier):
                 return f"{op.NAME} in the group"
@@ -219,10 +240,6 @@ def _stages(plan: Plan) -> str | None:  # noqa: C901 (one case per kind of op)
                 plan.stage[v.id] = before + 1
             plan.loops = max(plan.loops, before + 1)
             continue
-        if isinstance(op, P.Scan):
-            direction = plan.reverse.setdefault(before, op.reverse)
-            if direction != op.reverse:
-                return "forward and reverse scans in one pass over the row"
         if isinstance(op, P.Store):
             plan.loop_of[id(op)] = before
             plan.loops = max(plan.loops, before + 1)
@@ -230,6 +247,13 @@ def _stages(plan: Plan) -> str | None:  # noqa: C901 (one case per kind of op)
             plan.stage[v.id] = before
     if plan.loops == 0:
         return "nothing on the row is reduced or written"
+    row_ops = [op for op in plan.group.body.ops if any(_row(v.type, axis) for v in _values(op))]
+    for k in range(plan.loops):  # a pass walks its chunks one way: every scan it runs must agree
+        need = _needed(plan, [op for op in row_ops if plan.loop_of.get(id(op)) == k])
+        directions = {op.reverse for op in row_ops if isinstance(op, P.Scan) and id(op) in need}
+        if len(directions) > 1:
+            return "forward and reverse scans in one pass over the row"
+        plan.reverse[k] = directions == {True}
     return None
 
 
@@ -391,7 +415,7 @@ def build_looped(plan: Plan, first_id: int, chunk_block: str) -> tuple[PRegion, 
     def place_flat(upto: int) -> None:
         for op in flat:
             if id(op) not in placed and not op.TERMINATOR and \
-                    max((plan.stage.get(v.id, 0) for v in op.operands()), default=0) <= upto:
+                    max((plan.stage.get(v.id, 0) for v in _values(op)), default=0) <= upto:
                 placed.add(id(op))
                 b.put(op)
 
@@ -604,7 +628,7 @@ class LoopRows(Pass):
             # program owns as many rows as that chunk allows (the flag picks one count or the other).
             lanes = consts[plan.group.block]
             if _mentions(lanes, old):
-                persistent, looped_lanes = substitute(lanes, old, whole), substitute(lanes, old, LConst(plan.chunk))
+                persistent, looped_lanes = substitute(lanes, old, whole), substitute(lanes, old, LConst(plan.weight))
                 chosen = _pick(looped_now, looped_lanes, persistent)
                 warps, grid = substitute(warps, lanes, chosen), substitute(grid, lanes, chosen)
                 segments = tuple(dataclasses.replace(seg, length=substitute(seg.length, lanes, chosen),
@@ -653,5 +677,5 @@ def substitute(e: LaunchExpr | int, old: LaunchExpr, new: LaunchExpr) -> LaunchE
     return dataclasses.replace(e, **changes)  # type: ignore[type-var]
 
 
-__all__ = ["LoopRows", "Plan", "plan_group", "build_looped", "budget", "chunk_size", "BUDGET_VARIABLE",
+__all__ = ["LoopRows", "Plan", "plan_group", "build_looped", "budget", "chunk_size", "chunk_weight", "BUDGET_VARIABLE",
            "REGISTER_VALUES", "TREE_VALUES", "CHUNK_VALUES", "TREE_CHUNK_VALUES"]

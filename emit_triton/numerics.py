@@ -1,0 +1,137 @@
+"""KIR's numeric rules in Triton: register dtypes, bf16, casts and integer powers.
+
+bf16 values live in f32 registers holding values exactly representable in bf16 (as in the oracle):
+every op with a bf16 result computes in f32 and rounds to the nearest bf16 (ties to even) with
+integer operations on the f32 bit pattern. Loads and stores move the 16-bit pattern with shifts, so
+that the generated code gives the same bits on a GPU and under Triton's interpreter (which computes on
+bf16 bit patterns as if they were integers and truncates, rather than rounds, f32 -> bf16). For the
+other floats, double rounding through f32 is innocuous (24 >= 2p + 2 for f16 and bf16), so f16 ops
+also compute in f32.
+
+Float -> integer casts truncate toward zero and saturate at the target's range, NaN -> 0 (PTX
+`cvt.rzi.sat`), as the oracle defines them; Triton's own cast leaves out-of-range values undefined.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kir.dtypes import DType
+
+from .emit import REGISTER_DTYPE, Emitter
+
+_LIBRARY = {
+    "round_bf16": '''@triton.jit
+def _intent_round_bf16(x):
+    # nearest bf16 (ties to even) held in f32; NaN stays NaN
+    bits = x.to(tl.uint32, bitcast=True)
+    rounded = (bits + (0x7FFF + ((bits >> 16) & 1))) & 0xFFFF0000
+    return tl.where(x != x, float("nan"), rounded.to(tl.float32, bitcast=True))
+''',
+    "load_bf16": '''@triton.jit
+def _intent_load_bf16(x):
+    # a bf16 tensor from memory -> its exact f32 value
+    return (x.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)
+''',
+    "store_bf16": '''@triton.jit
+def _intent_store_bf16(x):
+    # an f32 holding a bf16 value -> the bf16 tensor to store (its high half)
+    return (x.to(tl.uint32, bitcast=True) >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
+''',
+    "ipow": '''@triton.jit
+def _intent_ipow(a, b, BITS: tl.constexpr, SIGNED: tl.constexpr):
+    # exact repeated squaring wrapping at the width; a negative exponent truncates 1 / a**-b toward 0
+    zero = a * 0 + b * 0
+    result = zero + 1
+    base = a + zero
+    e = b + zero
+    neg = e < 0
+    e = tl.where(neg, zero, e)
+    for _ in tl.static_range(BITS):
+        result = tl.where((e & 1) != 0, result * base, result)
+        base = base * base
+        e = e >> 1
+    if SIGNED:
+        inverse = tl.where(a + zero == 1, zero + 1, zero)
+        inverse = tl.where(a + zero == -1, tl.where((b & 1) != 0, zero - 1, zero + 1), inverse)
+        result = tl.where(neg, inverse, result)
+    return result
+''',
+}
+
+
+def library(em: Emitter, name: str) -> str:
+    """The name of a fixed helper, added to the module on first use."""
+    key = f"library:{name}"
+    if key not in em.helper_keys:
+        em.helper_keys[key] = f"_intent_{name}"
+        em.helpers.append(_LIBRARY[name])
+    return em.helper_keys[key]
+
+
+def reg(dtype: DType) -> str:
+    """The Triton dtype a value of `dtype` has in registers."""
+    return REGISTER_DTYPE[dtype]
+
+
+def round_bf16_value(value: float) -> float:
+    """A Python float rounded to the nearest bf16 (ties to even), as `_intent_round_bf16` does."""
+    if value != value:
+        return value
+    with np.errstate(over="ignore"):
+        bits = int(np.array([value], np.float32).view(np.uint32)[0])
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return float(np.array([rounded], np.uint32).view(np.float32)[0])
+
+
+def from_storage(em: Emitter, expr: str, dtype: DType) -> str:
+    """A tensor loaded from a buffer of `dtype` -> its register value."""
+    return f"{library(em, 'load_bf16')}({expr})" if dtype is DType.bf16 else expr
+
+
+def to_storage(em: Emitter, expr: str, dtype: DType) -> str:
+    """A register value -> the tensor stored into a buffer of `dtype`."""
+    return f"{library(em, 'store_bf16')}({expr})" if dtype is DType.bf16 else expr
+
+
+def narrow_result(em: Emitter, expr: str, dtype: DType) -> str:
+    """An f32 result of an op computed in f32 for a narrower float `dtype`."""
+    if dtype is DType.bf16:
+        return f"{library(em, 'round_bf16')}({expr})"
+    if dtype is DType.f16:
+        return f"({expr}).to(tl.float16)"
+    return expr
+
+
+def compute_dtype(dtype: DType) -> DType:
+    """Where a float op of `dtype` computes: f16 and bf16 in f32."""
+    return DType.f32 if dtype in (DType.f16, DType.bf16) else dtype
+
+
+def convert(em: Emitter, expr: str, src: DType, dst: DType) -> str:
+    """KIR `cast` of a register value of `src` to `dst` (also accumulators to results)."""
+    if src == dst:
+        return expr
+    if dst is DType.pred:
+        return f"({expr} != 0)"
+    if src.is_float and dst.is_int:
+        return _float_to_int(em, expr, src, dst)
+    if dst is DType.bf16:
+        # ints and f64 reach f32 first (f64 -> bf16 rounds through f32, as torch does)
+        wide = expr if src in (DType.f32, DType.bf16) else f"{expr}.to(tl.float32)"
+        return f"{library(em, 'round_bf16')}({wide})"
+    return f"{expr}.to({REGISTER_DTYPE[dst]})"
+
+
+def _float_to_int(em: Emitter, expr: str, src: DType, dst: DType) -> str:
+    lo, hi = dst.int_range
+    x = em.fresh("f")
+    em.line(f"{x} = {expr}" + (".to(tl.float32)" if src is DType.f16 else ""))
+    t = REGISTER_DTYPE[dst]
+    inside = f"tl.where({x} != {x}, 0.0, {x}).to({t})"
+    return (f"tl.where({x} >= {float(hi)!r}, tl.full((), {hi}, {t}), tl.where({x} <= {float(lo)!r}, "
+            f"tl.full((), {lo}, {t}), {inside}))")
+
+
+__all__ = ["REGISTER_DTYPE", "reg", "library", "convert", "from_storage", "to_storage", "narrow_result",
+           "compute_dtype", "round_bf16_value"]

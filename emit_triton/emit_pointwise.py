@@ -48,9 +48,9 @@ def emit_unary(em: Emitter, op: P.Unary) -> None:
     elif fn is UnaryFn.not_:
         e = f"~{x}" if dt != DType.pred else f"{x} == 0"
     elif fn is UnaryFn.isnan:
-        e = f"{x} != {x}"
+        e = _predicate(t, f"{x} != {x}")
     elif fn is UnaryFn.isinf:
-        e = f"tl.abs({xf}) == float(\"inf\")"
+        e = _predicate(t, f"tl.abs({xf}) == float(\"inf\")")
     elif fn in _SIMPLE_UNARY:
         e = _SIMPLE_UNARY[fn].format(x=xf)
     elif fn is UnaryFn.log1p:
@@ -124,10 +124,12 @@ def emit_binary(em: Emitter, op: P.Binary) -> None:
         em.line(f"{m} = tl.exp2({b} * tl.log2(tl.abs({a})))")
         integral = f"(tl.floor({b}) == {b})"
         odd = f"(tl.floor({b} * 0.5) * 2.0 != {b})"
-        # C pow: a negative base needs an integral exponent; -0.0 keeps its sign for odd ones
-        negative_zero = f"(({a} == 0.0) & (1.0 / {a} < 0.0) & {integral} & {odd})"
-        e = (f"tl.where({b} == 0.0, 1.0, tl.where({a} < 0, tl.where({integral}, tl.where({odd}, -{m}, {m}), "
-             f"float(\"nan\")), tl.where({negative_zero}, -{m}, {m})))")
+        # C pow: a negative base needs an integral exponent; -0.0 keeps its sign for odd ones (nested
+        # selects, no `&` of predicates: a 0-d one does not mix under the interpreter)
+        signed = f"tl.where({odd}, -{m}, {m})"
+        zero = f"tl.where(1.0 / {a} < 0.0, tl.where({integral}, {signed}, {m}), {m})"
+        e = (f"tl.where({b} == 0.0, 1.0, tl.where({a} < 0, tl.where({integral}, {signed}, float(\"nan\")), "
+             f"tl.where({a} == 0.0, {zero}, {m})))")
     elif fn in (BinaryFn.maximum, BinaryFn.minimum):
         cmp = ">" if fn is BinaryFn.maximum else "<"
         # NaN propagates from either side (no `|` of predicates: a 0-d one does not mix under the interpreter)
@@ -164,10 +166,20 @@ def _emit_int_binary(em: Emitter, op: P.Binary) -> None:
 _CMP = {CmpFn.eq: "==", CmpFn.ne: "!=", CmpFn.lt: "<", CmpFn.le: "<=", CmpFn.gt: ">", CmpFn.ge: ">="}
 
 
+def _predicate(t: Fragment, e: str) -> str:
+    # Triton's interpreter records a 0-d comparison with its operands' dtype, and a later broadcast then
+    # makes floats of it; a select re-types it as int1 (free on the device: select(c, 1, 0) is c)
+    return f"tl.where({e}, True, False)" if t.rank == 0 else e
+
+
 @emits(P.Compare)
 def emit_compare(em: Emitter, op: P.Compare) -> None:
     t = op.result.type
-    em.line(f"{em.define(op.result, 'm')} = {em.arg(op.lhs, t)} {_CMP[op.fn]} {em.arg(op.rhs, t)}")
+    e = f"{em.arg(op.lhs, t)} {_CMP[op.fn]} {em.arg(op.rhs, t)}"
+    if op.lhs.id in em.literals and op.rhs.id in em.literals:
+        em.line(f"{em.define(op.result, 'm')} = {e}")
+        return
+    em.line(f"{em.define(op.result, 'm')} = {_predicate(t, e)}")
 
 
 @emits(P.Select)

@@ -33,6 +33,7 @@ from physical.launch_expr import (
 from physical.model import Fragment, Group, POp, PRegion, Program, PValue
 
 from .abi import AbiArg, ArgKind, ConstexprArg, EmittedKernel
+from .names import comment_text, mangle
 
 EMIT: dict[type[POp], Callable[[Emitter, POp], None]] = {}
 
@@ -116,7 +117,8 @@ class Emitter:
         return name
 
     def define(self, v: PValue, hint: str = "t") -> str:
-        name = self.fresh(v.name or f"{hint}{v.id}")
+        """A new name for `v`: its (mangled) KIR name, else the emitter's `hint` and its id."""
+        name = self.fresh(mangle(v.name, "value") if v.name else f"{hint}{v.id}")
         self.names[v.id] = name
         return name
 
@@ -134,7 +136,7 @@ class Emitter:
         if info is not None:
             detail = f" {info.detail}" if info.detail else ""
             where = f"  {info.where()}" if info.where() else ""
-            self.line(f"# {info.name}{detail}{where}")
+            self.line(f"# {comment_text(f'{info.name}{detail}{where}')}")
 
     # ------------------------------------------------------------------ types and operands
     def shape(self, t: Fragment) -> str:
@@ -283,13 +285,13 @@ def _abi(em: Emitter) -> tuple[list[AbiArg], list[ConstexprArg], list[str]]:
     args: list[AbiArg] = []
     sig: list[str] = []
     for q in p.params:
-        name = em.fresh(q.name)
+        name = em.fresh(mangle(q.name, "param" if q.kind.value == "tensor" else "scalar"))
         em.param_names[q.name] = name
         if q.kind.value == "tensor":
             args.append(AbiArg(ArgKind.TENSOR, name, param=q.name, dtype=q.dtype))
             sig.append(name)
             for ax in range(len(q.shape)):
-                s = em.fresh(f"{q.name}_stride_{ax}")
+                s = em.fresh(f"{name}_stride_{ax}")
                 em.stride_names[(q.name, ax)] = s
                 args.append(AbiArg(ArgKind.STRIDE, s, param=q.name, axis=ax))
                 sig.append(s)
@@ -297,7 +299,7 @@ def _abi(em: Emitter) -> tuple[list[AbiArg], list[ConstexprArg], list[str]]:
             args.append(AbiArg(ArgKind.SCALAR, name, param=q.name, dtype=q.dtype))
             sig.append(name)
     for s in p.symbols:
-        name = em.fresh(s)
+        name = em.fresh(mangle(s, "symbol"))
         em.symbol_arg[s] = name
         args.append(AbiArg(ArgKind.SYMBOL, name, expr=LDim(DSym(s))))
         sig.append(name)
@@ -308,7 +310,7 @@ def _abi(em: Emitter) -> tuple[list[AbiArg], list[ConstexprArg], list[str]]:
                 args.append(AbiArg(ArgKind.SYMBOL, name, expr=e))
                 sig.append(name)
     for w in p.workspaces:
-        name = em.fresh(w.name)
+        name = em.fresh(mangle(w.name, "workspace"))
         em.workspace_names[w.name] = name
         args.append(AbiArg(ArgKind.WORKSPACE, name, dtype=w.dtype, expr=w.count, fill=w.fill))
         sig.append(name)
@@ -322,7 +324,7 @@ def _abi(em: Emitter) -> tuple[list[AbiArg], list[ConstexprArg], list[str]]:
 def emit(program: Program) -> EmittedKernel:
     """Generate the Triton module of `program` and its ABI."""
     em = Emitter(program)
-    kname = ident(program.name)
+    kname = mangle(program.name, "kernel")
     em.used.update({kname})
     args, consts, sig = _abi(em)
     body_start = len(em.lines)
@@ -335,7 +337,7 @@ def emit(program: Program) -> EmittedKernel:
         em.group = g
         dom = ", ".join(str(d) for d in g.domain) if g.domain else "single instance"
         owns = f"one {' x '.join(g.tiles)} tile" if g.tiles else f"{g.block} instances"
-        em.line(f"# group {g.id}: {g.name} over ({dom}), {owns} per program")
+        em.line(f"# {comment_text(f'group {g.id}: {g.name} over ({dom}), {owns} per program')}")
         if len(program.segments) > 1:
             off, length = f"seg{g.id}_offset", f"seg{g.id}_length"
             assert off in seg_args and length in seg_args

@@ -7,6 +7,7 @@ from physical import ops as P
 from physical.model import BufferInit
 
 from .emit import REGISTER_DTYPE, TL_DTYPE, Emitter, emits, literal
+from .names import comment_text, mangle
 from .numerics import library
 
 
@@ -49,7 +50,7 @@ def emit_barrier(em: Emitter, op: P.Barrier) -> None:
 def emit_alloc(em: Emitter, op: P.AllocBuffer) -> None:
     buf = em.buffers[op.buffer]
     if buf.init is not BufferInit.FULL:
-        em.line(f"# {buf.name}: uninitialised; the kernel writes it before reading")
+        em.line(f"# {comment_text(buf.name)}: uninitialised; the kernel writes it before reading")
         return
     numel = " * ".join(em.dim(d) for d in buf.shape) or "1"
     ws = em.workspace_names[buf.storage]  # type: ignore[index]
@@ -73,7 +74,7 @@ def emit_alloc(em: Emitter, op: P.AllocBuffer) -> None:
 
 @emits(P.ScalarParam)
 def emit_scalar_param(em: Emitter, op: P.ScalarParam) -> None:
-    n = em.define(op.result, op.param)
+    n = em.define(op.result, mangle(op.param, "scalar"))
     dt = op.result.type.dtype
     em.line(f"{n} = tl.cast({em.param_names[op.param]}, {REGISTER_DTYPE[dt]})")
     if dt is DType.bf16:  # the launcher passes an f32: the kernel sees the nearest bf16

@@ -47,9 +47,10 @@ def test_source_is_one_kernel_with_explicit_masks(make) -> None:
 def test_abi_lists_pointers_strides_symbols_and_constexprs() -> None:
     ek = emitted(S.softmax)
     kinds = [(a.kind, a.name) for a in ek.args]
-    assert kinds == [(ArgKind.TENSOR, "x"), (ArgKind.STRIDE, "x_stride_0"), (ArgKind.STRIDE, "x_stride_1"),
-                     (ArgKind.TENSOR, "out"), (ArgKind.STRIDE, "out_stride_0"), (ArgKind.STRIDE, "out_stride_1"),
-                     (ArgKind.SYMBOL, "M"), (ArgKind.SYMBOL, "N")]
+    # user names reach the source mangled: p_ for parameters, s_ for shape symbols
+    assert kinds == [(ArgKind.TENSOR, "p_x"), (ArgKind.STRIDE, "p_x_stride_0"), (ArgKind.STRIDE, "p_x_stride_1"),
+                     (ArgKind.TENSOR, "p_out"), (ArgKind.STRIDE, "p_out_stride_0"),
+                     (ArgKind.STRIDE, "p_out_stride_1"), (ArgKind.SYMBOL, "s_M"), (ArgKind.SYMBOL, "s_N")]
     assert [c.name for c in ek.constexprs] == ["BLOCK_I0", "BLOCK_N", "BLOCK_N_LOOPED", "BLOCK_N_CHUNK"]
     env = {"M": 64, "N": 1000}
     assert {c.name: c.expr.evaluate(env) for c in ek.constexprs} == {"BLOCK_I0": 4, "BLOCK_N": 1024,
@@ -70,7 +71,7 @@ def test_two_groups_dispatch_on_segment_offsets() -> None:
 
 def test_softmax_source_reads_like_the_kernel() -> None:
     src = emitted(S.softmax).source
-    assert "row = tl.load(" in src  # values are named after KIR names
+    assert "v_row = tl.load(" in src  # values are named after (mangled) KIR names
     assert "# reduce max" in src and "# reduce sum" in src
     assert 'float("nan")' in src  # max propagates NaN explicitly
     assert "tl.div_rn(" in src  # IEEE division
@@ -83,7 +84,7 @@ def test_atomics_keep_order_and_scope() -> None:
 
 def test_rng_offsets_keep_their_kir_width() -> None:
     src = emitted(S.dropout).source
-    assert re.search(r"tl\.rand\(seed\w*, tl\.cast\(\w+, tl\.int64\)\)", src)
+    assert re.search(r"tl\.rand\(v_seed\w*, tl\.cast\(\w+, tl\.int64\)\)", src)
 
 
 def test_exclusive_scan_uses_a_generated_combine_for_floats() -> None:

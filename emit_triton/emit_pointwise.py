@@ -128,8 +128,12 @@ def emit_binary(em: Emitter, op: P.Binary) -> None:
         # selects, no `&` of predicates: a 0-d one does not mix under the interpreter)
         signed = f"tl.where({odd}, -{m}, {m})"
         zero = f"tl.where(1.0 / {a} < 0.0, tl.where({integral}, {signed}, {m}), {m})"
-        e = (f"tl.where({b} == 0.0, 1.0, tl.where({a} < 0, tl.where({integral}, {signed}, float(\"nan\")), "
-             f"tl.where({a} == 0.0, {zero}, {m})))")
+        negative = f"tl.where({integral}, {signed}, tl.where({a} == float(\"-inf\"), {m}, float(\"nan\")))"
+        r = em.fresh("pw")
+        em.line(f"{r} = tl.where({a} < 0, {negative}, tl.where({a} == 0.0, {zero}, {m}))")
+        # pow(x, 0) == pow(1, y) == pow(-1, +-inf) == 1, even for NaN operands
+        e = (f"tl.where({b} == 0.0, 1.0, tl.where({a} == 1.0, 1.0, tl.where(tl.abs({b}) == float(\"inf\"), "
+             f"tl.where({a} == -1.0, 1.0, {r}), {r})))")
     elif fn in (BinaryFn.maximum, BinaryFn.minimum):
         cmp = ">" if fn is BinaryFn.maximum else "<"
         # NaN propagates from either side (no `|` of predicates: a 0-d one does not mix under the interpreter)

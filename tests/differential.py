@@ -108,6 +108,11 @@ def tolerance(kernel: Kernel, env: Mapping[str, int]) -> float:
             t = v.type
             if isinstance(t, TensorType) and isinstance(t.dtype, DType) and t.dtype in EPS:
                 eps = max(eps, EPS[t.dtype])
+        # an accumulator narrower than the result (acc_dtype=f32 for an f64 fold) rounds at its own eps
+        accs = getattr(o, "acc_dtypes", None) or (getattr(o, "acc_dtype", None),)
+        for acc in accs if isinstance(accs, tuple) else ():
+            if isinstance(acc, DType) and acc in EPS:
+                eps = max(eps, EPS[acc])
         if isinstance(o, Dot) and o.precision is Precision.tf32:
             eps = max(eps, TF32_EPS)
         longest = max(longest, _reduced_extent(o, env))

@@ -262,3 +262,23 @@ def test_narrow_integer_sums_and_scans_wrap_at_their_width(dtype: str) -> None:
   }}
   yield
 }}""", {"x": x}, {"s": ((2,), dtype), "c": ((2, 40), dtype), "big": ((2,), "pred")})
+
+
+def test_pow_special_cases_follow_c() -> None:
+    pairs = [(1.0, float("nan")), (-1.0, float("inf")), (-1.0, float("-inf")), (float("nan"), 0.0), (-0.0, 3.0),
+             (-0.0, -3.0), (-0.0, 0.5), (-0.0, -2.0), (float("-inf"), 0.5), (float("-inf"), -0.5),
+             (float("-inf"), 3.0), (-2.0, 0.5), (-2.0, 3.0), (0.5, float("inf")), (2.0, float("-inf")), (3.0, 2.0)]
+    a = np.array([p[0] for p in pairs], np.float32)
+    b = np.array([p[1] for p in pairs], np.float32)
+    _run("""kernel k(x: in f32[N], y: in f32[N], out: out f32[N], wide: out f64[N]) symbols(N) {
+  %a: f32[N] = load %x[0:N]
+  %b: f32[N] = load %y[0:N]
+  %c: f32[N] = binary pow %a, %b
+  store %out[0:N] = %c
+  %d: f64[N] = cast %a to f64
+  %e: f64[N] = cast %b to f64
+  %f: f64[N] = binary pow %d, %e
+  store %wide[0:N] = %f
+  yield
+}""", {"x": a, "y": b}, {"out": ((len(pairs),), "f32"), "wide": ((len(pairs),), "f64")},
+         {"out": 1e-6, "wide": 1e-12})

@@ -8,6 +8,7 @@ expressions).
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -18,6 +19,14 @@ from kir.dtypes import DType
 
 class LaunchExpr(Protocol):
     def evaluate(self, env: Mapping[str, int]) -> int: ...
+
+
+def scalar_argument(dtype: DType, value: int | float | bool) -> int | float | bool:
+    """A checked scalar as the kernel receives it: Triton types every Python float as f32, so an f64
+    scalar travels as its 64-bit pattern (an int) and the kernel bitcasts it back."""
+    if dtype is DType.f64:
+        return struct.unpack("<q", struct.pack("<d", float(value)))[0]
+    return value
 
 
 class ArgKind(Enum):

@@ -76,6 +76,9 @@ def emit_alloc(em: Emitter, op: P.AllocBuffer) -> None:
 def emit_scalar_param(em: Emitter, op: P.ScalarParam) -> None:
     n = em.define(op.result, mangle(op.param, "scalar"))
     dt = op.result.type.dtype
+    if dt is DType.f64:  # passed as its bit pattern (`abi.scalar_argument`)
+        em.line(f"{n} = tl.cast({em.param_names[op.param]}, tl.int64).to(tl.float64, bitcast=True)")
+        return
     em.line(f"{n} = tl.cast({em.param_names[op.param]}, {REGISTER_DTYPE[dt]})")
     if dt is DType.bf16:  # the launcher passes an f32: the kernel sees the nearest bf16
         em.line(f"{n} = {library(em, 'round_bf16')}({n})")

@@ -37,7 +37,7 @@ from kir.dtypes import DType
 
 from . import compile as compile_mod
 from . import targets
-from .abi import ArgKind
+from .abi import ArgKind, scalar_argument
 
 if TYPE_CHECKING:
     from .launcher import LaunchPlan
@@ -325,4 +325,7 @@ def _scalar_check(dtype: DType, kind: type) -> Callable[[Any], Any]:
             return _REJECT
         return _REJECT if math.isfinite(number) and abs(number) > largest else number
 
+    if dtype is DType.f64:  # as `abi.scalar_argument`: the 64-bit pattern
+        return lambda value: _REJECT if (number := check_float(value)) is _REJECT else \
+            scalar_argument(dtype, number)
     return check_float

@@ -24,7 +24,7 @@ from kir.errors import IntentError, LaunchError
 
 from . import compile as compile_mod
 from . import fast_launch, targets
-from .abi import AbiArg, ArgKind, EmittedKernel, LaunchExpr
+from .abi import AbiArg, ArgKind, EmittedKernel, LaunchExpr, scalar_argument
 from .arguments import BoundArgs, bind_arguments
 from .index_width import IndexWidth, TensorExtent, choose_index_width
 
@@ -205,7 +205,7 @@ def _abi_value(kernel: Kernel, a: AbiArg, bound: BoundArgs, env: Mapping[str, in
         if a.param not in bound.scalars:
             raise IntentError(f"internal error in kernel {kernel.name}: ABI argument {a.name} refers to "
                               f"{a.param!r}, which is not a scalar parameter")
-        return bound.scalars[a.param]
+        return scalar_argument(a.dtype, bound.scalars[a.param]) if a.dtype is not None else bound.scalars[a.param]
     if a.kind is ArgKind.SYMBOL:
         return _evaluate(kernel, a.expr, env, f"ABI argument {a.name}")
     assert a.kind is ArgKind.WORKSPACE

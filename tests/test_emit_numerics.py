@@ -282,3 +282,19 @@ def test_pow_special_cases_follow_c() -> None:
   yield
 }""", {"x": a, "y": b}, {"out": ((len(pairs),), "f32"), "wide": ((len(pairs),), "f64")},
          {"out": 1e-6, "wide": 1e-12})
+
+
+@pytest.mark.parametrize("alpha", [0.1, 1.0 + 2.0 ** -40, -1e300, 5e-324, float("inf"), 0.0])
+def test_f64_scalars_keep_every_bit_through_the_first_and_the_cached_launch(alpha: float) -> None:
+    kernel = parse_kernel("""kernel k(x: in f64[N], alpha: f64, out: out f64[N]) symbols(N) {
+  %a: f64[N] = load %x[0:N]
+  %b: f64[N] = broadcast %alpha shape=(N) dims=()
+  %c: f64[N] = binary add %a, %b
+  store %out[0:N] = %c
+  yield
+}""")
+    x = torch.tensor([0.0, 1.0, -2.5], dtype=torch.float64)
+    for _ in range(2):  # the second launch takes the cached fast path
+        out = torch.zeros(3, dtype=torch.float64)
+        emit_triton.launch(kernel, {"x": x, "alpha": alpha, "out": out})
+        assert out.tolist() == [v + alpha for v in x.tolist()]

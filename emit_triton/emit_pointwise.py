@@ -51,13 +51,16 @@ def emit_unary(em: Emitter, op: P.Unary) -> None:
         e = _predicate(t, f"{x} != {x}")
     elif fn is UnaryFn.isinf:
         e = _predicate(t, f"tl.abs({xf}) == float(\"inf\")")
+    elif fn is UnaryFn.sqrt and dt is DType.f64:
+        e = f"tl.sqrt({xf})"  # IEEE in f64 (sqrt_rn is f32 only)
     elif fn in _SIMPLE_UNARY:
         e = _SIMPLE_UNARY[fn].format(x=xf)
     elif fn is UnaryFn.log1p:
         u = em.fresh("u")
         em.line(f"{u} = 1.0 + {xf}")
         # log(u) * x / (u - 1) corrects the rounding of 1 + x (exact where u == 1)
-        e = f"tl.where({u} == 1.0, {xf}, tl.log({u}) * ({xf} / ({u} - 1.0)))"
+        e = (f"tl.where({u} == 1.0, {xf}, tl.where({u} == float(\"inf\"), {u}, "
+             f"tl.log({u}) * ({xf} / ({u} - 1.0))))")
     elif fn is UnaryFn.tanh:
         q = em.fresh("q")
         em.line(f"{q} = tl.exp(-2.0 * tl.abs({xf}))")
@@ -147,7 +150,8 @@ def emit_binary(em: Emitter, op: P.Binary) -> None:
 
 def _emit_int_binary(em: Emitter, op: P.Binary) -> None:
     t = op.result.type
-    a, b = em.arg(op.lhs, t), em.arg(op.rhs, t)
+    # a result at its KIR width takes index operands at that width too (no 32-bit intermediate)
+    a, b = em.arg(op.lhs, t, value_of=not t.index), em.arg(op.rhs, t, value_of=not t.index)
     fn = op.fn
     if fn in _OPS:
         e = f"{a} {_OPS[fn]} {b}"
@@ -157,7 +161,7 @@ def _emit_int_binary(em: Emitter, op: P.Binary) -> None:
         e = f"{a} % {b}"  # the sign of the dividend (C), as KIR
     elif fn is BinaryFn.pow:
         dt = em.dtype(t)
-        x, y = (f"tl.full((), {em.arg(v, t)}, {dt})" if v.id in em.literals else em.arg(v, t)
+        x, y = (f"tl.full((), {em.arg(v, t)}, {dt})" if v.id in em.literals else em.arg(v, t, value_of=not t.index)
                 for v in (op.lhs, op.rhs))
         e = f"{library(em, 'ipow')}({x}, {y}, {t.dtype.bits}, {t.dtype.is_signed})"
     elif fn in (BinaryFn.maximum, BinaryFn.minimum):

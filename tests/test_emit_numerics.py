@@ -8,19 +8,15 @@ value reaching Triton arithmetic shows up here) and through the oracle.
 
 from __future__ import annotations
 
-import os
+import numpy as np
+import pytest
+import torch
 
-os.environ.setdefault("TRITON_INTERPRET", "1")
-
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-import emit_triton  # noqa: E402
-import oracle  # noqa: E402
-from emit_triton.numerics import round_bf16_value  # noqa: E402
-from kir.text import parse_kernel  # noqa: E402
-from oracle.numerics import round_bf16  # noqa: E402
+import emit_triton
+import oracle
+from emit_triton.numerics import round_bf16_value
+from kir.text import parse_kernel
+from oracle.numerics import round_bf16
 
 SPECIALS = [0.0, -0.0, 1.0, -1.5, 0.1, 3.0e38, -3.0e38, 1e-40, -1e-41, float("inf"), float("-inf"), float("nan"),
             1.00390625, 1.01171875, 65504.0, 2.5, -2.5, 7.0, 1e-3]
@@ -298,3 +294,38 @@ def test_f64_scalars_keep_every_bit_through_the_first_and_the_cached_launch(alph
         out = torch.zeros(3, dtype=torch.float64)
         emit_triton.launch(kernel, {"x": x, "alpha": alpha, "out": out})
         assert out.tolist() == [v + alpha for v in x.tolist()]
+
+
+UNARY_FLOAT = ["neg", "abs", "exp", "exp2", "log", "log2", "log1p", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid",
+               "erf", "floor", "ceil", "round", "isnan", "isinf"]
+
+
+@pytest.mark.parametrize("dtype", ["f16", "f64"])
+@pytest.mark.parametrize("fn", UNARY_FLOAT)
+def test_every_float_unary_runs_at_every_width(fn: str, dtype: str) -> None:
+    np_dt = np.float16 if dtype == "f16" else np.float64
+    x = np.array([0.0, -0.0, 0.5, 1.5, 2.5, -2.5, 3.0, 100.0, float("inf"), float("nan"), 1e-3, 0.75], np_dt)
+    if fn in ("log", "log2", "log1p", "sqrt", "rsqrt"):
+        x = np.abs(x)
+    rt = "pred" if fn in ("isnan", "isinf") else dtype
+    _run(f"""kernel k(x: in {dtype}[N], out: out {rt}[N]) symbols(N) {{
+  %a: {dtype}[N] = load %x[0:N]
+  %c: {rt}[N] = unary {fn} %a
+  store %out[0:N] = %c
+  yield
+}}""", {"x": x}, {"out": ((12,), rt)}, {"out": 2e-3 if dtype == "f16" else 1e-12})
+
+
+def test_index_arithmetic_written_by_the_kernel_keeps_its_kir_width() -> None:
+    _run("""kernel k(x: in f32[N], out: out i64[N], flat: out i64[N]) symbols(N) {
+  parallel (%i: i64) in (N) {
+    %s: i64 = constant 31 : i64
+    %a: i64 = binary shl %i, %s
+    store %out[%i] = %a
+    %m: i64 = constant 3000000000 : i64
+    %b: i64 = binary mul %i, %m
+    store %flat[%i] = %b
+    yield
+  }
+  yield
+}""", {"x": np.zeros(4, np.float32)}, {"out": ((4,), "i64"), "flat": ((4,), "i64")})

@@ -275,10 +275,13 @@ class Lowerer:
     def compare(self, fn: CmpFn, a: PValue, b: PValue) -> PValue:
         return self.add(P.Compare, self.join(a, b).with_dtype(DType.pred), fn=fn, lhs=a, rhs=b)
 
-    def binary(self, fn: BinaryFn, a: PValue, b: PValue, name: str | None = None) -> PValue:
+    def binary(self, fn: BinaryFn, a: PValue, b: PValue, name: str | None = None, user: bool = False) -> PValue:
+        """`a fn b`; index arithmetic (at the program's index width) only for the lowerer's own address
+        computations: a `user` op (from KIR) computes at its KIR dtype, since the launch's choice of a
+        32-bit index width bounds offsets and extents, not what a kernel computes from its indices."""
         t = self.join(a, b)
-        index = a.type.index and (b.type.index or _is_int_const(self, b)) or \
-            b.type.index and _is_int_const(self, a)
+        index = not user and (a.type.index and (b.type.index or _is_int_const(self, b)) or
+                              b.type.index and _is_int_const(self, a))
         v = self.add(P.Binary, t.with_dtype(t.dtype, index=index), name=name, fn=fn, lhs=a, rhs=b)
         self.track(fn, v, a, b)
         return v

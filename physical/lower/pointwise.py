@@ -39,7 +39,7 @@ def lower_unary(lw: Lowerer, op: KP.Unary) -> None:
 
 @rule(KP.Binary)
 def lower_binary(lw: Lowerer, op: KP.Binary) -> None:
-    lw.bind(op.result, lw.binary(op.fn, lw.get(op.lhs), lw.get(op.rhs), name=op.result.name))
+    lw.bind(op.result, lw.binary(op.fn, lw.get(op.lhs), lw.get(op.rhs), name=op.result.name, user=True))
 
 
 @rule(KP.Compare)

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from kir.core import Kernel, Param, RefType, Role, TensorType, shape_str
-from kir.dims import DConst, Dim, DSym
+from kir.dims import DConst, Dim, DSym, solve_for
 from kir.dtypes import DType
 from kir.errors import LaunchError
 from kir.solver import check_concrete, default_lower_bounds
@@ -287,18 +287,7 @@ def _check_derived(item: _Pending, env: Mapping[str, int], origin: Mapping[str, 
 
 def _solve(d: Dim, symbol: str, extent: int, env: Mapping[str, int]) -> int | None:
     """Solve `d == extent` for one symbol when `d` is affine in it (`S + c`, `2 * S - c`, ...)."""
-
-    def at(v: int) -> int:
-        return d.evaluate({**env, symbol: v})
-
-    try:
-        base, slope = at(0), at(1) - at(0)
-        if slope == 0 or (extent - base) % slope:
-            return None
-        value = (extent - base) // slope
-        return value if at(value) == extent and at(value + 1) - at(value) == slope else None
-    except ZeroDivisionError:
-        return None
+    return solve_for(d, symbol, extent, env)
 
 
 def _check_refinements(kernel: Kernel, bound: BoundArgs) -> None:

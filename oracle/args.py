@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from kir.core import Kernel, Param, ParamKind, RefType, Role, shape_str
-from kir.dims import DBin, Dim, DSym
+from kir.dims import DBin, Dim, DSym, solve_for
 from kir.dtypes import DType
 from kir.errors import LaunchError
 from kir.solver import check_concrete, default_lower_bounds
@@ -160,9 +160,14 @@ class Binding:
             progress = False
             for p, x in self._given():
                 for d, n in zip(p.type.shape, x.shape):  # type: ignore[union-attr]
-                    if not d.symbols() - symbols.keys():
+                    free = d.symbols() - symbols.keys()
+                    if not free:
                         continue
                     solved = _solve(d, int(n), symbols)
+                    if solved is None and len(free) == 1:  # affine in its one unbound symbol (`B + B`)
+                        (name,) = free
+                        value = solve_for(d, name, int(n), symbols)
+                        solved = None if value is None else (name, value)
                     if solved is not None and solved[0] not in symbols:
                         symbols[solved[0]] = solved[1]
                         progress = True

@@ -129,3 +129,30 @@ def test_bitcast_of_bf16_to_bf16_is_the_identity_in_the_oracle() -> None:
     x = np.array([1.5, -2.0, 0.0078125, np.inf, -0.0], np.float32)
     got = oracle.run(k, {"x": x, "out": np.zeros(5, np.float32)})["out"]
     assert got.tobytes() == x.tobytes()
+
+
+def test_every_binder_solves_a_symbol_that_only_appears_in_a_compound_extent() -> None:
+    """Found by the differential campaign: `out: i32[B + B]` bound B in the launcher only."""
+    from kir.dims import DConst, DSym, dim_bin, solve_for
+    from kir.text import parse_kernel
+    from oracle.stablehlo import run as stablehlo_run
+
+    k = parse_kernel("""kernel twice(x: in i32[N], out: out i32[B + B], tail: out i32[2 * B + 1]) symbols(N, B) {
+  %a: i32[N] = load %x[0:N]
+  %c: i32 = constant 7 : i32
+  %b: i32[B + B] = broadcast %c shape=(B + B) dims=()
+  store %out[0:B + B] = %b
+  %d: i32[2 * B + 1] = broadcast %c shape=(2 * B + 1) dims=()
+  store %tail[0:2 * B + 1] = %d
+  yield
+}""")
+    x = np.zeros(3, np.int32)
+    args = {"x": x, "out": np.zeros(6, np.int32), "tail": np.zeros(7, np.int32)}
+    assert oracle.run(k, dict(args))["out"].tolist() == [7] * 6
+    assert stablehlo_run(k, dict(args))["tail"].tolist() == [7] * 7
+    out, tail = torch.zeros(6, dtype=torch.int32), torch.zeros(7, dtype=torch.int32)
+    emit_triton.launch(k, {"x": torch.from_numpy(x), "out": out, "tail": tail})
+    assert out.tolist() == [7] * 6 and tail.tolist() == [7] * 7
+    square = dim_bin("*", DSym("B"), DSym("B"))
+    assert solve_for(square, "B", 9, {}) is None  # not affine: left to the other tensors
+    assert solve_for(dim_bin("+", DSym("B"), DConst(2)), "B", 1, {}) == -1  # the lower bounds reject it later

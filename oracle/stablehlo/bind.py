@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from kir.core import Kernel, Param, RefType, Role
-from kir.dims import DBin, DConst, Dim, DSym
+from kir.dims import DBin, DConst, Dim, DSym, solve_for
 from kir.dtypes import DType
 from kir.errors import LaunchError
 from kir.solver import default_lower_bounds
@@ -81,6 +81,9 @@ def bind_symbols(kernel: Kernel, args: Mapping[str, Any]) -> dict[str, int]:
             free = [s for s in d.symbols() if s not in env]
             if len(free) == 1:
                 solved = _solve(d, shapes[p.name][ax], env)
+                if solved is None:  # affine in its one unbound symbol (`B + B`)
+                    value = solve_for(d, free[0], shapes[p.name][ax], env)
+                    solved = None if value is None else (free[0], value)
                 if solved is not None:
                     env[solved[0]] = solved[1]
                     progress = True

@@ -201,9 +201,23 @@ class Rebuilder:
         ins = tuple(self.at(x, tuple(xc)) for x in op.inputs)
         kept = [a for a in range(rank) if xc[a] is None]
         axes = tuple(kept.index(a) for a in op.axes)
-        built = self.make(KR.Reduce, op, inputs=ins, axes=axes, kind=op.kind, keepdims=op.keepdims,
+        if not op.keepdims:
+            built = self.make(KR.Reduce, op, inputs=ins, axes=axes, kind=op.kind, keepdims=False,
+                              acc_dtype=op.acc_dtype, identity=op.identity, combine=op.combine)
+            return built.results[k]
+        # keepdims: a kept unit axis whose coordinate the instance binds (`out[i, 0:1]`) is dropped; the
+        # others come back as unit axes of the instance's result
+        built = self.make(KR.Reduce, op, inputs=ins, axes=axes, kind=op.kind, keepdims=False,
                           acc_dtype=op.acc_dtype, identity=op.identity, combine=op.combine)
-        return built.results[k]
+        out = built.results[k]
+        position = 0
+        for a in range(rank):
+            if c[a] is not None:
+                continue
+            if a in op.axes:
+                out = self.value(op, KL.ExpandDims, x=out, axis=position)
+            position += 1
+        return out
 
     def _dot(self, op: KC.Dot, c: Coords) -> K.Value:
         ra, rb = op.lhs.type.rank, op.rhs.type.rank  # type: ignore[union-attr]

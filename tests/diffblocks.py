@@ -84,7 +84,14 @@ from tests.diffgen import (
 from tests.diffinputs import InputSpec
 
 M, N, K, S, E, B = (DSym(s) for s in ("M", "N", "K", "S", "E", "B"))
-ATOMIC_INTS = (DType.i32, DType.i64, DType.u32, DType.u64, DType.i16, DType.u8)
+ATOMIC_INTS = (DType.i32, DType.i64, DType.u32, DType.u64)
+# Triton has no 8- or 16-bit atomics: lowering refuses them (a tested refusal), so they are drawn rarely
+# enough that the kernels around them are still exercised.
+NARROW_ATOMIC_INTS = (DType.i16, DType.u8)
+
+
+def atomic_int(g: Gen) -> DType:
+    return g.choose(NARROW_ATOMIC_INTS) if g.flip(0.05) else g.choose(ATOMIC_INTS)
 
 
 def full(d: Dim) -> Slice:
@@ -502,7 +509,7 @@ def _int_operand(g: Gen, dt: DType) -> Value:
 
 def shared_atomic(g: Gen, key: Value) -> None:
     """Integer atomics whose final memory does not depend on order; the old value is not used."""
-    dt = g.choose(ATOMIC_INTS)
+    dt = atomic_int(g)
     acc = g.output(dt, (B,), Role.INOUT)
     kind = g.choose((AtomicKind.add, AtomicKind.max, AtomicKind.min, AtomicKind.and_, AtomicKind.or_,
                      AtomicKind.xor))
@@ -513,7 +520,7 @@ def shared_atomic(g: Gen, key: Value) -> None:
 
 def unique_atomic(g: Gen, k: Value) -> None:
     """Atomics at the instance's own index: deterministic, so the old value may be used."""
-    dt = g.choose(ATOMIC_INTS + (DType.f32,))
+    dt = DType.f32 if g.flip(0.2) else atomic_int(g)
     arr = g.output(dt, (K,), Role.INOUT)
     order = g.choose(tuple(MemOrder))
     if g.flip(0.3):

@@ -156,3 +156,25 @@ def test_every_binder_solves_a_symbol_that_only_appears_in_a_compound_extent() -
     square = dim_bin("*", DSym("B"), DSym("B"))
     assert solve_for(square, "B", 9, {}) is None  # not affine: left to the other tensors
     assert solve_for(dim_bin("+", DSym("B"), DConst(2)), "B", 1, {}) == -1  # the lower bounds reject it later
+
+
+@pytest.mark.parametrize("target", ["%out[0:B, 0:1, 0:1]", "%out[0:B, %z, 0:1]"])
+def test_a_keepdims_reduction_stored_into_unit_slices_constructs(target: str) -> None:
+    """Found by the differential campaign: construction refused `out[0:B, 0:1, 0:1] = reduce(..., keepdims)`
+    with 'rank mismatch (stored value and target slice): [1, 1] vs []'."""
+    from kir.text import parse_kernel
+
+    value = "%r" if target.count("0:1") == 2 else "%s"
+    k = parse_kernel(f"""kernel keep(u: in f32[B, M, K], out: out f32[B, 1, 1]) symbols(M, K, B) {{
+  %x: f32[B, M, K] = load %u[0:B, 0:M, 0:K]
+  %r: f32[B, 1, 1] = reduce sum(%x) axes=(1, 2) keepdims=true
+  %s: f32[B, 1] = reshape %r shape=(B, 1)
+  %z: i64 = constant 0 : i64
+  store {target} = {value}
+  yield
+}}""")
+    u = np.arange(2 * 3 * 5, dtype=np.float32).reshape(2, 3, 5)
+    want = oracle.run(k, {"u": u, "out": np.zeros((2, 1, 1), np.float32)})["out"]
+    got = torch.zeros(2, 1, 1)
+    emit_triton.launch(k, {"u": torch.from_numpy(u), "out": got})
+    assert np.allclose(got.numpy(), want) and np.allclose(want[:, 0, 0], u.sum(axis=(1, 2)))

@@ -45,8 +45,9 @@ def _positions(lw: Lowerer, begin: PValue, end: PValue, start: PValue, reverse: 
 
 
 def _source(lw: Lowerer, src: K.Value, index: K.Index, begin: PValue, end: PValue, reverse: bool,
-            map_region: K.Region | None) -> tuple[PRegion, tuple[DType, ...], PValue | None]:
-    """The slicing relation + summariser: chunk start -> (components..., member)."""
+            map_region: K.Region | None, position: bool = False) -> tuple[PRegion, tuple[DType, ...], PValue | None]:
+    """The slicing relation + summariser: chunk start -> (components..., member). With `position`, the
+    element's position relative to `begin` (i64) follows the components (argmax/argmin)."""
     buf = lw.buffer_of(src)
     note_read(lw, buf)
     axis, _ = _dyn(index)
@@ -69,6 +70,12 @@ def _source(lw: Lowerer, src: K.Value, index: K.Index, begin: PValue, end: PValu
         # no chunk tile: widen it to the element's fragment, it is one value per element like the rest.
         comps = tuple(lw.broadcast_to(c, elem.type.with_dtype(c.type.dtype, c.type.index))
                       for c in (lw.get(v) for v in map_region.yielded))
+    if position:
+        rel = lw.binary(BinaryFn.sub, pos, lw.broadcast_to(begin, pos.type.with_dtype(begin.type.dtype,
+                                                                                     begin.type.index)))
+        comps += (lw.broadcast_to(rel, elem.type.with_dtype(DType.i64, rel.type.index)),)
+        # elements outside the source are not members (as the oracle clips them), not fill values
+        member = acc.mask if acc.mask is not None else member
     region = lw.end(comps + (member,))
     return region, tuple(c.type.dtype for c in comps), member
 
@@ -81,25 +88,30 @@ def lower_region_fold(lw: Lowerer, op: KG.RegionFold) -> None:
             i in lw.env and lw.env[i].type.lanes for i in captured(op)):
         # uniform bounds, but the map reads a lane's own value: every lane folds its own elements
         begin = lw.broadcast_to(begin, Fragment(begin.type.dtype, True, (), begin.type.index))
-    source, dtypes, _ = _source(lw, op.src, op.index, begin, end, False, op.map)
+    arg = op.kind in (KG.ReduceKind.argmax, KG.ReduceKind.argmin)
+    source, dtypes, _ = _source(lw, op.src, op.index, begin, end, False, op.map, position=arg)
     lanes = begin.type.lanes or end.type.lanes
     if op.kind is KG.ReduceKind.custom:
         assert op.combine is not None and op.identity is not None
         combine, identity, accs = lower_combine(lw, op.combine, dtypes), op.identity, dtypes
         outs = tuple(Fragment(d, lanes) for d in dtypes)
-    elif op.kind in (KG.ReduceKind.argmax, KG.ReduceKind.argmin):
-        raise lw.fail(f"region fold {op.kind} is not supported yet; fold (value, position) pairs with a custom "
-                      f"combine instead")
+    elif arg:
+        # (value, position) pairs folded in element order: the first extreme wins, NaN counts as the
+        # extreme; an empty subregion keeps the identity's position, -1
+        combine = builtin_combine(lw, op.kind, dtypes)
+        identity, accs = (identity_of(op.kind, dtypes[0]), -1), dtypes
+        outs = tuple(Fragment(d, lanes) for d in dtypes)
     else:
         acc = op.effective_acc()
         assert isinstance(acc, DType)
         combine, identity, accs = builtin_combine(lw, op.kind, (acc,)), (identity_of(op.kind, acc),), (acc,)
         outs = (Fragment(dtypes[0], lanes),)
-    r = lw.emit(P.RegionFold, outs, names=tuple(v.name for v in op.results), begin=begin, end=end,
+    names = (op.results[0].name,) * len(outs) if arg else tuple(v.name for v in op.results)
+    r = lw.emit(P.RegionFold, outs, names=names, begin=begin, end=end,
                 block=lw.state.block_name(DConst(CHUNK)), source=source, kind=op.kind, identity=identity,
                 acc_dtypes=accs, combine=combine, active=lw.lane_valid if lanes else None)
-    results = r.results
-    if op.kind is not KG.ReduceKind.custom and op.identity is not None:
+    results = r.results[1:] if arg else r.results
+    if op.kind is not KG.ReduceKind.custom and not arg and op.identity is not None:
         results = (seeded(lw, op.kind, accs[0], op.identity[0], results[0]),)
     for kv, pv in zip(op.results, results):
         lw.bind(kv, pv)

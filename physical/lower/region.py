@@ -73,6 +73,7 @@ def _source(lw: Lowerer, src: K.Value, index: K.Index, begin: PValue, end: PValu
     if position:
         rel = lw.binary(BinaryFn.sub, pos, lw.broadcast_to(begin, pos.type.with_dtype(begin.type.dtype,
                                                                                      begin.type.index)))
+        rel = lw.cast(rel, DType.i64)  # the offsets may be i32: positions are i64, as KIR's argmax
         comps += (lw.broadcast_to(rel, elem.type.with_dtype(DType.i64, rel.type.index)),)
         # elements outside the source are not members (as the oracle clips them), not fill values
         member = acc.mask if acc.mask is not None else member

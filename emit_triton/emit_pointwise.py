@@ -215,6 +215,9 @@ def emit_bitcast(em: Emitter, op: P.Bitcast) -> None:
     x = em.tensor(src)
     if src.type.index:  # the KIR value's own width (an index may be held at the program's index width)
         x = f"{x}.to({REGISTER_DTYPE[src.type.dtype]})"
+    if src.type.dtype is DType.f16:
+        # through f32 and back (exact): the interpreter may hold a reduced f16 in f32 storage
+        x = f"({x}).to(tl.float32).to(tl.float16)"
     if src.type.dtype is DType.bf16:  # the 16-bit pattern of the f32 register value
         x = f"(({x}).to(tl.uint32, bitcast=True) >> 16).to(tl.uint16)"
     if op.dtype is DType.bf16:

@@ -57,8 +57,9 @@ def reduce_axis(em: Emitter, cur: list[str], kind: ReduceKind, accs: tuple[DType
         em.line(f"{x} = tl.sum({x}, axis={axis}, dtype={REGISTER_DTYPE[accs[0]]})")
     elif kind in (ReduceKind.max, ReduceKind.min):
         em.line(f"{x} = tl.{kind}({x}, axis={axis})" if not accs[0].is_float else
-                f"{x} = tl.where(tl.max(({x} != {x}).to(tl.int8), axis={axis}) > 0, float(\"nan\"), "
-                f"tl.{kind}({x}, axis={axis}))")
+                # a typed NaN: the interpreter widens a 0-d select with a Python float to f32
+                f"{x} = tl.where(tl.max(({x} != {x}).to(tl.int8), axis={axis}) > 0, "
+                f"tl.full((), float(\"nan\"), {REGISTER_DTYPE[accs[0]]}), tl.{kind}({x}, axis={axis}))")
     elif kind in (ReduceKind.any, ReduceKind.all):
         red = "max" if kind is ReduceKind.any else "min"
         em.line(f"{x} = tl.{red}({x}.to(tl.int8), axis={axis}) != 0")

@@ -10,6 +10,7 @@ import torch
 
 import emit_triton
 import oracle
+import physical
 from kir.text import parse_kernel
 
 KERNEL = """kernel arg(offs: in {ot}[S + 1], vals: in {dt}[E], hi: out i64[S], lo: out i64[S]) symbols(S, E)
@@ -56,6 +57,7 @@ def test_region_fold_argmax_and_argmin_match_the_oracle_and_numpy(dt: str, ot: s
         vals = rng.integers(-(2 ** 31), 2 ** 31 - 1, offs[-1]).astype(np.int32)
         vals[offs[5] + 3] = vals[offs[5] + 9] = 2 ** 31 - 1  # a tie at the extreme: the first wins
     k = parse_kernel(KERNEL.format(dt=dt, ot=ot))
+    physical.lower(k, verify=True)  # every rule, after construction and after each pass
     s = len(lengths)
     want = oracle.run(k, {"offs": offs, "vals": vals, "hi": np.zeros(s, np.int64), "lo": np.zeros(s, np.int64)})
     hi, lo = torch.zeros(s, dtype=torch.int64), torch.zeros(s, dtype=torch.int64)

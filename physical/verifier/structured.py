@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from kir.core import Kernel
 from kir.dtypes import DType
-from kir.pointwise import literal_fits
+from kir.pointwise import BinaryFn, literal_fits
 
 from .. import ops as P
 from ..launch_expr import LConstexpr
@@ -242,11 +242,12 @@ def check_structured(program: Program, kernel: Kernel | None = None) -> list[Vio
 # ---------------------------------------------------------------------------------------------- region ops
 
 
-def value_deps(ix: ProgramIndex, v: PValue, region: PRegion) -> set[int]:
+def value_deps(ix: ProgramIndex, v: PValue, region: PRegion, stop: frozenset[int] = frozenset()) -> set[int]:
     """Values (inside `region`) that `v`'s value depends on, not counting addresses and membership.
 
     A load's coordinates and masks select which data it reads, not what the data is; pred values
-    decide membership. Neither carries a chunk's identity into the result.
+    decide membership. Neither carries a chunk's identity into the result. The search does not pass
+    through the values in `stop` (element positions: the same for an element whatever the chunking).
     """
     inside = {a.id for a in region.args}
     for o in region.walk():
@@ -255,7 +256,7 @@ def value_deps(ix: ProgramIndex, v: PValue, region: PRegion) -> set[int]:
     work = [v]
     while work:
         x = work.pop()
-        if x.id in seen or x.id not in inside:
+        if x.id in seen or x.id not in inside or x.id in stop:
             continue
         seen.add(x.id)
         if x.type.dtype.is_pred:
@@ -277,6 +278,22 @@ def value_deps(ix: ProgramIndex, v: PValue, region: PRegion) -> set[int]:
 def _chunk_extent_values(ix: ProgramIndex, region: PRegion, block: str) -> set[int]:
     return {o.results[0].id for o in region.walk()
             if isinstance(o, P.ShapeValue) and o.expr == LConstexpr(block) and o.results}
+
+
+def _element_positions(ix: ProgramIndex, src: PRegion) -> frozenset[int]:
+    """`start + tile_index` in a source region: an element's position in the subregion, which does not
+    depend on how the subregion is cut into chunks (an argmax component may carry it)."""
+    if not src.args:
+        return frozenset()
+    start = src.args[0].id
+    found = set()
+    for o in src.walk():
+        if isinstance(o, P.Binary) and o.fn is BinaryFn.add and o.results:
+            ids = {o.lhs.id, o.rhs.id}
+            others = [x for x in (o.lhs, o.rhs) if x.id != start]
+            if start in ids and len(others) == 1 and isinstance(ix.producer(others[0]), P.TileIndex):
+                found.add(o.results[0].id)
+    return frozenset(found)
 
 
 def source_problems(ix: ProgramIndex, op: P.RegionFold | P.RegionScan) -> tuple[list[str], int]:
@@ -301,8 +318,9 @@ def source_problems(ix: ProgramIndex, op: P.RegionFold | P.RegionScan) -> tuple[
     if op.block not in ix.constexprs:
         out.append(f"{op.NAME} walks chunks of {op.block}, which is no constexpr")
     leaks = {a.id for a in src.args[:1]} | _chunk_extent_values(ix, src, op.block)
+    positions = _element_positions(ix, src)
     for c in comps:
-        if value_deps(ix, c, src) & leaks:
+        if value_deps(ix, c, src, positions) & leaks:
             out.append(f"{op.NAME} component %{c.id} depends on the chunk's start or extent: the chunking would "
                        f"change the result")
     for name, v in (("begin", op.begin), ("end", op.end)):

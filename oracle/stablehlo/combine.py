@@ -58,7 +58,7 @@ def apply_region(ctx: Ctx, region: Region, args: Sequence[Val]) -> list[Val]:
     for v in captured(region):
         if isinstance(v.type, RefType):
             raise ctx.refuse("a combine or map region that reads memory has no elementwise StableHLO form")
-        x = ctx.get(v)
+        x = original = ctx.get(v)
         if x.logical:
             raise ctx.refuse("a combine or map region that reads a non-scalar value from outside it has no "
                              "elementwise StableHLO form")
@@ -67,13 +67,13 @@ def apply_region(ctx: Ctx, region: Region, args: Sequence[Val]) -> list[Val]:
                              "its operands")
         x = ctx.lift(x, depth)
         wide = ctx.ssa.broadcast_in_dim(x, shape, list(range(x.depth)), len(shape))
-        outside.append((v, x, wide))
+        outside.append((v, original, wide))
     with ctx.elementwise(shape):
         for v, _, wide in outside:
             ctx.set(v, wide)
         outs = run_region(ctx, region, [dataclasses.replace(a, depth=len(shape)) for a in args])
         outs = [ctx.lift(o, len(shape)) for o in outs]
-    for v, x, _ in outside:
+    for v, x, _ in outside:  # the value as it was: what was lifted here may live in a nested region
         ctx.set(v, x)
     return [dataclasses.replace(o, depth=depth) for o in outs]
 

@@ -138,6 +138,9 @@ def emit_scan(em: Emitter, op: P.Scan) -> None:
         rev = ", reverse=True" if op.reverse else ""
         width = f", dtype={REGISTER_DTYPE[op.acc_dtypes[0]]}" if op.kind is ScanKind.sum else ""  # as tl.sum
         em.line(f"{out} = {native}({xs[0]}, axis={axis}{rev}{width})")
+        if op.kind is ScanKind.prod and op.acc_dtypes[0].is_int:
+            # tl.cumprod widens narrow integers; the low bits of a product are those of the narrow one
+            em.line(f"{out} = {out}.to({REGISTER_DTYPE[op.acc_dtypes[0]]})")
         if op.exclusive:  # integer sums wrap exactly: the exclusive prefix is inclusive minus own
             em.line(f"{out} = {out} - {xs[0]}")
         outs = [out]

@@ -66,6 +66,12 @@ def cast(ctx: Ctx, x: Val, dtype: DType) -> Val:
     """KIR `cast` (value conversion)."""
     if x.dtype == dtype:
         return x
+    if dtype.is_pred and x.dtype.is_float:
+        # on the bits without the sign: XLA's CPU runtime treats subnormals as zero in float compares
+        unsigned = {16: DType.u16, 32: DType.u32, 64: DType.u64}[x.dtype.bits]
+        bits = ctx.ssa.bitcast(x, unsigned)
+        magnitude = ctx.ssa.binary("and", bits, ctx.splat_like((1 << (x.dtype.bits - 1)) - 1, bits))
+        return ctx.ssa.compare("NE", magnitude, ctx.splat_like(0, magnitude))
     if dtype.is_pred:
         return ctx.ssa.compare("NE", x, ctx.splat_like(0, x))
     if x.dtype.is_float and dtype.is_int:

@@ -7,6 +7,7 @@ from kir import region as KG
 from kir.dims import DConst
 from kir.dtypes import DType
 from kir.pointwise import BinaryFn, CmpFn
+from kir.reduce import default_acc
 
 from .. import ops as P
 from ..analysis import captured
@@ -127,16 +128,20 @@ def lower_region_scan(lw: Lowerer, op: KG.RegionScan) -> None:
     source, dtypes, _ = _source(lw, op.src, op.src_index, begin, end, op.reverse, None)
     if op.kind is KG.ScanKind.custom:
         assert op.combine is not None and op.identity is not None
+        accs = dtypes
         combine, identity = lower_combine(lw, op.combine, dtypes), op.identity
     else:
-        # an identity given for a built-in kind is folded into each output, after the scan
-        combine, identity = builtin_combine(lw, op.kind.as_reduce, dtypes), \
-            (identity_of(op.kind.as_reduce, dtypes[0]),)
+        # sums and products run in the kind's accumulator (f32 for f16/bf16), as in the oracle; an
+        # identity given for a built-in kind is folded into each output, after the scan
+        acc = default_acc(op.kind.as_reduce, dtypes[0]) or dtypes[0]
+        assert isinstance(acc, DType)
+        accs = (acc,)
+        combine, identity = builtin_combine(lw, op.kind.as_reduce, accs), (identity_of(op.kind.as_reduce, acc),)
     buf = lw.buffer_of(op.dst)
     tile = lw.tile((DConst(CHUNK),))
     lanes = begin.type.lanes or end.type.lanes
-    args = lw.begin((Fragment(DType.i64, index=True),) + tuple(Fragment(d, lanes, tile) for d in dtypes)
-                    + (Fragment(DType.pred, lanes, tile),), ("start",) + ("scanned",) * len(dtypes) + ("member",))
+    args = lw.begin((Fragment(DType.i64, index=True),) + tuple(Fragment(d, lanes, tile) for d in accs)
+                    + (Fragment(DType.pred, lanes, tile),), ("start",) + ("scanned",) * len(accs) + ("member",))
     start, vals = args[0], args[1:]
     pos, _ = _positions(lw, begin, end, start, op.reverse)
     dpos = lw.binary(BinaryFn.add, lw.binary(BinaryFn.sub, pos, lw.broadcast_to(begin, pos.type.with_dtype(
@@ -148,10 +153,12 @@ def lower_region_scan(lw: Lowerer, op: KG.RegionScan) -> None:
     acc = type(acc)(acc.buffer, acc.coords, lw.and_(acc.mask, vals[-1]), acc.bounds, acc.fill, acc.copy)
     value = vals[0]
     if op.kind is not KG.ScanKind.custom and op.identity is not None:
-        value = seeded(lw, op.kind.as_reduce, dtypes[0], op.identity[0], value)
+        value = seeded(lw, op.kind.as_reduce, accs[0], op.identity[0], value)
+    if value.type.dtype != buf.dtype:
+        value = lw.cast(value, buf.dtype)  # the accumulator rounds to the destination once, per element
     lw.emit(P.Store, (), access=acc, value=value)
     emit_region = lw.end(())
     note_write(lw, buf)
     lw.emit(P.RegionScan, (), begin=begin, end=end, block=lw.state.block_name(DConst(CHUNK)), source=source,
-            kind=op.kind, reverse=op.reverse, exclusive=op.exclusive, identity=identity, acc_dtypes=dtypes,
+            kind=op.kind, reverse=op.reverse, exclusive=op.exclusive, identity=identity, acc_dtypes=accs,
             combine=combine, emit=emit_region, active=lw.lane_valid if lanes else None)

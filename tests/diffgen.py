@@ -238,17 +238,19 @@ def _written_value(o: Op) -> tuple[Value, Value] | None:
 
 
 def association_dependent_outputs(kernel: Kernel) -> set[str]:
-    """Outputs fed by a float product folded in an association the implementation chooses (reduce and
-    scan `prod`, custom combines, region folds and scans of those): an intermediate that overflows to
-    inf and then meets a zero gives NaN in one association and 0 in another, so their non-finite
-    elements are not compared (docs/testing.md, Tolerances)."""
+    """Outputs fed by float sums or products folded in an association the implementation chooses
+    (reductions, scans, region folds and scans of `sum`, `prod` and custom combines, contractions): a
+    partial result that overflows to inf and then meets a zero or an opposite infinity gives NaN in one
+    association and 0 or inf in another, so their non-finite elements are not compared
+    (docs/testing.md, Tolerances)."""
     values: set[int] = set()
     refs: set[int] = set()
 
     def seeds(o: Op) -> bool:
         kind = getattr(getattr(o, "kind", None), "value", None)
-        return isinstance(o, Reduce | Scan | RegionFold | RegionScan) and kind in ("prod", "custom") and \
-            any(_is_float(v) for v in o.results + tuple(o.operands()) if isinstance(v.type, TensorType))
+        floats = any(_is_float(v) for v in o.results + tuple(o.operands()) if isinstance(v.type, TensorType))
+        return floats and (isinstance(o, Dot) or isinstance(o, Reduce | Scan | RegionFold | RegionScan)
+                           and kind in ("sum", "prod", "custom"))
 
     while True:
         before = (len(values), len(refs))

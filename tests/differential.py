@@ -120,7 +120,18 @@ def tolerance(kernel: Kernel, env: Mapping[str, int]) -> float:
         dt = p.type.dtype
         if isinstance(dt, DType) and dt in EPS:
             eps = max(eps, EPS[dt])
+    # pow(a, b) multiplies the relative error of a by |b| and that of b by |b ln a|: nested in loops (as
+    # the generator does), one ulp of difference grows by orders of magnitude
+    if any(o.NAME == "binary" and str(o.fn) == "pow" and _is_float_value(o.results[0]) for o in kernel.walk()):
+        eps *= POW_GROWTH
     return eps * (16 + 4 * longest)
+
+
+POW_GROWTH = 1024.0
+
+
+def _is_float_value(v) -> bool:
+    return isinstance(v.type, TensorType) and isinstance(v.type.dtype, DType) and v.type.dtype.is_float
 
 
 def _reduced_extent(o: Any, env: Mapping[str, int]) -> int:
@@ -279,5 +290,17 @@ def _stablehlo(case: Case, inputs: Mapping[str, Arg], want: Mapping[str, np.ndar
         return "not_expressible", [str(exc).splitlines()[0][:200]]
     except Exception as exc:
         return "crash", [f"stablehlo: {type(exc).__name__}: {exc}".splitlines()[0][:300]]
-    problems = check_outputs(case.kernel, case.env, got, want)
+    # XLA's CPU runtime flushes subnormal floats to zero (results and compares): compare XLA's results
+    # with the oracle's after flushing both the same way
+    problems = check_outputs(case.kernel, case.env, {k: _flush(v) for k, v in got.items()},
+                             {k: _flush(v) for k, v in want.items()})
     return ("mismatch", [f"stablehlo: {p}" for p in problems]) if problems else ("ok", [])
+
+
+def _flush(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x)
+    if x.dtype.kind != "f":
+        return x
+    tiny = np.finfo(x.dtype).tiny
+    with np.errstate(invalid="ignore"):
+        return np.where(np.abs(x) < tiny, np.zeros((), x.dtype) * np.sign(x), x).astype(x.dtype)

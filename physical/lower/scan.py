@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kir import scan as KS
 from kir.dtypes import DType
+from kir.reduce import default_acc
 
 from .. import ops as P
 from ..model import Fragment
@@ -22,7 +23,10 @@ def lower_scan(lw: Lowerer, op: KS.Scan) -> None:
         assert op.combine is not None and op.identity is not None
         combine, identity, accs = lower_combine(lw, op.combine, dtypes), op.identity, dtypes
     else:
-        acc = op.acc_dtype if isinstance(op.acc_dtype, DType) else dtypes[0]
+        # f16/bf16 sums and products accumulate in f32 unless the op names an accumulator (as the oracle)
+        acc = op.acc_dtype if isinstance(op.acc_dtype, DType) else \
+            default_acc(op.kind.as_reduce, dtypes[0]) or dtypes[0]
+        assert isinstance(acc, DType)
         combine = builtin_combine(lw, op.kind.as_reduce, (acc,))
         identity = (identity_of(op.kind.as_reduce, acc),)  # an identity given is folded in after the scan
         accs = (acc,)

@@ -152,6 +152,9 @@ def _emit_int_binary(em: Emitter, op: P.Binary) -> None:
     t = op.result.type
     # a result at its KIR width takes index operands at that width too (no 32-bit intermediate)
     a, b = em.arg(op.lhs, t, value_of=not t.index), em.arg(op.rhs, t, value_of=not t.index)
+    if op.lhs.id in em.literals and op.rhs.id in em.literals and not t.dtype.is_pred:
+        # two Python ints would compute as Python does (no wrapping, floor division): type the left one
+        a = f"tl.full((), {a}, {em.dtype(t)})"
     fn = op.fn
     if fn in _OPS:
         e = f"{a} {_OPS[fn]} {b}"

@@ -329,3 +329,26 @@ def test_index_arithmetic_written_by_the_kernel_keeps_its_kir_width() -> None:
   }
   yield
 }""", {"x": np.zeros(4, np.float32)}, {"out": ((4,), "i64"), "flat": ((4,), "i64")})
+
+
+def test_integer_ops_on_constants_wrap_and_truncate_as_kir() -> None:
+    _run("""kernel k(x: in i32[N], out: out i64[N], q: out i32[N], r: out i32[N], w: out i32[N]) symbols(N) {
+  %one: i64 = constant 1 : i64
+  %s: i64 = constant 31 : i64
+  %big: i64 = binary shl %one, %s
+  %b: i64[N] = broadcast %big shape=(N) dims=()
+  store %out[0:N] = %b
+  %m7: i32 = constant -7 : i32
+  %two: i32 = constant 2 : i32
+  %d: i32 = binary floordiv %m7, %two
+  %e: i32[N] = broadcast %d shape=(N) dims=()
+  store %q[0:N] = %e
+  %f: i32 = binary mod %m7, %two
+  %g: i32[N] = broadcast %f shape=(N) dims=()
+  store %r[0:N] = %g
+  %h: i32 = constant 2147483647 : i32
+  %i: i32 = binary add %h, %two
+  %j: i32[N] = broadcast %i shape=(N) dims=()
+  store %w[0:N] = %j
+  yield
+}""", {"x": np.zeros(2, np.int32)}, {"out": ((2,), "i64"), "q": ((2,), "i32"), "r": ((2,), "i32"), "w": ((2,), "i32")})

@@ -16,6 +16,8 @@ _ATOMIC = {"add": "tl.atomic_add", "max": "tl.atomic_max", "min": "tl.atomic_min
 _SEM = {"relaxed": "relaxed", "acquire": "acquire", "release": "release", "acq_rel": "acq_rel"}
 # The integer type a float atomic_xchg exchanges its bits as (f16/bf16 xchg is refused at lowering).
 _XCHG_BITS = {"tl.float32": "tl.int32", "tl.float64": "tl.int64"}
+# The integer type float atomic max/min swap their bits as (a compare-and-swap loop, `_emit_float_extreme`).
+_FLOAT_BITS = {"tl.float32": "tl.int32", "tl.float64": "tl.int64"}
 
 
 def access_shape(em: Emitter, a: AccessRelation, extra: tuple[PValue, ...] = ()) -> Fragment:
@@ -107,11 +109,55 @@ def emit_atomic(em: Emitter, op: P.AtomicRMW) -> None:
         # through a same-width integer pointer, which means the same and is what the GPU does anyway.
         ptr = f"({ptr}).to(tl.pointer_type({bits}))"
         value = f"tl.cast(tl.cast({value}, {dt}), {bits}, bitcast=True)"
+    if str(op.kind) in ("max", "min") and dt in _FLOAT_BITS:
+        _emit_float_extreme(em, op, shape, ptr, value, dt)
+        return
     n = em.define(op.result, "old")
     em.line(f"{n} = {_ATOMIC[str(op.kind)]}({ptr}, {value}{_mask(em, a, shape)}, "
             f"sem=\"{_SEM[str(op.order)]}\", scope=\"{op.scope}\")")
     if bits is not None:
         em.line(f"{n} = {n}.to({dt}, bitcast=True)")
+    _to_register(em, n, op.result, dt)
+
+
+def _emit_float_extreme(em: Emitter, op: P.AtomicRMW, shape: Fragment, ptr: str, value: str, dt: str) -> None:
+    """Float atomic max/min as a compare-and-swap loop on the bits. Triton's own are integer atomics on
+    the bit pattern, under which a NaN (in memory or as the operand) wins or loses by its sign bit;
+    KIR's max/min propagate NaN whatever its sign. Each round every active member proposes
+    max/min(current, operand) and keeps the old value when its swap succeeds; a member that lost the
+    race retries with what it saw, so the loop ends when every member has swapped once."""
+    a = op.access
+    buf = em.buffers[a.buffer]
+    ints = _FLOAT_BITS[dt]
+    base = em.param_names[buf.param] if buf.param is not None else em.workspace_names[buf.storage]  # type: ignore
+    sem, scope = _SEM[str(op.order)], op.scope
+    wins = ">" if str(op.kind) == "max" else "<"
+    p, want, active, cur, old = (em.fresh(x) for x in ("cas_ptr", "operand", "pending", "seen", "old"))
+    full = em.shape(shape)
+    em.line(f"{p} = ({ptr}).to(tl.pointer_type({ints}))")
+    em.line(f"{want} = tl.cast({value}, {dt})" if shape.rank == 0 else
+            f"{want} = tl.broadcast_to(tl.cast({value}, {dt}), {full})")
+    mask = em.arg(a.mask, shape) if a.mask is not None else "True"
+    em.line(f"{active} = tl.full((), True, tl.int1) & {mask}" if shape.rank == 0 else
+            f"{active} = tl.broadcast_to(tl.full((), True, tl.int1) & {mask}, {full})")
+    em.line(f"{cur} = tl.load({p}, mask={active}, other=0)")
+    em.line(f"{old} = {cur}.to({dt}, bitcast=True)")
+    em.line(f"while {active if shape.rank == 0 else f'tl.max({active}.to(tl.int32)) > 0'}:")
+    em.depth += 1
+    cf, nf, prev, hit = (em.fresh(x) for x in ("seen_value", "proposed", "prev", "swapped"))
+    em.line(f"{cf} = {cur}.to({dt}, bitcast=True)")
+    em.line(f"{nf} = tl.where({cf} != {cf}, {cf}, tl.where({want} != {want}, {want}, "
+            f"tl.where({want} {wins} {cf}, {want}, {cf})))")
+    em.line(f"{prev} = tl.atomic_cas(tl.where({active}, {p}, ({base}).to(tl.pointer_type({ints}))), "
+            f"tl.where({active}, {cur}, 0), tl.where({active}, {nf}.to({ints}, bitcast=True), 0), "
+            f"sem=\"{sem}\", scope=\"{scope}\")")
+    em.line(f"{hit} = {active} & ({prev} == {cur})")
+    em.line(f"{old} = tl.where({hit}, {cf}, {old})")
+    em.line(f"{cur} = tl.where({active}, {prev}, {cur})")
+    em.line(f"{active} = {active} & ({hit} == 0)")
+    em.depth -= 1
+    n = em.define(op.result, "old")
+    em.line(f"{n} = {old}")
     _to_register(em, n, op.result, dt)
 
 

@@ -158,7 +158,7 @@ def op(name: str):
     """Register an op class under its text name."""
 
     def deco(cls: type[Op]) -> type[Op]:
-        cls = dataclass(frozen=True, kw_only=True)(cls)
+        cls = dataclass(frozen=True, kw_only=True, eq=False)(cls)  # equality and hash: `Op.__eq__`
         cls.NAME = name
         if name in OP_CLASSES:
             raise ValueError(f"duplicate op name {name}")
@@ -186,6 +186,21 @@ class Op:
                 object.__setattr__(self, f.name, math.nan)
             elif isinstance(v, tuple) and any(isinstance(x, float) and x != x for x in v):
                 object.__setattr__(self, f.name, tuple(math.nan if isinstance(x, float) and x != x else x for x in v))
+
+    # --- equality: field by field, with float literals compared by representation (-0.0 is not 0.0,
+    # NaN is NaN), so that caches keyed by kernels never confuse two kernels that compute differently
+    def _eq_key(self) -> tuple[object, ...]:
+        return (type(self),) + tuple(_literal_key(getattr(self, f.name)) for f in dataclasses.fields(self) if f.compare)
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._eq_key() == other._eq_key()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self._eq_key())
 
     # --- generic structure, read from the fields
     def fields(self) -> list[dataclasses.Field]:
@@ -217,6 +232,14 @@ class Op:
 
     def has_effects(self) -> bool:
         return False
+
+
+def _literal_key(x: object) -> object:
+    if isinstance(x, float):
+        return ("float", repr(x))
+    if isinstance(x, tuple):
+        return tuple(_literal_key(y) for y in x)
+    return x
 
 
 def _values_in(v: object) -> Iterator[Value]:

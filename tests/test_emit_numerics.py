@@ -352,3 +352,49 @@ def test_integer_ops_on_constants_wrap_and_truncate_as_kir() -> None:
   store %w[0:N] = %j
   yield
 }""", {"x": np.zeros(2, np.int32)}, {"out": ((2,), "i64"), "q": ((2,), "i32"), "r": ((2,), "i32"), "w": ((2,), "i32")})
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize("kind", ["max", "min"])
+def test_float_atomic_max_and_min_propagate_nan(kind: str, dtype: str) -> None:
+    np_dt = np.float32 if dtype == "f32" else np.float64
+    # one NaN operand, NaN already in memory, and plain values of both signs
+    vals = np.array([np.nan, 1.5, -2.0, 3.0, -0.5, 2.0], np_dt)
+    acc = np.array([1.0, np.nan, np.nan, -1.0, 0.25, -3.0], np_dt)
+    text = f"""kernel k(v: in {dtype}[N], acc: inout {dtype}[N]) symbols(N) {{
+  parallel (%i: i64) in (N) {{
+    %x: {dtype} = load %v[%i]
+    %o: {dtype} = atomic {kind} %acc[%i], %x order=relaxed
+    yield
+  }}
+  yield
+}}"""
+    k = parse_kernel(text)
+    want = oracle.run(k, {"v": vals, "acc": acc.copy()})["acc"]
+    got = torch.from_numpy(acc.copy())
+    emit_triton.launch(k, {"v": torch.from_numpy(vals), "acc": got})
+    assert np.array_equal(got.numpy(), want, equal_nan=True), (got, want)
+    assert ".entry" in emit_triton.ptx(k, {"v": torch.from_numpy(vals), "acc": torch.from_numpy(acc.copy())}, arch=90)
+
+
+@pytest.mark.parametrize("kind", ["max", "min"])
+def test_float_atomic_extremes_retry_when_members_race_for_one_address(kind: str) -> None:
+    rng = np.random.default_rng(11)
+    vals = rng.standard_normal(300).astype(np.float32)
+    keys = (np.arange(300) % 3).astype(np.int32)  # a hundred members per address, in every program
+    text = f"""kernel k(v: in f32[N], keys: in i32[N], acc: inout f32[B]) symbols(N, B) {{
+  parallel (%i: i64) in (N) {{
+    %x: f32 = load %v[%i]
+    %k: i32 = load %keys[%i]
+    %o: f32 = atomic {kind} %acc[%k], %x order=relaxed
+    yield
+  }}
+  yield
+}}"""
+    k = parse_kernel(text)
+    acc = np.array([0.0, np.nan, -np.inf if kind == "max" else np.inf], np.float32)
+    want = oracle.run(k, {"v": vals, "keys": keys, "acc": acc.copy()})["acc"]
+    got = torch.from_numpy(acc.copy())
+    emit_triton.launch(k, {"v": torch.from_numpy(vals), "keys": torch.from_numpy(keys), "acc": got})
+    assert np.array_equal(got.numpy(), want, equal_nan=True), (got, want)
+    assert np.isnan(want[1])

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import os
+import numpy as np
+import pytest
+import torch
 
-os.environ.setdefault("TRITON_INTERPRET", "1")
-
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-import emit_triton  # noqa: E402
-from oracle.philox import philox_rand  # noqa: E402
-from tests import samples as S  # noqa: E402
+import emit_triton
+from oracle.philox import philox_rand
+from tests import samples as S
 
 RNG = np.random.default_rng(0)
 

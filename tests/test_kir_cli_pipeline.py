@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from kir import cli
-
-os.environ.setdefault("TRITON_INTERPRET", "1")
 
 SOFTMAX = str(Path(__file__).resolve().parent.parent / "examples" / "kir" / "softmax.kir")
 

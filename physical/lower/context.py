@@ -225,7 +225,8 @@ class Lowerer:
 
     # ------------------------------------------------------------------ small builders
     def const(self, value: Literal, dtype: DType) -> PValue:
-        key = ("const", value, dtype, type(value))
+        # -0.0 == 0.0 and NaN != NaN as Python values: a float constant is keyed by its representation
+        key = ("const", repr(value) if isinstance(value, float) else value, dtype, type(value))
         hit = self.cached(key)
         if hit is not None:
             return hit

@@ -196,8 +196,9 @@ def emit_compare(em: Emitter, op: P.Compare) -> None:
 @emits(P.Select)
 def emit_select(em: Emitter, op: P.Select) -> None:
     t = op.result.type
-    em.line(f"{em.define(op.result)} = tl.where({em.arg(op.cond, t)}, {em.arg(op.on_true, t)}, "
-            f"{em.arg(op.on_false, t)})")
+    # a result at its KIR width takes index operands at that width (a select from an if over indices)
+    em.line(f"{em.define(op.result)} = tl.where({em.arg(op.cond, t)}, {em.arg(op.on_true, t, not t.index)}, "
+            f"{em.arg(op.on_false, t, not t.index)})")
 
 
 @emits(P.Cast)
@@ -218,9 +219,10 @@ def emit_bitcast(em: Emitter, op: P.Bitcast) -> None:
     x = em.tensor(src)
     if src.type.index:  # the KIR value's own width (an index may be held at the program's index width)
         x = f"{x}.to({REGISTER_DTYPE[src.type.dtype]})"
-    if src.type.dtype is DType.f16:
-        # through f32 and back (exact): the interpreter may hold a reduced f16 in f32 storage
-        x = f"({x}).to(tl.float32).to(tl.float16)"
+    if src.type.dtype.bits < 32 and src.type.dtype is not DType.bf16 and not src.type.dtype.is_pred:
+        # through 32 bits and back (exact): the interpreter may hold a reduced 8/16-bit value in 32-bit storage
+        wide = "tl.float32" if src.type.dtype.is_float else "tl.int32" if src.type.dtype.is_signed else "tl.uint32"
+        x = f"({x}).to({wide}).to({TL_DTYPE[src.type.dtype]})"
     if src.type.dtype is DType.bf16:  # the 16-bit pattern of the f32 register value
         x = f"(({x}).to(tl.uint32, bitcast=True) >> 16).to(tl.uint16)"
     if op.dtype is DType.bf16:

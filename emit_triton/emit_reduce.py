@@ -69,6 +69,9 @@ def reduce_axis(em: Emitter, cur: list[str], kind: ReduceKind, accs: tuple[DType
         big = (1 << 63) - 1
         if accs[0].is_float:
             em.line(f"{nan} = tl.min(tl.where({v} != {v}, {i}, {big}), axis={axis})")
+            # NaN is handled above: the native argmax sees none (the interpreter's fails on an all-NaN row)
+            worst = "-inf" if kind is ReduceKind.argmax else "inf"
+            em.line(f"{v} = tl.where({v} != {v}, float(\"{worst}\"), {v})")
         em.line(f"{i} = tl.{'argmax' if kind is ReduceKind.argmax else 'argmin'}({v}, axis={axis}, "
                 f"tie_break_left=True).to(tl.int64)")
         em.line(f"{v} = tl.{'max' if kind is ReduceKind.argmax else 'min'}({v}, axis={axis})")

@@ -161,8 +161,17 @@ def _from_numpy(p: Param, ref: RefType, array: np.ndarray) -> torch.Tensor:
     except (TypeError, ValueError) as exc:
         raise LaunchError(f"parameter {p.name}: cannot use this NumPy array as {ref}: {exc}") from None
     if ref.dtype is DType.bf16 and shared.dtype == torch.float32:
-        return shared.to(torch.bfloat16)
+        return _to_bf16(array)
     return shared
+
+
+def _to_bf16(array: np.ndarray) -> torch.Tensor:
+    """f32 values rounded to bf16 as KIR rounds them (nearest, ties to even; NaN -> 0x7FC0). torch's
+    vectorised conversion turns NaN into 0xFFFF, which a bitcast would see."""
+    bits = np.ascontiguousarray(array, dtype=np.float32).view(np.uint32)
+    rounded = (bits + (np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1)))) >> np.uint32(16)
+    half = np.where(np.isnan(array), np.uint32(0x7FC0), rounded).astype(np.uint16)
+    return torch.from_numpy(half.view(np.int16)).view(torch.bfloat16)
 
 
 def _check_scalar(p: Param, t: TensorType, value: Any) -> int | float | bool:

@@ -113,7 +113,9 @@ def convert(em: Emitter, expr: str, src: DType, dst: DType) -> str:
     if src == dst:
         return expr
     if dst is DType.pred:
-        return f"({expr} != 0)"
+        # re-typed as int1 by a select (free on the device): the interpreter records a 0-d comparison
+        # with its operands' dtype
+        return f"tl.where({expr} != 0, True, False)"
     if src.is_float and dst.is_int:
         return _float_to_int(em, expr, src, dst)
     if dst is DType.bf16:

@@ -80,6 +80,9 @@ class SSA:
     def constant(self, value: int | float | bool, dtype: DType, shape: tuple[int, ...] = (), depth: int = 0,
                  hint: str | None = "c") -> Val:
         r = self._result(dtype, shape, depth, hint)
+        if dtype.is_int and isinstance(value, int) and not isinstance(value, bool):
+            lo, hi = dtype.int_range  # an identity written for another integer type wraps, as in KIR
+            value = (value - lo) % (hi - lo + 1) + lo
         self.emit(f"{r.name} = stablehlo.constant dense<{literal(value, dtype)}> : {r.type}")
         return r
 

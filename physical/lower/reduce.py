@@ -70,6 +70,10 @@ def seeded(lw: Lowerer, kind: KR.ReduceKind, acc: DType, identity: Literal, v: P
     if identity == neutral and not (isinstance(identity, float) and math.isnan(identity)):
         return v
     dt = v.type.dtype
+    if acc.is_int and isinstance(identity, int) and not isinstance(identity, bool):
+        # an identity written for the element type (u64's 2**64 - 1) wraps into a signed accumulator
+        lo, hi = acc.int_range
+        identity = (identity - lo) % (hi - lo + 1) + lo
     folded = lw.binary(_BUILTIN_FN[kind], lw.broadcast_to(lw.const(identity, acc), v.type.with_dtype(acc)),
                        lw.cast(v, acc))
     return lw.cast(folded, dt)

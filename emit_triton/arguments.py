@@ -257,7 +257,7 @@ def _bind_symbols(kernel: Kernel, tensors: Mapping[str, torch.Tensor], bound: Bo
                 pending.remove(item)
                 progress = True
             elif len(unbound) == 1:
-                value = _solve(item.dim, unbound[0], item.extent, env)
+                value = solve_for(item.dim, unbound[0], item.extent, env)
                 if value is not None:
                     env[unbound[0]], origin[unbound[0]] = value, f"parameter {item.param}"
                     pending.remove(item)
@@ -292,11 +292,6 @@ def _check_derived(item: _Pending, env: Mapping[str, int], origin: Mapping[str, 
         shown = "cannot be evaluated (division by zero)" if want is None else f"= {want}"
         raise LaunchError(f"parameter {item.param}: axis {item.axis} has extent {item.extent} but {item.dim} "
                           f"{shown} ({given})")
-
-
-def _solve(d: Dim, symbol: str, extent: int, env: Mapping[str, int]) -> int | None:
-    """Solve `d == extent` for one symbol when `d` is affine in it (`S + c`, `2 * S - c`, ...)."""
-    return solve_for(d, symbol, extent, env)
 
 
 def _check_refinements(kernel: Kernel, bound: BoundArgs) -> None:

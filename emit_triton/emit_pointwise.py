@@ -9,7 +9,7 @@ from physical import ops as P
 from physical.model import Fragment, PValue
 
 from .emit import REGISTER_DTYPE, TL_DTYPE, Emitter, emits, literal
-from .numerics import convert, library, narrow_result, round_bf16_value
+from .numerics import as_int1, convert, library, narrow_result, round_bf16_value
 
 _LITERAL_DTYPES = (DType.f32, DType.i32, DType.pred)
 
@@ -178,9 +178,7 @@ _CMP = {CmpFn.eq: "==", CmpFn.ne: "!=", CmpFn.lt: "<", CmpFn.le: "<=", CmpFn.gt:
 
 
 def _predicate(t: Fragment, e: str) -> str:
-    # Triton's interpreter records a 0-d comparison with its operands' dtype, and a later broadcast then
-    # makes floats of it; a select re-types it as int1 (free on the device: select(c, 1, 0) is c)
-    return f"tl.where({e}, True, False)" if t.rank == 0 else e
+    return as_int1(e) if t.rank == 0 else e  # only a 0-d comparison is mis-typed by the interpreter
 
 
 @emits(P.Compare)

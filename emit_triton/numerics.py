@@ -69,11 +69,6 @@ def library(em: Emitter, name: str) -> str:
     return em.helper_keys[key]
 
 
-def reg(dtype: DType) -> str:
-    """The Triton dtype a value of `dtype` has in registers."""
-    return REGISTER_DTYPE[dtype]
-
-
 def round_bf16_value(value: float) -> float:
     """A Python float rounded to the nearest bf16 (ties to even), as `_intent_round_bf16` does."""
     if value != value:
@@ -103,9 +98,11 @@ def narrow_result(em: Emitter, expr: str, dtype: DType) -> str:
     return expr
 
 
-def compute_dtype(dtype: DType) -> DType:
-    """Where a float op of `dtype` computes: f16 and bf16 in f32."""
-    return DType.f32 if dtype in (DType.f16, DType.bf16) else dtype
+def as_int1(predicate: str) -> str:
+    """A comparison re-typed as int1 by a select (free on the device: select(c, 1, 0) is c). Triton's
+    interpreter records a 0-d comparison with its operands' dtype, and a later broadcast then makes
+    floats of it."""
+    return f"tl.where({predicate}, True, False)"
 
 
 def convert(em: Emitter, expr: str, src: DType, dst: DType) -> str:
@@ -113,9 +110,7 @@ def convert(em: Emitter, expr: str, src: DType, dst: DType) -> str:
     if src == dst:
         return expr
     if dst is DType.pred:
-        # re-typed as int1 by a select (free on the device): the interpreter records a 0-d comparison
-        # with its operands' dtype
-        return f"tl.where({expr} != 0, True, False)"
+        return as_int1(f"{expr} != 0")
     if src.is_float and dst.is_int:
         return _float_to_int(em, expr, src, dst)
     if dst is DType.bf16:
@@ -135,5 +130,5 @@ def _float_to_int(em: Emitter, expr: str, src: DType, dst: DType) -> str:
             f"tl.full((), {lo}, {t}), {inside}))")
 
 
-__all__ = ["REGISTER_DTYPE", "reg", "library", "convert", "from_storage", "to_storage", "narrow_result",
-           "compute_dtype", "round_bf16_value"]
+__all__ = ["REGISTER_DTYPE", "library", "as_int1", "convert", "from_storage", "to_storage", "narrow_result",
+           "round_bf16_value"]

@@ -130,23 +130,6 @@ class ShapeSolver:
         return "these refinements cannot all hold: " + ", ".join(core)
 
 
-def _dim_term(d: Dim, env: Mapping[str, z3.ArithRef]) -> z3.ArithRef:
-    """The term `dims.dim_to_z3` builds (the same Z3 expression)."""
-    if isinstance(d, DConst):
-        return z3.IntVal(d.value)
-    if isinstance(d, DSym):
-        return env[d.name]
-    assert isinstance(d, DBin)
-    a, b = _dim_term(d.lhs, env), _dim_term(d.rhs, env)
-    if d.op == "+":
-        return a + b
-    if d.op == "-":
-        return a - b
-    if d.op == "*":
-        return a * b
-    return a / b if d.op == "//" else a % b
-
-
 _COMPARE = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
             ">=": operator.ge}
 
@@ -154,7 +137,7 @@ _COMPARE = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operat
 def _pred_term(p: Pred, env: Mapping[str, z3.ArithRef]) -> z3.BoolRef:
     """The formula `dims.pred_to_z3` builds, constructing only the comparison asked for."""
     if isinstance(p, PCmp):
-        return _COMPARE[p.op](_dim_term(p.lhs, env), _dim_term(p.rhs, env))
+        return _COMPARE[p.op](dim_to_z3(p.lhs, env), dim_to_z3(p.rhs, env))
     if isinstance(p, PAnd):
         return z3.And(*[_pred_term(q, env) for q in p.items]) if p.items else z3.BoolVal(True)
     if isinstance(p, POr):

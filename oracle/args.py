@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from kir.core import Kernel, Param, ParamKind, RefType, Role, shape_str
-from kir.dims import DBin, Dim, DSym, solve_for
+from kir.dims import solve_for
 from kir.dtypes import DType
 from kir.errors import LaunchError
 from kir.solver import check_concrete, default_lower_bounds
@@ -92,27 +92,6 @@ def scalar_array(p: Param, x: Any) -> np.ndarray:
     return round_bf16(value.astype(np.float32)) if dtype is DType.bf16 else value.astype(np_dtype(dtype))
 
 
-def _solve(dim: Dim, extent: int, symbols: dict[str, int]) -> tuple[str, int] | None:
-    """Solve `dim == extent` for its one unbound symbol when `dim` is `S`, `S + c`, `S - c` or `c * S`."""
-    if isinstance(dim, DSym):
-        return dim.name, extent
-    if not isinstance(dim, DBin):
-        return None
-    lhs_free = bool(dim.lhs.symbols() - symbols.keys())
-    rhs_free = bool(dim.rhs.symbols() - symbols.keys())
-    if lhs_free == rhs_free:
-        return None
-    known, free = (dim.rhs, dim.lhs) if lhs_free else (dim.lhs, dim.rhs)
-    k = known.evaluate(symbols)
-    if dim.op == "+":
-        return _solve(free, extent - k, symbols)
-    if dim.op == "-":
-        return _solve(free, extent + k if lhs_free else k - extent, symbols)
-    if dim.op == "*" and k != 0 and extent % k == 0:
-        return _solve(free, extent // k, symbols)
-    return None
-
-
 class Binding:
     """The arguments of one oracle run, checked against the kernel's signature."""
 
@@ -161,15 +140,12 @@ class Binding:
             for p, x in self._given():
                 for d, n in zip(p.type.shape, x.shape):  # type: ignore[union-attr]
                     free = d.symbols() - symbols.keys()
-                    if not free:
+                    if len(free) != 1:
                         continue
-                    solved = _solve(d, int(n), symbols)
-                    if solved is None and len(free) == 1:  # affine in its one unbound symbol (`B + B`)
-                        (name,) = free
-                        value = solve_for(d, name, int(n), symbols)
-                        solved = None if value is None else (name, value)
-                    if solved is not None and solved[0] not in symbols:
-                        symbols[solved[0]] = solved[1]
+                    (name,) = free  # an extent affine in its one unbound symbol (`S`, `S + 1`, `B + B`)
+                    value = solve_for(d, name, int(n), symbols)
+                    if value is not None:
+                        symbols[name] = value
                         progress = True
         missing = [s for s in self.kernel.symbols if s not in symbols]
         if missing:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from kir.core import Kernel, Param, RefType, Role
-from kir.dims import DBin, DConst, Dim, DSym, solve_for
+from kir.dims import DConst, Dim, DSym, solve_for
 from kir.dtypes import DType
 from kir.errors import LaunchError
 from kir.solver import default_lower_bounds
@@ -25,32 +25,6 @@ def _shape_text(shape: tuple[Dim, ...]) -> str:
 def _shape_of(x: Any) -> tuple[int, ...] | None:
     shape = getattr(x, "shape", None)
     return tuple(int(d) for d in shape) if shape is not None else None
-
-
-def _solve(d: Dim, target: int, env: dict[str, int]) -> tuple[str, int] | None:
-    """Solve `d == target` for its single unbound symbol when `d` is invertible (+, -, * by constants)."""
-    while True:
-        if isinstance(d, DSym):
-            return d.name, target
-        if not isinstance(d, DBin):
-            return None
-        free_l = [s for s in d.lhs.symbols() if s not in env]
-        free_r = [s for s in d.rhs.symbols() if s not in env]
-        if free_l and free_r:
-            return None
-        known, unknown = (d.rhs, d.lhs) if free_l else (d.lhs, d.rhs)
-        k = known.evaluate(env)
-        if d.op == "+":
-            target -= k
-        elif d.op == "-":
-            target = target + k if free_l else k - target
-        elif d.op == "*":
-            if k == 0 or target % k:
-                return None
-            target //= k
-        else:
-            return None
-        d = unknown
 
 
 def bind_symbols(kernel: Kernel, args: Mapping[str, Any]) -> dict[str, int]:
@@ -79,13 +53,10 @@ def bind_symbols(kernel: Kernel, args: Mapping[str, Any]) -> dict[str, int]:
         progress = False
         for p, ax, d in pending:
             free = [s for s in d.symbols() if s not in env]
-            if len(free) == 1:
-                solved = _solve(d, shapes[p.name][ax], env)
-                if solved is None:  # affine in its one unbound symbol (`B + B`)
-                    value = solve_for(d, free[0], shapes[p.name][ax], env)
-                    solved = None if value is None else (free[0], value)
-                if solved is not None:
-                    env[solved[0]] = solved[1]
+            if len(free) == 1:  # an extent affine in its one unbound symbol (`S + 1`, `B + B`)
+                value = solve_for(d, free[0], shapes[p.name][ax], env)
+                if value is not None:
+                    env[free[0]] = value
                     progress = True
     for p, ax, d in pending:
         missing = sorted(s for s in d.symbols() if s not in env)

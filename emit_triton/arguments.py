@@ -19,7 +19,7 @@ import torch
 
 from kir.core import Kernel, Param, RefType, Role, TensorType, shape_str
 from kir.dims import DConst, Dim, DSym, solve_for
-from kir.dtypes import DType
+from kir.dtypes import DType, bf16_rounded_bits
 from kir.errors import LaunchError
 from kir.solver import check_concrete, default_lower_bounds
 
@@ -168,9 +168,7 @@ def _from_numpy(p: Param, ref: RefType, array: np.ndarray) -> torch.Tensor:
 def _to_bf16(array: np.ndarray) -> torch.Tensor:
     """f32 values rounded to bf16 as KIR rounds them (nearest, ties to even; NaN -> 0x7FC0). torch's
     vectorised conversion turns NaN into 0xFFFF, which a bitcast would see."""
-    bits = np.ascontiguousarray(array, dtype=np.float32).view(np.uint32)
-    rounded = (bits + (np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1)))) >> np.uint32(16)
-    half = np.where(np.isnan(array), np.uint32(0x7FC0), rounded).astype(np.uint16)
+    half = (bf16_rounded_bits(array) >> np.uint32(16)).astype(np.uint16)
     return torch.from_numpy(half.view(np.int16)).view(torch.bfloat16)
 
 

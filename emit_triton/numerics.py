@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kir.dtypes import DType
+from kir.dtypes import DType, bf16_rounded_bits
 
 from .emit import REGISTER_DTYPE, Emitter
 
@@ -74,9 +74,7 @@ def round_bf16_value(value: float) -> float:
     if value != value:
         return value
     with np.errstate(over="ignore"):
-        bits = int(np.array([value], np.float32).view(np.uint32)[0])
-    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
-    return float(np.array([rounded], np.uint32).view(np.float32)[0])
+        return float(bf16_rounded_bits(value).view(np.float32))
 
 
 def from_storage(em: Emitter, expr: str, dtype: DType) -> str:

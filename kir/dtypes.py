@@ -112,3 +112,13 @@ class DTypeVar:
 
 ElemType = DType | DTypeVar
 
+
+def bf16_rounded_bits(x: object) -> np.ndarray:
+    """The f32 bit patterns (uint32) of `x` rounded to the nearest bf16, ties to even; every NaN becomes
+    0x7FC00000. KIR's one rounding rule for bf16: the oracle, the emitter's constants and the launcher's
+    conversion of f32 arrays all use it."""
+    x32 = np.asarray(x, dtype=np.float32)
+    bits = x32.view(np.uint32)
+    rounded = (bits + (np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1)))) & np.uint32(0xFFFF0000)
+    return np.where(np.isnan(x32), np.uint32(0x7FC00000), rounded).astype(np.uint32)
+

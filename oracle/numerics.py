@@ -26,12 +26,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from kir.dtypes import DType, ElemType
+from kir.dtypes import DType, ElemType, bf16_rounded_bits
 from kir.errors import IntentError
 from kir.reduce import ReduceKind
-
-BF16_NAN_BITS = np.uint32(0x7FC00000)
-
 
 _STORAGE = {d: d.np for d in DType}
 
@@ -49,11 +46,7 @@ def np_dtype(dtype: ElemType) -> np.dtype:
 
 def round_bf16(x: np.ndarray) -> np.ndarray:
     """Round float values to the nearest bf16 (ties to even), returned as float32; NaN stays NaN."""
-    x32 = np.asarray(x, dtype=np.float32)
-    bits = x32.view(np.uint32)
-    rounded = (bits + (np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1)))) & np.uint32(0xFFFF0000)
-    rounded = np.where(np.isnan(x32), BF16_NAN_BITS, rounded)
-    return rounded.view(np.float32)
+    return bf16_rounded_bits(x).view(np.float32)
 
 
 def to_storage(x: np.ndarray, dtype: DType) -> np.ndarray:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import Enum
@@ -176,16 +175,6 @@ class Op:
     NAME: ClassVar[str] = "?"
     # Attribute fields that are omitted from the text when they hold their default.
     TERMINATOR: ClassVar[bool] = False
-
-    def __post_init__(self) -> None:
-        # NaN literals become the one `math.nan` object: ops compare equal field by field (tuples compare
-        # items by identity first), so a kernel holding a NaN constant equals its own parsed text.
-        for f in dataclasses.fields(self):
-            v = getattr(self, f.name)
-            if isinstance(v, float) and v != v and v is not math.nan:
-                object.__setattr__(self, f.name, math.nan)
-            elif isinstance(v, tuple) and any(isinstance(x, float) and x != x for x in v):
-                object.__setattr__(self, f.name, tuple(math.nan if isinstance(x, float) and x != x else x for x in v))
 
     # --- equality: field by field, with float literals compared by representation (-0.0 is not 0.0,
     # NaN is NaN), so that caches keyed by kernels never confuse two kernels that compute differently

@@ -1,6 +1,6 @@
 """Global-memory bytes moved per launch, against the ideal, counted under Triton's interpreter.
 
-    python bench/traffic.py [--quick] [--only FAMILY ...] [--detail]
+    python bench/traffic.py [--quick] [--only FAMILY ...] [--detail] [--sms N]
 
 Generated kernels run on CPU tensors (Triton's interpreter) while `TrafficCounter` hooks the
 interpreter's memory entry points. Every load, store and atomic counts the bytes of its *active*
@@ -8,6 +8,11 @@ elements only (mask true) times the element size; an atomic read-modify-write co
 twice (read and write), like an in-out tensor in the ideal. The ideal reads every input element
 once and writes every output element once (in-out: both). Launches and programs come from the
 interpreter's grid. `--detail` adds the bytes read and written per tensor.
+
+Grids follow the launch device: under the interpreter, which runs one program at a time, a group whose
+programs walk their blocks (persistent programs, for data every instance reads) launches one program.
+`--sms 132` sizes every grid as for an H100/H200 instead, so that the table shows the traffic of the
+grid the GPU would run.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +37,7 @@ import torch  # noqa: E402
 from bench.fast_reduce import vectorised_custom_reductions  # noqa: E402
 from bench.kernels import BenchCase, clone_args, ideal_bytes, traffic_cases  # noqa: E402
 from bench.report import failure_text, markdown_table, megabytes, ratio, verdict  # noqa: E402
+from emit_triton.targets import simulated_multiprocessors  # noqa: E402
 
 OTHER = "(other)"  # memory that belongs to no named tensor: launcher workspace, stray addresses
 
@@ -337,12 +343,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--detail", action="store_true", help="also print bytes per tensor")
     ap.add_argument("--exact-reduce", action="store_true",
                     help="keep the interpreter's element-by-element custom-combine reductions (slow)")
+    ap.add_argument("--sms", type=int, metavar="N",
+                    help="size the grids as for a GPU of N multiprocessors (132: an H100/H200) instead of the "
+                         "interpreter's one-program-at-a-time; the kernels still run under the interpreter")
     opts = ap.parse_args(argv)
     cases = [c for c in traffic_cases("quick" if opts.quick else "full") if not opts.only or c.family in opts.only]
     rows = []
-    for case in cases:
-        rows.append(measure(case, fast_reduce=not opts.exact_reduce))
-        print(f"measured {case.name}: {rows[-1].seconds:.1f}s", file=sys.stderr, flush=True)
+    grids = simulated_multiprocessors(opts.sms) if opts.sms is not None else nullcontext()
+    with grids:
+        for case in cases:
+            rows.append(measure(case, fast_reduce=not opts.exact_reduce))
+            print(f"measured {case.name}: {rows[-1].seconds:.1f}s", file=sys.stderr, flush=True)
+    if opts.sms is not None:
+        print(f"grids sized for {opts.sms} multiprocessors\n")
     print(table(rows))
     if opts.detail:
         print()

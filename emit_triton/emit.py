@@ -94,6 +94,7 @@ class Emitter:
         self.helper_keys: dict[str, str] = {}
         self.lanes_block = "1"
         self.group: Group | None = None
+        self.block_index: str | None = None  # the block a persistent group's loop is at (else pid - O_g)
         self.last_origin: object = None
         self.buffers = {b.id: b for b in program.buffers}
         self.symbol_arg: dict[str, str] = {}
@@ -321,6 +322,30 @@ def _abi(em: Emitter) -> tuple[list[AbiArg], list[ConstexprArg], list[str]]:
     return args, consts, sig
 
 
+def _group_body(em: Emitter, ops: tuple, invariant: int | None, segments: int) -> None:
+    """A group body; a persistent group's (`invariant` set) runs its invariant prefix once, then loops over
+    its blocks of instances with a stride of its segment's program count."""
+    g = em.group
+    if invariant is None or g is None or g.persistent is None:
+        em.ops(ops)
+        em.line("pass")
+        return
+    em.ops(ops[:invariant])
+    block, blocks = em.fresh("block"), em.fresh("blocks")
+    stride = "tl.num_programs(0)" if segments == 1 else f"seg{g.id}_length"
+    em.line(f"# {comment_text(f'programs walk the blocks of {g.block} instances; the lines above ran once')}")
+    em.line(f"{blocks} = tl.cast({em.launch(g.persistent.blocks)}, pid.dtype)")
+    em.line(f"for {block} in range(pid - seg_offset, {blocks}, tl.cast({stride}, pid.dtype)):")
+    em.depth += 1
+    em.block_index = f"tl.cast({block}, pid.dtype)"
+    em.last_origin = None
+    em.ops(ops[invariant:])
+    em.line("pass")
+    em.block_index = None
+    em.depth -= 1
+    em.line("pass")
+
+
 def emit(program: Program) -> EmittedKernel:
     """Generate the Triton module of `program` and its ABI."""
     em = Emitter(program)
@@ -349,17 +374,17 @@ def emit(program: Program) -> EmittedKernel:
             em.depth += 1
             em.line("seg_offset = 0")
         em.last_origin = None
+        persistent = g.persistent
         if g.looped is not None:  # the row walked in chunks when it is longer than one program holds
             em.line(f"if {g.looped.flag}:")
             em.depth += 1
-            em.ops(g.looped.body.ops)
-            em.line("pass")
+            _group_body(em, g.looped.body.ops, persistent.looped_invariant if persistent else None,
+                        len(program.segments))
             em.depth -= 1
             em.line("else:")
             em.depth += 1
             em.last_origin = None
-        em.ops(g.body.ops)
-        em.line("pass")
+        _group_body(em, g.body.ops, persistent.invariant if persistent else None, len(program.segments))
         em.depth -= 1
         if g.looped is not None:
             em.depth -= 1

@@ -14,7 +14,8 @@ from .numerics import library
 @emits(P.OwnedInstances)
 def emit_owned(em: Emitter, op: P.OwnedInstances) -> None:
     n = em.define(op.result, "flat")
-    em.line(f"{n} = (pid - seg_offset) * {op.block} + tl.arange(0, {op.block}).to(pid.dtype)")
+    block = em.block_index or "(pid - seg_offset)"
+    em.line(f"{n} = {block} * {op.block} + tl.arange(0, {op.block}).to(pid.dtype)")
 
 
 @emits(P.ChunkLanes)

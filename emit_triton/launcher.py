@@ -21,6 +21,7 @@ import torch
 
 from kir.core import Kernel
 from kir.errors import IntentError, LaunchError
+from physical.launch_expr import DEVICE_SMS
 
 from . import compile as compile_mod
 from . import fast_launch, targets
@@ -185,6 +186,7 @@ def launch_env(bound: BoundArgs) -> dict[str, int]:
     for name, value in bound.scalars.items():
         if isinstance(value, int) and not isinstance(value, bool) and name not in env:
             env[name] = int(value)
+    env[DEVICE_SMS] = targets.multiprocessors(bound.device)
     return env
 
 

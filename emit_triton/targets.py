@@ -65,6 +65,39 @@ def target_for(device: Any) -> Target:
     return Target(Mode.INTERPRETED, device)
 
 
+_multiprocessors: dict[int, int] = {}
+_simulated: list[int] = []
+
+
+def multiprocessors(device: Any) -> int:
+    """The multiprocessors a launch on `device` spreads its programs over; 0 under the interpreter,
+    which runs one program at a time (`physical.launch_expr.LResidentPrograms`)."""
+    if _simulated:
+        return _simulated[-1]
+    if target_for(device).mode is Mode.INTERPRETED:
+        return 0
+    import torch
+
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _multiprocessors:
+        _multiprocessors[index] = int(torch.cuda.get_device_properties(index).multi_processor_count)
+    return _multiprocessors[index]
+
+
+@contextmanager
+def simulated_multiprocessors(count: int) -> Iterator[None]:
+    """Size launches as for a device of `count` multiprocessors (bench/traffic.py counts a GPU's grid)."""
+    from . import fast_launch  # cached launches keep the grid they were planned with
+
+    _simulated.append(count)
+    fast_launch.clear()
+    try:
+        yield
+    finally:
+        _simulated.pop()
+        fast_launch.clear()
+
+
 def _user_wants_interpreter() -> bool:
     from triton import knobs
 

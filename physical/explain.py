@@ -80,6 +80,13 @@ def _group_lines(p: Program, g: Group, consts: dict) -> list[str]:
         if what is not None and what not in inside:
             inside.append(what)
     lines.append("  inside each instance: " + ("; ".join(inside) if inside else "element-wise work only"))
+    if g.persistent is not None:
+        loads = sorted({p.buffer(op.access.buffer).name for op in g.body.ops[:g.persistent.invariant]
+                        if isinstance(op, P.Load)})
+        lines.append(f"  persistent: the programs walk the {g.persistent.blocks} blocks of instances, as many programs "
+                     f"as keep the device busy (resident_programs(num_warps)); each reads "
+                     f"{', '.join(loads) or 'nothing'} "
+                     f"once, before its loop")
     if g.looped is not None:
         lp = g.looped
         passes = f"{lp.loops} pass{'es' if lp.loops > 1 else ''}"

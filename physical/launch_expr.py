@@ -235,6 +235,34 @@ class LConstexpr(LaunchExpr):
         return self.name
 
 
+DEVICE_SMS = "@sms"  # launch-environment name of the device's multiprocessor count (0: programs run one at a time)
+WARP_SLOTS = 64  # warps one sm_80/sm_90 multiprocessor keeps resident
+
+
+@dataclass(frozen=True)
+class LResidentPrograms(LaunchExpr):
+    """How many programs of `warps` warps keep the launch's device busy: half the multiprocessors' warp
+    slots (registers usually bind first), `multiprocessors * max(1, 64 // (2 * warps))`. Triton's
+    interpreter runs one program at a time (the launcher binds `DEVICE_SMS` to 0): one program."""
+
+    warps: LaunchExpr
+
+    def evaluate(self, env: Mapping[str, int]) -> int:
+        sms = int(env[DEVICE_SMS])
+        if sms <= 0:
+            return 1
+        return sms * max(1, WARP_SLOTS // (2 * max(1, self.warps.evaluate(env))))
+
+    def names(self) -> frozenset[str]:
+        return frozenset([DEVICE_SMS]) | self.warps.names()
+
+    def children(self) -> tuple[LaunchExpr, ...]:
+        return (self.warps,)
+
+    def __str__(self) -> str:
+        return f"resident_programs({self.warps})"
+
+
 # ---------------------------------------------------------------------------------------------- builders
 
 
@@ -311,5 +339,6 @@ def symbol_names(e: LaunchExpr) -> frozenset[str]:
 
 
 __all__ = ["LaunchExpr", "LConst", "LDim", "LScalar", "LBin", "LMinMax", "LSum", "LNextPow2", "LTileBlock",
-           "LWarps", "LConstexpr", "MAX_TILE_ELEMENTS", "lconst", "ldim", "lmul", "ladd", "lcdiv", "lprod",
+           "LWarps", "LConstexpr", "LResidentPrograms", "DEVICE_SMS", "WARP_SLOTS",
+           "MAX_TILE_ELEMENTS", "lconst", "ldim", "lmul", "ladd", "lcdiv", "lprod",
            "lsum", "lmin", "lmax", "next_pow2_int", "walk", "symbol_names", "DSym"]

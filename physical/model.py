@@ -420,6 +420,24 @@ class LoopedBody:
 
 
 @dataclass(frozen=True)
+class PersistentLoop:
+    """The group's programs walk its blocks of instances instead of owning one block each.
+
+    The segment launches `L_g = min(cdiv(prod(domain), BLOCK_I), resident)` programs. Program
+    `q = pid - O_g` runs the body for the blocks `q, q + L_g, q + 2 L_g, ...` below `blocks` (the same
+    cdiv, as the kernel body evaluates it), and its `owned_instances` decodes that block instead of `q`.
+    The first `invariant` ops of the body (`looped_invariant` of the looped body) depend on no block and
+    read no memory the kernel writes: they run once per program, before the loop, so that data every
+    instance reads (a layernorm's weight and bias) is read once per program instead of once per block.
+    """
+
+    blocks: LaunchExpr
+    resident: LaunchExpr
+    invariant: int
+    looped_invariant: int = 0
+
+
+@dataclass(frozen=True)
 class Group:
     """An execution group: a launch-visible instance `domain` (flattened row-major) and its body.
 
@@ -431,6 +449,8 @@ class Group:
     `len(tiles)` domain axes, `tiles[k]` consecutive coordinates along each (constexprs), and one
     coordinate of every leading axis; it decodes them with one `owned_tile`. The segment then has
     prod(leading extents) * prod(cdiv(extent, block)) programs, and `block` is 1.
+
+    `persistent`: set when the group's programs loop over its blocks of instances (`PersistentLoop`).
     """
 
     id: int
@@ -443,6 +463,7 @@ class Group:
     loc: Loc | None = None
     tiles: tuple[str, ...] = ()
     looped: LoopedBody | None = None
+    persistent: PersistentLoop | None = None
 
     @property
     def single_instance(self) -> bool:
@@ -513,9 +534,14 @@ def with_looped_bodies(program: Program) -> Program | None:
     """`program` with every group's looped body in place of its body (None when no group has one)."""
     if not any(g.looped is not None for g in program.groups):
         return None
-    groups = tuple(dataclasses.replace(g, body=g.looped.body, looped=None) if g.looped is not None else g
-                   for g in program.groups)
+    groups = tuple(dataclasses.replace(g, body=g.looped.body, looped=None, persistent=_looped_persistent(g))
+                   if g.looped is not None else g for g in program.groups)
     return dataclasses.replace(program, groups=groups)
+
+
+def _looped_persistent(g: Group) -> PersistentLoop | None:
+    p = g.persistent
+    return None if p is None else dataclasses.replace(p, invariant=p.looped_invariant, looped_invariant=0)
 
 
 def one() -> Dim:

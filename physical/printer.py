@@ -64,6 +64,18 @@ class _Printer:
         for o in r.ops:
             self.op(o, depth)
 
+    def body(self, r: PRegion, invariant: int | None) -> None:
+        """A group body; a persistent group's marks where its loop over blocks of instances begins."""
+        if invariant is None:
+            self.region(r, 1)
+            return
+        for o in r.ops[:invariant]:
+            self.op(o, 1)
+        self.lines.append("  for each block of instances this program walks {")
+        for o in r.ops[invariant:]:
+            self.op(o, 2)
+        self.lines.append("  }")
+
     def run(self) -> str:
         p = self.p
         self.lines.append(f"program {p.name}")
@@ -88,13 +100,15 @@ class _Printer:
             dom = f"({', '.join(str(d) for d in g.domain)})" if g.domain else "single instance"
             flags = " serial" if g.serial else ""
             owns = f"tiles {' x '.join(g.tiles)}" if g.tiles else g.block
+            if g.persistent is not None:
+                flags += f" persistent over {g.persistent.blocks} blocks"
             self.lines.append(f"group {g.id} {g.name} domain {dom} owns {owns}{flags} {{")
-            self.region(g.body, 1)
+            self.body(g.body, g.persistent.invariant if g.persistent else None)
             if g.looped is not None:
                 lp = g.looped
                 self.lines.append(f"}} looped when {lp.flag}: {lp.axis} in chunks of {lp.chunk}, {lp.loops} "
                                   f"pass{'es' if lp.loops > 1 else ''} {{")
-                self.region(lp.body, 1)
+                self.body(lp.body, g.persistent.looped_invariant if g.persistent else None)
             self.lines.append("}")
         for n in p.notes:
             self.lines.append(f"# note: {n}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from kir.errors import VerifyError
 
 from . import ops as P
-from .launch_expr import LConstexpr, LScalar, lsum, walk
+from .launch_expr import DEVICE_SMS, LConstexpr, LScalar, lsum, walk
 from .model import AccessRelation, Guard, POp, PRegion, Program, PValue
 
 
@@ -56,7 +56,7 @@ class _Verifier:
                     if isinstance(node, LScalar) and node.name not in abi_scalars:
                         raise self.fail("launch-extent", f"segment {s.group} reads {node.name}, not an ABI scalar")
                     for sym in node.names() if not isinstance(node, LConstexpr | LScalar) else ():
-                        if sym not in p.symbols:
+                        if sym not in p.symbols and sym != DEVICE_SMS:  # the launch device is launch-visible
                             raise self.fail("launch-extent", f"segment {s.group} reads {sym}, not a shape symbol")
         for k, s in enumerate(p.segments):
             if s.offset != lsum(tuple(x.length for x in p.segments[:k])):

@@ -45,6 +45,7 @@ from kir.solver import ShapeSolver
 from physical import ops as P
 from physical.launch_expr import LBin, LConst, LScalar, ldim, lsum
 from physical.model import (
+    Access,
     AccessRelation,
     Fragment,
     Lifetime,
@@ -111,10 +112,27 @@ def staged_copy() -> Kernel:
     return build_kernel("staged_copy", (x, out), ("N",), b.end_region())
 
 
+def scale_rows() -> Kernel:
+    """Every row times one shared vector: its programs load the vector once, then walk their rows."""
+    b = Builder(ShapeSolver(("M", "N")))
+    x, w, out = _params(b, [("x", RefType(f32, (M, N), Role.IN)), ("w", RefType(f32, (N,), Role.IN)),
+                            ("out", RefType(f32, (M, N), Role.OUT))])
+    (i,) = b.begin_region((scalar(INDEX_DTYPE),), ("i",))
+    row = b.add(Load, src=x.value, index=(i, Slice(DConst(0), N)), name="row", loc=_loc(31))
+    vec = b.add(Load, src=w.value, index=(Slice(DConst(0), N),), name="vec", loc=_loc(32))
+    b.make(Store, dst=out.value, index=(i, Slice(DConst(0), N)),
+           value=b.add(Binary, fn=BinaryFn.mul, lhs=row, rhs=vec, loc=_loc(33)), loc=_loc(33))
+    b.make(Yield, values=())
+    b.make(Parallel, domain=(M,), body=b.end_region(), loc=_loc(30))
+    b.make(Yield, values=())
+    return build_kernel("scale_rows", (x, w, out), ("M", "N"), b.end_region())
+
+
 KERNELS: dict[str, Callable[[], Kernel]] = {
     "softmax": samples.softmax, "vector_add": samples.vector_add, "segment_sum": samples.segment_sum,
     "recurrence": samples.recurrence, "histogram": samples.histogram, "two_groups": two_groups,
     "staged_copy": staged_copy, "two_copies": lambda: two_copies(), "tickets": lambda: tickets(),
+    "scale_rows": scale_rows,
 }
 
 
@@ -656,6 +674,41 @@ def segment_length_refers_to_a_constexpr():
     broken = p.replace(segments=(dataclasses.replace(p.segments[0], length=length),), grid=length)
     return k, broken, ("[launch-extent] segment 0 length reads constexpr BLOCK_I0; host-side extents are written out, "
                        "not referenced")
+
+
+@mutation("loop-invariant")
+def owned_instances_decoded_before_the_loop():
+    k = scale_rows()
+    p = physical.lower(k)
+    g = p.groups[0]
+    assert g.persistent is not None and isinstance(g.body.ops[g.persistent.invariant], P.OwnedInstances)
+    persistent = dataclasses.replace(g.persistent, invariant=g.persistent.invariant + 1)
+    broken = p.replace(groups=(dataclasses.replace(g, persistent=persistent),))
+    return k, broken, ("[loop-invariant] owned_instances of group 0 runs before the loop over blocks: every block "
+                       "would decode the first block's instances")
+
+
+@more("hoisted_load_of_written_memory", "loop-invariant")
+def hoisted_load_of_a_vector_the_kernel_writes():
+    k = scale_rows()
+    p = physical.lower(k)
+    w = buffer_named(p, "w")
+    buffers = tuple(dataclasses.replace(b, access=Access.READ_WRITE) if b is w else b for b in p.buffers)
+    broken = p.replace(buffers=buffers)
+    return k, broken, ("[loop-invariant] load (from load at mutation.py:32) runs once per program, before the loop "
+                       "over blocks of group 0, but it reads w, which the kernel writes or which is no read-only "
+                       "tensor parameter")
+
+
+@more("persistent_segment_without_its_minimum", "ownership")
+def persistent_segment_launches_a_program_per_block():
+    k = scale_rows()
+    p = physical.lower(k)
+    seg = p.segments[0]
+    length = seg.length.items[0]
+    broken = p.replace(segments=(dataclasses.replace(seg, length=length),), grid=length)
+    return k, broken, (f"[ownership] segment of group 0 (parallel) has {length} programs; programs that loop over "
+                       f"blocks of instances are min(blocks, resident_programs(warps)) (at least one block each)")
 
 
 # ---------------------------------------------------------------------------------------------- tests

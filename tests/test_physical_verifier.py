@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 ACCEPTANCE = ROOT.parent / "shared" / "acceptance"
 
 SECTION_9 = ["self-contained", "ssa-defined", "fragment-types", "launch-extent", "segments-partition", "ownership",
-             "effect-coverage", "structured-complete", "region-op-complete", "buffer-complete", "buffer-init",
+             "loop-invariant", "effect-coverage", "structured-complete", "region-op-complete", "buffer-complete",
+             "buffer-init",
              "access-complete", "coordinate-provenance", "narrowing-explicit", "bounds-justified",
              "ordered-dependence", "unordered-conflict", "buffer-visibility", "atomic-preserved"]
 

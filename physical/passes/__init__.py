@@ -27,8 +27,10 @@ class Pass:
 from .aggregate import AggregateAtomics  # noqa: E402
 from .enlarge import EnlargeOwnership  # noqa: E402
 from .looped import LoopRows  # noqa: E402
+from .persistent import PersistentPrograms  # noqa: E402
 from .tile_contract import TileContraction  # noqa: E402
 
-PIPELINE: list[Pass] = [EnlargeOwnership(), TileContraction(), AggregateAtomics(), LoopRows()]
+PIPELINE: list[Pass] = [EnlargeOwnership(), TileContraction(), AggregateAtomics(), LoopRows(), PersistentPrograms()]
 
-__all__ = ["Pass", "PIPELINE", "EnlargeOwnership", "TileContraction", "AggregateAtomics", "LoopRows"]
+__all__ = ["Pass", "PIPELINE", "EnlargeOwnership", "TileContraction", "AggregateAtomics", "LoopRows",
+           "PersistentPrograms"]

@@ -13,6 +13,7 @@ Each rule lives in the module of its concern:
     structure.py   self-contained, ssa-defined, launch-extent, segments-partition
     fragments.py   fragment-types
     ownership.py   ownership, effect-coverage
+    persistent.py  loop-invariant
     structured.py  structured-complete, region-op-complete
     buffers.py     buffer-complete, buffer-init
     accesses.py    access-complete, coordinate-provenance, narrowing-explicit, bounds-justified
@@ -32,10 +33,11 @@ from kir.core import Kernel
 from ..model import Program
 
 # Importing a module registers its rules; `_ORDER` below is the order they run in.
-from . import accesses, atomics, buffers, dependence, fragments, ownership, structure, structured, tiles
+from . import accesses, atomics, buffers, dependence, fragments, ownership, persistent, structure, structured, tiles
 from .base import RULE_DOCS, RULES, PhysicalVerifyError, Violation, locate
 
 _ORDER = ["self-contained", "ssa-defined", "fragment-types", "launch-extent", "segments-partition", "ownership",
+          "loop-invariant",
           "effect-coverage", "structured-complete", "region-op-complete", "buffer-complete", "buffer-init",
           "access-complete", "coordinate-provenance", "narrowing-explicit", "bounds-justified",
           "ordered-dependence", "unordered-conflict", "buffer-visibility", "atomic-preserved"]
@@ -73,4 +75,5 @@ def verify(program: Program, kernel: Kernel | None = None) -> None:
 
 
 __all__ = ["verify", "check", "run_rule", "RULES", "RULE_DOCS", "PhysicalVerifyError", "Violation", "structure",
-           "fragments", "ownership", "structured", "buffers", "accesses", "dependence", "atomics", "tiles"]
+           "fragments", "ownership", "structured", "buffers", "accesses", "dependence", "atomics", "tiles",
+           "persistent"]

@@ -18,7 +18,7 @@ from kir.dims import DConst, Dim
 from kir.errors import IntentError
 
 from .. import ops as P
-from ..launch_expr import LaunchExpr
+from ..launch_expr import DEVICE_SMS, LaunchExpr
 from ..model import AccessRelation, Buffer, Group, ParamKind, POp, PRegion, Program, PValue
 
 
@@ -167,8 +167,9 @@ class ProgramIndex:
                    [primes[k % len(primes)] for k in range(len(names))],
                    [97 + 34 * k for k in range(len(names))], [4099 + 17 * k for k in range(len(names))]]
         out = []
-        for values in samples:
+        for k, values in enumerate(samples):
             env = dict(zip(names, values))
+            env[DEVICE_SMS] = (0, 132, 1, 0, 132)[k]  # the interpreter, an H200, one multiprocessor
             pending = dict(self.constexprs)
             progress = True
             while pending and progress:

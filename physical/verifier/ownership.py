@@ -17,7 +17,7 @@ from kir import region as KG
 from kir.core import Kernel
 
 from .. import ops as P
-from ..launch_expr import LConstexpr
+from ..launch_expr import LaunchExpr, LConstexpr, LMinMax, LResidentPrograms
 from ..model import AccessRelation, Group, POp, Program, PValue
 from .base import Reporter, Violation, describe, rule
 from .index import ProgramIndex, evaluate, index_of, product
@@ -131,7 +131,10 @@ def check_ownership(program: Program, kernel: Kernel | None = None) -> list[Viol
         seg = segments.get(g.id)
         if seg is not None:
             want = domain_programs(ix, g)
-            got = ix.values(seg.length)
+            length = seg.length
+            if g.persistent is not None:
+                length = _persistent_blocks(ix, g, length, want, report)
+            got = ix.values(length)
             if any(w is not None and v is not None and w != v for w, v in zip(want, got)):
                 need = "1 (a single instance)" if g.single_instance else \
                     f"cdiv({' * '.join(str(d) for d in g.domain)}, {g.block})" if not g.tiles else \
@@ -156,6 +159,22 @@ def check_ownership(program: Program, kernel: Kernel | None = None) -> list[Viol
                 report(f"{describe(program, op)} is not masked by the lane-validity test {src[1].name or 'flat'} < "
                        f"(instances): programs whose lanes run past the domain would perform it", op, pl.group)
     return report.found
+
+
+def _persistent_blocks(ix: ProgramIndex, g: Group, length: LaunchExpr, want: list[int | None],
+                       report: Reporter) -> LaunchExpr:
+    """The blocks a persistent group's programs walk (its segment is min(blocks, resident programs))."""
+    assert g.persistent is not None
+    if not (isinstance(length, LMinMax) and length.op == "min" and len(length.items) == 2 and
+            isinstance(length.items[1], LResidentPrograms)):
+        report(f"segment of group {g.id} ({g.name}) has {length} programs; programs that loop over blocks of "
+               f"instances are min(blocks, resident_programs(warps)) (at least one block each)", group=g.id)
+        return length
+    inside = ix.values(g.persistent.blocks)
+    if any(w is not None and v is not None and w != v for w, v in zip(want, inside)):
+        report(f"group {g.id} ({g.name}) loops over {g.persistent.blocks} blocks of instances, but its domain has "
+               f"cdiv({' * '.join(str(d) for d in g.domain)}, {g.block})", group=g.id)
+    return length.items[0]
 
 
 def _owned_instances(program: Program, ix: ProgramIndex, g: Group, report: Reporter) -> None:

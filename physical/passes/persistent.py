@@ -1,0 +1,116 @@
+"""Persistent programs: a group whose every instance reads the same data loads it once per program.
+
+A layernorm's weight and bias, a matrix-vector product's vector: with one block of instances per
+program, every program reads them again, and the launch moves them once per block. Here the group's
+programs instead walk its blocks (`PersistentLoop`): the segment launches as many programs as keep the
+device busy (`resident_programs`: the multiprocessors' warp slots over the program's warps; one under
+Triton's interpreter, which runs programs one at a time), each computes the block-invariant prefix of
+the body once (loads of read-only tensors whose addresses do not depend on the instances, and what
+follows from them alone), then runs the rest for blocks q, q + L, q + 2L, ...
+
+    q = pid - O_g                            (L_g = min(blocks, resident_programs(warps)))
+    w = load(w[0:BLOCK_N])                   (invariant prefix, once)
+    for block in range(q, blocks, L_g):
+        flat = block * BLOCK_I + arange(BLOCK_I)
+        ...                                  (the body, unchanged)
+
+Legality: the group maps instances to programs (`owned_instances`, no tiles, not serial); its
+instances are independent, as construction proved, so one program may run several in any order.
+The invariant prefix keeps the `loop-invariant` rule (pure ops over invariant values; loads only of
+read-only tensor parameters). Profitability: the prefix loads a tile (a row's worth of data per
+block); a scalar or nothing is not worth the loop. Instances are not reordered within a block and no
+arithmetic changes, so results are bit for bit those of one block per program.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .. import ops as P
+from ..launch_expr import LaunchExpr, LConst, LConstexpr, LResidentPrograms, lcdiv, ldim, lmin, lprod, lsum
+from ..model import Group, PersistentLoop, POp, Program
+from ..verifier.persistent import not_invariant, written_buffers
+from . import Pass
+
+
+def hoisted_order(program: Program, ops: tuple[POp, ...]) -> tuple[tuple[POp, ...], int]:
+    """`ops` with the block-invariant ones first (in their order), and how many there are.
+
+    Moving them ahead of the others keeps every definition before its uses: an invariant op reads only
+    invariant values, and it reads no memory the kernel writes, so no effect it passes was its input."""
+    written = written_buffers(program)
+    invariant: set[int] = set()
+    first, rest = [], []
+    for op in ops:
+        if not isinstance(op, P.OwnedInstances) and not_invariant(program, op, invariant, written) is None:
+            first.append(op)
+            invariant.update(r.id for r in op.results)
+        else:
+            rest.append(op)
+    return tuple(first) + tuple(rest), len(first)
+
+
+def _loads_tile(ops: tuple[POp, ...]) -> bool:
+    return any(isinstance(op, P.Load) and op.result.type.tile for op in ops)
+
+
+def eligible(group: Group) -> str | None:
+    """Why the group's programs may not walk its blocks (None when they may)."""
+    if group.single_instance or group.tiles or group.serial or group.persistent is not None:
+        return "it does not own blocks of instances one per program"
+    if sum(isinstance(op, P.OwnedInstances) for op in group.body.ops) != 1:
+        return "it does not decode its instances once at its top"
+    return None
+
+
+def worth(program: Program, group: Group) -> bool:
+    """The invariant prefix loads a tile (in the persistent body; the looped body streams its rows)."""
+    ops, count = hoisted_order(program, group.body.ops)
+    return _loads_tile(ops[:count])
+
+
+class PersistentPrograms(Pass):
+    name = "persistent-programs"
+
+    def legal(self, program: Program) -> bool | str:
+        reasons = [eligible(g) for g in program.groups]
+        if any(r is None for r in reasons):
+            return True
+        return "; ".join(f"group {g.id}: {r}" for g, r in zip(program.groups, reasons)) or "no groups"
+
+    def chosen(self, program: Program) -> list[Group]:
+        return [g for g in program.groups if eligible(g) is None and worth(program, g)]
+
+    def profitable(self, program: Program) -> bool:
+        return bool(self.chosen(program))
+
+    def run(self, program: Program) -> Program:
+        chosen = {g.id for g in self.chosen(program)}
+        warps: LaunchExpr = program.num_warps if isinstance(program.num_warps, LaunchExpr) else \
+            LConst(program.num_warps)
+        groups = []
+        for g in program.groups:
+            if g.id not in chosen:
+                groups.append(g)
+                continue
+            body_ops, invariant = hoisted_order(program, g.body.ops)
+            looped, looped_invariant = g.looped, 0
+            if looped is not None:
+                looped_ops, looped_invariant = hoisted_order(program, looped.body.ops)
+                looped = dataclasses.replace(looped, body=dataclasses.replace(looped.body, ops=looped_ops))
+            blocks = lcdiv(lprod(tuple(ldim(d) for d in g.domain)), LConstexpr(g.block))
+            persistent = PersistentLoop(blocks, LResidentPrograms(warps), invariant, looped_invariant)
+            groups.append(dataclasses.replace(g, body=dataclasses.replace(g.body, ops=body_ops), looped=looped,
+                                              persistent=persistent))
+        segments, lengths = [], []
+        for seg in program.segments:
+            length = seg.length
+            if seg.group in chosen:
+                length = lmin(length, LResidentPrograms(warps))
+            segments.append(dataclasses.replace(seg, length=length, offset=lsum(tuple(lengths))))
+            lengths.append(length)
+        return dataclasses.replace(program, groups=tuple(groups), segments=tuple(segments),
+                                   grid=lsum(tuple(lengths)))
+
+
+__all__ = ["PersistentPrograms", "hoisted_order", "eligible", "worth"]

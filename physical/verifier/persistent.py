@@ -1,0 +1,124 @@
+"""Persistent programs: what a group's programs compute once, before their loop over instance blocks.
+
+* loop-invariant: the first `PersistentLoop.invariant` ops of a persistent group's body (and the
+  first `looped_invariant` of its looped body) run once per program, before the loop over blocks.
+  Each must be pure (`INVARIANT_OPS`), read only values that earlier invariant ops define, and load
+  only from external views that no op of the kernel writes: then computing it once gives every block
+  the value it would have computed itself. The owned instances are never invariant.
+"""
+
+from __future__ import annotations
+
+from kir.core import Kernel
+
+from .. import ops as P
+from ..model import Access, BufferScope, Group, POp, Program, PValue
+from .base import Reporter, Violation, describe, rule
+
+# Ops without effects whose value follows from their operands alone (loads: from memory nobody writes).
+INVARIANT_OPS = (P.Const, P.ShapeValue, P.ScalarParam, P.TileIndex, P.Binary, P.Unary, P.Compare, P.Select,
+                 P.Cast, P.Bitcast, P.Broadcast, P.Load, P.Reduce, P.Scan)
+
+
+def free_values(op: POp) -> list[PValue]:
+    """The values `op` reads from outside itself: its operands and what its regions capture."""
+    out = list(op.operands())
+    inside: set[int] = set()
+    for region in op.regions():
+        inside.update(a.id for a in region.args)
+        for inner in region.walk():
+            inside.update(r.id for r in inner.results)
+            for r in inner.regions():
+                inside.update(a.id for a in r.args)
+    for region in op.regions():
+        for inner in region.walk():
+            out += [v for v in inner.operands() if v.id not in inside]
+    return out
+
+
+def written_buffers(program: Program) -> set[int]:
+    """Buffers some op of the program writes (stores, atomics, region scans' emitted stores)."""
+    out: set[int] = set()
+    for op in program.walk():
+        access = getattr(op, "access", None)
+        if access is not None and not isinstance(op, P.Load):
+            out.add(access.buffer)
+    for g in program.groups:
+        if g.looped is not None:
+            for op in g.looped.body.walk():
+                access = getattr(op, "access", None)
+                if access is not None and not isinstance(op, P.Load):
+                    out.add(access.buffer)
+    return out
+
+
+def not_invariant(program: Program, op: POp, invariant: set[int], written: set[int]) -> str | None:
+    """Why `op` may not run once per program before the loop (None when it may)."""
+    if not isinstance(op, INVARIANT_OPS):
+        return f"{op.NAME} is not a pure op"
+    for inner in [op, *(i for r in op.regions() for i in r.walk())]:
+        if isinstance(inner, P.Load):
+            buf = program.buffer(inner.access.buffer)
+            if buf.scope is not BufferScope.EXTERNAL_VIEW or buf.access is not Access.READ or buf.id in written:
+                return f"it reads {buf.name}, which the kernel writes or which is no read-only tensor parameter"
+        elif inner is not op and not isinstance(inner, INVARIANT_OPS + (P.Yield,)):
+            return f"its region holds {inner.NAME}"
+    for v in free_values(op):
+        if v.id not in invariant:
+            return f"it reads %{v.name or 'p'}{v.id}, which varies with the block of instances"
+    return None
+
+
+def invariant_prefix(program: Program, ops: tuple[POp, ...], count: int) -> list[tuple[POp, str]]:
+    """The ops among the first `count` that may not run before the loop, with the reason."""
+    written = written_buffers(program)
+    invariant: set[int] = set()
+    bad = []
+    for op in ops[:count]:
+        reason = not_invariant(program, op, invariant, written)
+        if reason is not None:
+            bad.append((op, reason))
+        invariant.update(r.id for r in op.results)
+    return bad
+
+
+@rule("loop-invariant", "what a persistent group's programs compute once, before their loop over instance blocks, "
+      "depends on no block and reads no memory the kernel writes")
+def check_loop_invariant(program: Program, kernel: Kernel | None = None) -> list[Violation]:
+    report = Reporter("loop-invariant")
+    for g in program.groups:
+        p = g.persistent
+        if p is None:
+            continue
+        if g.single_instance or g.tiles or g.serial:
+            report(f"group {g.id} ({g.name}) loops over blocks of instances, but it "
+                   f"{'is a single instance' if g.single_instance else 'owns tiles' if g.tiles else 'is serial'}",
+                   group=g.id)
+            continue
+        _check_body(program, g, g.body.ops, p.invariant, "body", report)
+        if g.looped is not None:
+            _check_body(program, g, g.looped.body.ops, p.looped_invariant, "looped body", report)
+        elif p.looped_invariant:
+            report(f"group {g.id} ({g.name}) hoists {p.looped_invariant} ops of a looped body it does not have",
+                   group=g.id)
+    return report.found
+
+
+def _check_body(program: Program, g: Group, ops: tuple[POp, ...], count: int, what: str, report: Reporter) -> None:
+    if not 0 <= count <= len(ops):
+        report(f"group {g.id} ({g.name}) hoists {count} ops of a {what} of {len(ops)}", group=g.id)
+        return
+    for op in ops[:count]:
+        if isinstance(op, P.OwnedInstances):
+            report(f"owned_instances of group {g.id} runs before the loop over blocks: every block would decode the "
+                   f"first block's instances", op, g.id)
+            return
+    for op, reason in invariant_prefix(program, ops, count):
+        report(f"{describe(program, op)} runs once per program, before the loop over blocks of group {g.id}, but "
+               f"{reason}", op, g.id)
+    if not any(isinstance(op, P.OwnedInstances) for op in ops[count:]):
+        report(f"group {g.id} ({g.name}) decodes no owned instances inside its loop over blocks", group=g.id)
+
+
+__all__ = ["check_loop_invariant", "invariant_prefix", "not_invariant", "free_values", "written_buffers",
+           "INVARIANT_OPS"]

@@ -1,0 +1,255 @@
+"""Persistent programs (`physical.passes.persistent`): data every instance reads is read once per program.
+
+The pass is checked three ways: the program it builds (which groups walk their blocks, what runs
+before the loop, the segment length), the results (bit for bit the same for every number of
+programs, and equal to the oracle), and the traffic the interpreter sees (the shared vector read once
+per program).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import numpy as np
+import pytest
+import torch
+
+import intent
+import physical
+from bench.traffic import TrafficCounter
+from emit_triton.targets import simulated_multiprocessors
+from intent import InOut, Out, dims, f32, i32, parallel
+from physical import ops as P
+from physical.launch_expr import DEVICE_SMS, LConst, LMinMax, LResidentPrograms
+from physical.passes import PIPELINE, PersistentPrograms
+from physical.passes.persistent import eligible, hoisted_order
+from physical.verifier import check
+from tests.launch_fixtures import isolated_cache  # noqa: F401  (fixture)
+
+M, N = dims("M N")
+
+
+@intent.kernel
+def scale_rows(x: f32[M, N], w: f32[N], out: Out[f32[M, N]]):
+    for i in parallel(M):
+        out[i, :] = x[i, :] * w
+
+
+@intent.kernel
+def shifted_rows(x: i32[M, N], w: i32[N], out: Out[i32[M, N]]):
+    for i in parallel(M):
+        out[i, :] = x[i, :] * w + intent.sum(w)
+
+
+@intent.kernel
+def layernorm(x: f32[M, N], w: f32[N], b: f32[N], eps: f32, out: Out[f32[M, N]], rstd: Out[f32[M]]):
+    for i in parallel(M):
+        row = x[i, :]
+        d = row - intent.sum(row) / N
+        r = intent.rsqrt(intent.sum(d * d) / N + eps)
+        out[i, :] = d * r * w + b
+        rstd[i] = r
+
+
+@intent.kernel
+def scale_then_count(x: f32[M, N], w: f32[N], out: Out[f32[M, N]], total: Out[f32[N]]):
+    for i in parallel(M):
+        out[i, :] = x[i, :] * w
+    for j in parallel(N):
+        total[j] = w[j] * 2.0
+
+
+@intent.kernel
+def rows_into_w(x: f32[M, N], w: InOut[f32[N]], out: Out[f32[M, N]]):
+    for i in parallel(M):
+        out[i, :] = x[i, :] * w
+    w[0] = 1.0
+
+
+@intent.kernel
+def matvec(a: f32[M, N], v: f32[N], out: Out[f32[M]]):
+    for i in parallel(M):
+        out[i] = intent.sum(a[i, :] * v)
+
+
+def _rand(shape: tuple[int, ...], seed: int, dtype=torch.float32) -> torch.Tensor:
+    rng = np.random.default_rng(seed)
+    if dtype == torch.int32:
+        return torch.tensor(rng.integers(-50, 50, shape), dtype=torch.int32)
+    return torch.tensor(rng.standard_normal(shape), dtype=dtype)
+
+
+def lowered(kernel, args: dict) -> physical.Program:
+    """`physical.lower`'s program, verified after every pass."""
+    k = kernel.specialize(args)
+    program = physical.construct(k)
+    for p in PIPELINE:
+        if p.legal(program) is True and p.profitable(program):
+            program = p.run(program)
+            assert check(program, k) == [], p.name
+    return program
+
+
+def scale_args(m: int, n: int) -> dict:
+    return {"x": _rand((m, n), 1), "w": _rand((n,), 2), "out": torch.empty(m, n)}
+
+
+# ---------------------------------------------------------------------------------------------- the program
+
+
+def test_a_shared_vector_is_loaded_before_the_loop_over_blocks():
+    program = lowered(scale_rows, scale_args(3, 5))
+    (g,) = program.groups
+    assert g.persistent is not None
+    before = g.body.ops[:g.persistent.invariant]
+    loads = [op for op in before if isinstance(op, P.Load)]
+    assert [program.buffer(op.access.buffer).name for op in loads] == ["w"]
+    assert not any(isinstance(op, P.OwnedInstances) for op in before)
+    assert any(isinstance(op, P.OwnedInstances) for op in g.body.ops[g.persistent.invariant:])
+    (seg,) = program.segments
+    assert isinstance(seg.length, LMinMax) and isinstance(seg.length.items[1], LResidentPrograms)
+    assert program.grid == seg.length
+
+
+def test_a_reduction_of_the_shared_vector_runs_once_too():
+    program = lowered(shifted_rows, {"x": _rand((3, 5), 1, torch.int32), "w": _rand((5,), 2, torch.int32),
+                                     "out": torch.empty(3, 5, dtype=torch.int32)})
+    (g,) = program.groups
+    assert any(isinstance(op, P.Reduce) for op in g.body.ops[:g.persistent.invariant])
+
+
+def test_groups_without_shared_data_keep_one_block_per_program():
+    @intent.kernel
+    def add_rows(x: f32[M, N], y: f32[M, N], out: Out[f32[M, N]]):
+        for i in parallel(M):
+            out[i, :] = x[i, :] + y[i, :]
+
+    program = lowered(add_rows, {"x": _rand((3, 5), 1), "y": _rand((3, 5), 2), "out": torch.empty(3, 5)})
+    assert program.groups[0].persistent is None
+    assert not PersistentPrograms().profitable(program)
+
+
+def test_a_vector_the_kernel_writes_is_not_hoisted():
+    program = lowered(rows_into_w, {"x": _rand((3, 5), 1), "w": _rand((5,), 2), "out": torch.empty(3, 5)})
+    assert all(g.persistent is None for g in program.groups)
+
+
+def test_only_the_group_with_shared_data_walks_its_blocks():
+    program = lowered(scale_then_count, {"x": _rand((3, 5), 1), "w": _rand((5,), 2), "out": torch.empty(3, 5),
+                                         "total": torch.empty(5)})
+    first, second = program.groups
+    assert first.persistent is not None and second.persistent is None
+    assert isinstance(program.segments[0].length, LMinMax)
+    assert program.segments[1].offset == program.segments[0].length
+
+
+def test_tile_groups_and_single_instances_are_not_eligible():
+    program = lowered(scale_rows, scale_args(3, 5))
+    g = program.groups[0]
+    assert eligible(dataclasses.replace(g, tiles=("BLOCK_M",))) is not None
+    assert eligible(dataclasses.replace(g, domain=())) is not None
+    assert eligible(g) is not None  # already persistent
+
+
+def test_hoisting_keeps_definitions_before_uses():
+    program = lowered(layernorm, {"x": _rand((3, 5), 1), "w": _rand((5,), 2), "b": _rand((5,), 3), "eps": 1e-5,
+                                  "out": torch.empty(3, 5), "rstd": torch.empty(3)})
+    g = program.groups[0]
+    ops, count = hoisted_order(program, g.body.ops)
+    assert ops == g.body.ops and count == g.persistent.invariant  # already in hoisted order: a fixed point
+    defined: set[int] = set()
+    for op in g.body.ops:
+        assert all(v.id in defined for v in op.operands()), op.NAME
+        defined.update(r.id for r in op.results)
+        for r in op.regions():
+            for inner in r.walk():
+                defined.update(x.id for x in inner.results)
+                defined.update(a.id for a in r.args)
+
+
+def test_resident_programs_follow_the_device():
+    e = LResidentPrograms(LConst(8))
+    assert e.evaluate({DEVICE_SMS: 0}) == 1  # the interpreter: one program at a time
+    assert e.evaluate({DEVICE_SMS: 132}) == 132 * 4
+    assert LResidentPrograms(LConst(64)).evaluate({DEVICE_SMS: 132}) == 132
+    assert str(e) == "resident_programs(8)"
+
+
+def test_the_emitted_loop_follows_the_hoisted_loads():
+    source = scale_rows.triton_source(**scale_args(3, 5))
+    source = source[source.rindex("else:"):]  # the persistent body (the looped one streams w with each chunk)
+    load_w = source.index("tl.load(p_w")
+    loop = source.index("for block")
+    assert load_w < loop < source.index("p_x + ")
+    assert re.search(r"for (block\w*) in range\(pid - seg_offset, blocks\w*, "
+                     r"tl.cast\(tl.num_programs\(0\), pid.dtype\)\):"
+                     r"\n\s+v_flat\w* = tl.cast\(\1, pid.dtype\) \* BLOCK_I0 ", source)
+
+
+# ---------------------------------------------------------------------------------------------- results
+
+
+def _run(kernel, args: dict, sms: int | None) -> dict[str, np.ndarray]:
+    args = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in args.items()}
+    if sms is None:
+        kernel(**args)
+    else:
+        with simulated_multiprocessors(sms):
+            kernel(**args)
+    return {k: v.numpy() for k, v in args.items() if isinstance(v, torch.Tensor)}
+
+
+@pytest.mark.parametrize("m,n", [(1, 1), (3, 5), (17, 33), (37, 1024), (65, 7)])
+def test_every_program_count_gives_the_same_bits(isolated_cache, m, n):  # noqa: F811
+    args = {"x": _rand((m, n), m), "w": _rand((n,), n), "b": _rand((n,), n + 1), "eps": 1e-5,
+            "out": torch.empty(m, n), "rstd": torch.empty(m)}
+    one = _run(layernorm, args, None)  # the interpreter: one program walks every block
+    for sms in (1, 3, 10_000):  # several programs, each walking some blocks; one block per program
+        got = _run(layernorm, args, sms)
+        for name in ("out", "rstd"):
+            np.testing.assert_array_equal(got[name], one[name], err_msg=f"{name} with {sms} multiprocessors")
+    want = layernorm.oracle(**{k: (v.numpy() if isinstance(v, torch.Tensor) else v) for k, v in args.items()})
+    for name in ("out", "rstd"):
+        np.testing.assert_allclose(one[name], want[name], rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("m,n", [(1, 3), (37, 1024), (130, 9)])
+def test_integer_rows_match_the_oracle_exactly(isolated_cache, m, n):  # noqa: F811
+    args = {"x": _rand((m, n), 5, torch.int32), "w": _rand((n,), 6, torch.int32),
+            "out": torch.empty(m, n, dtype=torch.int32)}
+    want = shifted_rows.oracle(x=args["x"].numpy(), w=args["w"].numpy())
+    for sms in (None, 1, 7):
+        got = _run(shifted_rows, args, sms)
+        np.testing.assert_array_equal(got["out"], want["out"])
+
+
+def test_two_segments_stride_by_their_own_length(isolated_cache):  # noqa: F811
+    m, n = 37, 1024
+    args = {"x": _rand((m, n), 1), "w": _rand((n,), 2), "out": torch.empty(m, n), "total": torch.empty(n)}
+    want = scale_then_count.oracle(x=args["x"].numpy(), w=args["w"].numpy())
+    for sms in (None, 1, 3):
+        got = _run(scale_then_count, args, sms)
+        np.testing.assert_array_equal(got["out"], want["out"])
+        np.testing.assert_array_equal(got["total"], want["total"])
+
+
+# ---------------------------------------------------------------------------------------------- traffic
+
+
+def test_the_shared_vector_is_read_once_per_program(isolated_cache):  # noqa: F811
+    m, n = 37, 1024
+    a, v, out = _rand((m, n), 1), _rand((n,), 2), torch.empty(m)
+    for sms, programs in ((None, 1), (1, 4)):  # 1024-wide rows: 4 rows per block, 8 warps, 4 programs per SM
+        counter = TrafficCounter({"a": a, "v": v, "out": out})
+        with counter:
+            if sms is None:
+                matvec(a=a, v=v, out=out)
+            else:
+                with simulated_multiprocessors(sms):
+                    matvec(a=a, v=v, out=out)
+        t = counter.traffic
+        assert t.programs == programs
+        assert t.read_by["v"] == programs * n * 4
+        assert t.read_by["a"] == m * n * 4
+    np.testing.assert_allclose(out.numpy(), a.numpy() @ v.numpy(), rtol=1e-4, atol=1e-4)

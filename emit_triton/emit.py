@@ -322,28 +322,33 @@ def _abi(em: Emitter) -> tuple[list[AbiArg], list[ConstexprArg], list[str]]:
     return args, consts, sig
 
 
-def _group_body(em: Emitter, ops: tuple, invariant: int | None, segments: int) -> None:
-    """A group body; a persistent group's (`invariant` set) runs its invariant prefix once, then loops over
-    its blocks of instances with a stride of its segment's program count."""
-    g = em.group
-    if invariant is None or g is None or g.persistent is None:
-        em.ops(ops)
-        em.line("pass")
-        return
-    em.ops(ops[:invariant])
+def _persistent_body(em: Emitter, g: Group, segments: int) -> None:
+    """While its flag is set, a persistent group runs its invariant prefix once, then walks its blocks of
+    instances with a stride of its segment's program count; otherwise the body runs once, for one block."""
+    p = g.persistent
+    assert p is not None
+    ops = g.body.ops
+    em.line(f"if {p.flag}:")
+    em.depth += 1
+    em.ops(ops[:p.invariant])
     block, blocks = em.fresh("block"), em.fresh("blocks")
     stride = "tl.num_programs(0)" if segments == 1 else f"seg{g.id}_length"
     em.line(f"# {comment_text(f'programs walk the blocks of {g.block} instances; the lines above ran once')}")
-    em.line(f"{blocks} = tl.cast({em.launch(g.persistent.blocks)}, pid.dtype)")
+    em.line(f"{blocks} = tl.cast({em.launch(p.blocks)}, pid.dtype)")
     em.line(f"for {block} in range(pid - seg_offset, {blocks}, tl.cast({stride}, pid.dtype)):")
     em.depth += 1
     em.block_index = f"tl.cast({block}, pid.dtype)"
     em.last_origin = None
-    em.ops(ops[invariant:])
+    em.ops(ops[p.invariant:])
     em.line("pass")
     em.block_index = None
-    em.depth -= 1
+    em.depth -= 2
+    em.line("else:")
+    em.depth += 1
+    em.last_origin = None
+    em.ops(ops)
     em.line("pass")
+    em.depth -= 1
 
 
 def emit(program: Program) -> EmittedKernel:
@@ -374,17 +379,20 @@ def emit(program: Program) -> EmittedKernel:
             em.depth += 1
             em.line("seg_offset = 0")
         em.last_origin = None
-        persistent = g.persistent
         if g.looped is not None:  # the row walked in chunks when it is longer than one program holds
             em.line(f"if {g.looped.flag}:")
             em.depth += 1
-            _group_body(em, g.looped.body.ops, persistent.looped_invariant if persistent else None,
-                        len(program.segments))
+            em.ops(g.looped.body.ops)
+            em.line("pass")
             em.depth -= 1
             em.line("else:")
             em.depth += 1
             em.last_origin = None
-        _group_body(em, g.body.ops, persistent.invariant if persistent else None, len(program.segments))
+        if g.persistent is not None:
+            _persistent_body(em, g, len(program.segments))
+        else:
+            em.ops(g.body.ops)
+            em.line("pass")
         em.depth -= 1
         if g.looped is not None:
             em.depth -= 1

@@ -83,7 +83,8 @@ def _group_lines(p: Program, g: Group, consts: dict) -> list[str]:
     if g.persistent is not None:
         loads = sorted({p.buffer(op.access.buffer).name for op in g.body.ops[:g.persistent.invariant]
                         if isinstance(op, P.Load)})
-        lines.append(f"  persistent: the programs walk the {g.persistent.blocks} blocks of instances, as many programs "
+        lines.append(f"  persistent when {g.persistent.flag} = {consts.get(g.persistent.flag, '?')} is 1: the programs "
+                     f"walk the {g.persistent.blocks} blocks of instances, as many programs "
                      f"as keep the device busy (resident_programs(num_warps)); each reads "
                      f"{', '.join(loads) or 'nothing'} "
                      f"once, before its loop")

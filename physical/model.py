@@ -423,18 +423,20 @@ class LoopedBody:
 class PersistentLoop:
     """The group's programs walk its blocks of instances instead of owning one block each.
 
-    The segment launches `L_g = min(cdiv(prod(domain), BLOCK_I), resident)` programs. Program
-    `q = pid - O_g` runs the body for the blocks `q, q + L_g, q + 2 L_g, ...` below `blocks` (the same
-    cdiv, as the kernel body evaluates it), and its `owned_instances` decodes that block instead of `q`.
-    The first `invariant` ops of the body (`looped_invariant` of the looped body) depend on no block and
-    read no memory the kernel writes: they run once per program, before the loop, so that data every
-    instance reads (a layernorm's weight and bias) is read once per program instead of once per block.
+    It applies while the constexpr `flag` is 1 (the launch decides: the data held across the loop must fit
+    the registers, and a group whose looped body runs keeps one block per program). Then the segment
+    launches `L_g = min(cdiv(prod(domain), BLOCK_I), resident)` programs. Program `q = pid - O_g` runs the
+    body for the blocks `q, q + L_g, q + 2 L_g, ...` below `blocks` (the same cdiv, as the kernel body
+    evaluates it), and its `owned_instances` decodes that block instead of `q`. The first `invariant` ops
+    of the body depend on no block and read no memory the kernel writes: they run once per program,
+    before the loop, so that data every instance reads (a layernorm's weight and bias) is read once per
+    program instead of once per block. With `flag` 0 the body runs as it stands, one block per program.
     """
 
+    flag: str
     blocks: LaunchExpr
     resident: LaunchExpr
     invariant: int
-    looped_invariant: int = 0
 
 
 @dataclass(frozen=True)
@@ -534,14 +536,14 @@ def with_looped_bodies(program: Program) -> Program | None:
     """`program` with every group's looped body in place of its body (None when no group has one)."""
     if not any(g.looped is not None for g in program.groups):
         return None
-    groups = tuple(dataclasses.replace(g, body=g.looped.body, looped=None, persistent=_looped_persistent(g))
+    # A looped body runs one block per program (a persistent group's flag is 0 whenever the looped body runs).
+    groups = tuple(dataclasses.replace(g, body=g.looped.body, looped=None, persistent=_no_hoisting(g.persistent))
                    if g.looped is not None else g for g in program.groups)
     return dataclasses.replace(program, groups=groups)
 
 
-def _looped_persistent(g: Group) -> PersistentLoop | None:
-    p = g.persistent
-    return None if p is None else dataclasses.replace(p, invariant=p.looped_invariant, looped_invariant=0)
+def _no_hoisting(p: PersistentLoop | None) -> PersistentLoop | None:
+    return None if p is None else dataclasses.replace(p, invariant=0)
 
 
 def one() -> Dim:

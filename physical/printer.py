@@ -101,14 +101,14 @@ class _Printer:
             flags = " serial" if g.serial else ""
             owns = f"tiles {' x '.join(g.tiles)}" if g.tiles else g.block
             if g.persistent is not None:
-                flags += f" persistent over {g.persistent.blocks} blocks"
+                flags += f" persistent over {g.persistent.blocks} blocks while {g.persistent.flag}"
             self.lines.append(f"group {g.id} {g.name} domain {dom} owns {owns}{flags} {{")
             self.body(g.body, g.persistent.invariant if g.persistent else None)
             if g.looped is not None:
                 lp = g.looped
                 self.lines.append(f"}} looped when {lp.flag}: {lp.axis} in chunks of {lp.chunk}, {lp.loops} "
                                   f"pass{'es' if lp.loops > 1 else ''} {{")
-                self.body(lp.body, g.persistent.looped_invariant if g.persistent else None)
+                self.region(lp.body, 1)
             self.lines.append("}")
         for n in p.notes:
             self.lines.append(f"# note: {n}")

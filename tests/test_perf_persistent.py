@@ -21,7 +21,7 @@ from bench.traffic import TrafficCounter
 from emit_triton.targets import simulated_multiprocessors
 from intent import InOut, Out, dims, f32, i32, parallel
 from physical import ops as P
-from physical.launch_expr import DEVICE_SMS, LConst, LMinMax, LResidentPrograms
+from physical.launch_expr import DEVICE_SMS, LConst, LResidentPrograms, walk
 from physical.passes import PIPELINE, PersistentPrograms
 from physical.passes.persistent import eligible, hoisted_order
 from physical.verifier import check
@@ -108,8 +108,9 @@ def test_a_shared_vector_is_loaded_before_the_loop_over_blocks():
     assert not any(isinstance(op, P.OwnedInstances) for op in before)
     assert any(isinstance(op, P.OwnedInstances) for op in g.body.ops[g.persistent.invariant:])
     (seg,) = program.segments
-    assert isinstance(seg.length, LMinMax) and isinstance(seg.length.items[1], LResidentPrograms)
+    assert any(isinstance(e, LResidentPrograms) for e in walk(seg.length))
     assert program.grid == seg.length
+    assert g.persistent.flag == "BLOCK_I0_PERSISTENT" and g.persistent.flag in dict(program.constexprs)
 
 
 def test_a_reduction_of_the_shared_vector_runs_once_too():
@@ -140,7 +141,8 @@ def test_only_the_group_with_shared_data_walks_its_blocks():
                                          "total": torch.empty(5)})
     first, second = program.groups
     assert first.persistent is not None and second.persistent is None
-    assert isinstance(program.segments[0].length, LMinMax)
+    assert any(isinstance(e, LResidentPrograms) for e in walk(program.segments[0].length))
+    assert not any(isinstance(e, LResidentPrograms) for e in walk(program.segments[1].length))
     assert program.segments[1].offset == program.segments[0].length
 
 
@@ -178,7 +180,9 @@ def test_resident_programs_follow_the_device():
 
 def test_the_emitted_loop_follows_the_hoisted_loads():
     source = scale_rows.triton_source(**scale_args(3, 5))
-    source = source[source.rindex("else:"):]  # the persistent body (the looped one streams w with each chunk)
+    start = source.index("if BLOCK_I0_PERSISTENT:")  # the looped body before it streams w with each chunk
+    source, fallback = source[start:source.index("else:", start)], source[source.index("else:", start):]
+    assert "for block" not in fallback and "p_w + " in fallback  # rows too wide: one block per program
     load_w = source.index("tl.load(p_w")
     loop = source.index("for block")
     assert load_w < loop < source.index("p_x + ")
@@ -235,6 +239,21 @@ def test_two_segments_stride_by_their_own_length(isolated_cache):  # noqa: F811
 
 
 # ---------------------------------------------------------------------------------------------- traffic
+
+
+@pytest.mark.parametrize("n,persistent", [(8192, True), (16384, False)])
+def test_rows_whose_shared_data_outgrows_the_registers_keep_one_block_per_program(isolated_cache, n,  # noqa: F811
+                                                                                   persistent):
+    m = 3
+    args = {"x": _rand((m, n), 1), "w": _rand((n,), 2), "b": _rand((n,), 3), "eps": 1e-5,
+            "out": torch.empty(m, n), "rstd": torch.empty(m)}
+    counter = TrafficCounter({k: v for k, v in args.items() if isinstance(v, torch.Tensor)})
+    with counter:
+        layernorm(**args)  # weight and bias: 2n values held across the loop, at most 16384
+    assert counter.traffic.programs == (1 if persistent else m)
+    assert counter.traffic.read_by["w"] == (1 if persistent else m) * n * 4
+    want = layernorm.oracle(**{k: (v.numpy() if isinstance(v, torch.Tensor) else v) for k, v in args.items()})
+    np.testing.assert_allclose(args["out"].numpy(), want["out"], rtol=2e-5, atol=2e-5)
 
 
 def test_the_shared_vector_is_read_once_per_program(isolated_cache):  # noqa: F811

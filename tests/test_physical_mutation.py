@@ -43,7 +43,7 @@ from kir.dtypes import DType
 from kir.errors import DiagnosticError, Loc
 from kir.solver import ShapeSolver
 from physical import ops as P
-from physical.launch_expr import LBin, LConst, LScalar, ldim, lsum
+from physical.launch_expr import LBin, LConst, LResidentPrograms, LScalar, ldim, lsum
 from physical.model import (
     Access,
     AccessRelation,
@@ -705,10 +705,11 @@ def persistent_segment_launches_a_program_per_block():
     k = scale_rows()
     p = physical.lower(k)
     seg = p.segments[0]
-    length = seg.length.items[0]
+    length = LResidentPrograms(LConst(4))
     broken = p.replace(segments=(dataclasses.replace(seg, length=length),), grid=length)
-    return k, broken, (f"[ownership] segment of group 0 (parallel) has {length} programs; programs that loop over "
-                       f"blocks of instances are min(blocks, resident_programs(warps)) (at least one block each)")
+    return k, broken, ("[ownership] segment of group 0 (parallel) has resident_programs(4) programs: 1056 for M=2, "
+                       "N=2 on 132 multiprocessors, where it needs min(blocks, resident programs) = 1, as "
+                       "BLOCK_I0_PERSISTENT is set")
 
 
 # ---------------------------------------------------------------------------------------------- tests

@@ -629,13 +629,13 @@ class LoopRows(Pass):
             lanes = consts[plan.group.block]
             if _mentions(lanes, old):
                 persistent, looped_lanes = substitute(lanes, old, whole), substitute(lanes, old, LConst(plan.weight))
-                chosen = _pick(looped_now, looped_lanes, persistent)
+                chosen = pick(looped_now, looped_lanes, persistent)
                 warps, grid = substitute(warps, lanes, chosen), substitute(grid, lanes, chosen)
                 segments = tuple(dataclasses.replace(seg, length=substitute(seg.length, lanes, chosen),
                                                      offset=substitute(seg.offset, lanes, chosen))
                                  for seg in segments)
                 consts[plan.group.block] = chosen
-            warps = substitute(warps, old, _pick(looped_now, LConst(plan.chunk), whole))
+            warps = substitute(warps, old, pick(looped_now, LConst(plan.chunk), whole))
             consts = {n: substitute(e, old, whole) for n, e in consts.items()}
             grid = substitute(grid, old, whole)
             segments = tuple(dataclasses.replace(seg, length=substitute(seg.length, old, whole),
@@ -650,7 +650,7 @@ class LoopRows(Pass):
                                    segments=segments)
 
 
-def _pick(flag: LaunchExpr, when_set: LaunchExpr, otherwise: LaunchExpr) -> LaunchExpr:
+def pick(flag: LaunchExpr, when_set: LaunchExpr, otherwise: LaunchExpr) -> LaunchExpr:
     """`when_set` if the 0/1 launch value `flag` is 1, else `otherwise` (launch expressions have no branch)."""
     return LBin("+", LBin("*", flag, when_set), LBin("*", LBin("-", LConst(1), flag), otherwise))
 
@@ -677,5 +677,6 @@ def substitute(e: LaunchExpr | int, old: LaunchExpr, new: LaunchExpr) -> LaunchE
     return dataclasses.replace(e, **changes)  # type: ignore[type-var]
 
 
-__all__ = ["LoopRows", "Plan", "plan_group", "build_looped", "budget", "chunk_size", "chunk_weight", "BUDGET_VARIABLE",
+__all__ = ["LoopRows", "Plan", "pick",
+           "plan_group", "build_looped", "budget", "chunk_size", "chunk_weight", "BUDGET_VARIABLE",
            "REGISTER_VALUES", "TREE_VALUES", "CHUNK_VALUES", "TREE_CHUNK_VALUES"]

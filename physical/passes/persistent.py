@@ -20,6 +20,12 @@ The invariant prefix keeps the `loop-invariant` rule (pure ops over invariant va
 read-only tensor parameters). Profitability: the prefix loads a tile (a row's worth of data per
 block); a scalar or nothing is not worth the loop. Instances are not reordered within a block and no
 arithmetic changes, so results are bit for bit those of one block per program.
+
+What the loop holds across its iterations stays in registers: the launch turns the loop on (the
+constexpr `<BLOCK_I>_PERSISTENT`) only while those values fit `HOISTED_VALUES` four-byte values
+(layernorm: rows up to 8192 wide; calibrated with `ptxas -v` on sm_90, where 16384-wide rows spill)
+and the group's looped body is not the one running. Otherwise the body runs as before, one block per
+program; both forms are in the one source.
 """
 
 from __future__ import annotations
@@ -27,10 +33,15 @@ from __future__ import annotations
 import dataclasses
 
 from .. import ops as P
-from ..launch_expr import LaunchExpr, LConst, LConstexpr, LResidentPrograms, lcdiv, ldim, lmin, lprod, lsum
+from ..launch_expr import LaunchExpr, LBin, LConst, LConstexpr, LResidentPrograms, lcdiv, ldim, lmin, lprod, lsum
 from ..model import Group, PersistentLoop, POp, Program
-from ..verifier.persistent import not_invariant, written_buffers
+from ..verifier.persistent import free_values, not_invariant, written_buffers
 from . import Pass
+from .looped import pick
+
+HOISTED_VALUES = 16384  # four-byte values a program may hold across its loop over blocks
+# Values the body keeps live whether or not they are hoisted (positions and masks of the row).
+_KEPT_ANYWAY = (P.TileIndex, P.Compare, P.ShapeValue, P.Const, P.ScalarParam)
 
 
 def hoisted_order(program: Program, ops: tuple[POp, ...]) -> tuple[tuple[POp, ...], int]:
@@ -52,6 +63,24 @@ def hoisted_order(program: Program, ops: tuple[POp, ...]) -> tuple[tuple[POp, ..
 
 def _loads_tile(ops: tuple[POp, ...]) -> bool:
     return any(isinstance(op, P.Load) and op.result.type.tile for op in ops)
+
+
+def held_values(program: Program, group: Group, ops: tuple[POp, ...], count: int) -> LaunchExpr:
+    """Four-byte values the loop holds across its iterations: the hoisted tiles its body reads (not the
+    positions and masks, which the body keeps live either way)."""
+    consts = dict(program.constexprs)
+    used = {v.id for op in ops[count:] for v in free_values(op)}
+    total: list[LaunchExpr] = []
+    for op in ops[:count]:
+        if isinstance(op, _KEPT_ANYWAY):
+            continue
+        for r in op.results:
+            if r.id in used and (r.type.tile or r.type.lanes):
+                blocks = tuple(consts[t.block] for t in r.type.tile)
+                lanes = (consts[group.block],) if r.type.lanes else ()
+                words = max(1, r.type.dtype.bits // 32)
+                total.append(lprod(blocks + lanes + (LConst(words),)))
+    return lsum(tuple(total))
 
 
 def eligible(group: Group) -> str | None:
@@ -88,29 +117,34 @@ class PersistentPrograms(Pass):
         chosen = {g.id for g in self.chosen(program)}
         warps: LaunchExpr = program.num_warps if isinstance(program.num_warps, LaunchExpr) else \
             LConst(program.num_warps)
-        groups = []
+        consts = dict(program.constexprs)
+        order = [n for n, _ in program.constexprs]
+        groups, flags = [], {}
         for g in program.groups:
             if g.id not in chosen:
                 groups.append(g)
                 continue
             body_ops, invariant = hoisted_order(program, g.body.ops)
-            looped, looped_invariant = g.looped, 0
-            if looped is not None:
-                looped_ops, looped_invariant = hoisted_order(program, looped.body.ops)
-                looped = dataclasses.replace(looped, body=dataclasses.replace(looped.body, ops=looped_ops))
+            held = held_values(program, g, body_ops, invariant)
+            fits = LBin("-", LConst(1), lmin(LConst(1), LBin("//", held, LConst(HOISTED_VALUES + 1))))
+            if g.looped is not None:  # the looped body streams its rows: one block per program
+                fits = LBin("*", LBin("-", LConst(1), consts[g.looped.flag]), fits)
+            flag = f"{g.block}_PERSISTENT"
+            consts[flag], flags[g.id] = fits, fits
+            order.append(flag)
             blocks = lcdiv(lprod(tuple(ldim(d) for d in g.domain)), LConstexpr(g.block))
-            persistent = PersistentLoop(blocks, LResidentPrograms(warps), invariant, looped_invariant)
-            groups.append(dataclasses.replace(g, body=dataclasses.replace(g.body, ops=body_ops), looped=looped,
+            persistent = PersistentLoop(flag, blocks, LResidentPrograms(warps), invariant)
+            groups.append(dataclasses.replace(g, body=dataclasses.replace(g.body, ops=body_ops),
                                               persistent=persistent))
         segments, lengths = [], []
         for seg in program.segments:
             length = seg.length
-            if seg.group in chosen:
-                length = lmin(length, LResidentPrograms(warps))
+            if seg.group in flags:
+                length = pick(flags[seg.group], lmin(length, LResidentPrograms(warps)), length)
             segments.append(dataclasses.replace(seg, length=length, offset=lsum(tuple(lengths))))
             lengths.append(length)
         return dataclasses.replace(program, groups=tuple(groups), segments=tuple(segments),
-                                   grid=lsum(tuple(lengths)))
+                                   grid=lsum(tuple(lengths)), constexprs=tuple((n, consts[n]) for n in order))
 
 
-__all__ = ["PersistentPrograms", "hoisted_order", "eligible", "worth"]
+__all__ = ["PersistentPrograms", "hoisted_order", "held_values", "eligible", "worth", "HOISTED_VALUES"]

@@ -17,7 +17,7 @@ from kir import region as KG
 from kir.core import Kernel
 
 from .. import ops as P
-from ..launch_expr import LaunchExpr, LConstexpr, LMinMax, LResidentPrograms
+from ..launch_expr import DEVICE_SMS, LaunchExpr, LConstexpr
 from ..model import AccessRelation, Group, POp, Program, PValue
 from .base import Reporter, Violation, describe, rule
 from .index import ProgramIndex, evaluate, index_of, product
@@ -131,10 +131,9 @@ def check_ownership(program: Program, kernel: Kernel | None = None) -> list[Viol
         seg = segments.get(g.id)
         if seg is not None:
             want = domain_programs(ix, g)
-            length = seg.length
-            if g.persistent is not None:
-                length = _persistent_blocks(ix, g, length, want, report)
-            got = ix.values(length)
+            got = ix.values(seg.length)
+            if g.persistent is not None and _persistent_blocks(ix, g, seg.length, want, report):
+                got = want
             if any(w is not None and v is not None and w != v for w, v in zip(want, got)):
                 need = "1 (a single instance)" if g.single_instance else \
                     f"cdiv({' * '.join(str(d) for d in g.domain)}, {g.block})" if not g.tiles else \
@@ -162,19 +161,33 @@ def check_ownership(program: Program, kernel: Kernel | None = None) -> list[Viol
 
 
 def _persistent_blocks(ix: ProgramIndex, g: Group, length: LaunchExpr, want: list[int | None],
-                       report: Reporter) -> LaunchExpr:
-    """The blocks a persistent group's programs walk (its segment is min(blocks, resident programs))."""
-    assert g.persistent is not None
-    if not (isinstance(length, LMinMax) and length.op == "min" and len(length.items) == 2 and
-            isinstance(length.items[1], LResidentPrograms)):
-        report(f"segment of group {g.id} ({g.name}) has {length} programs; programs that loop over blocks of "
-               f"instances are min(blocks, resident_programs(warps)) (at least one block each)", group=g.id)
-        return length
-    inside = ix.values(g.persistent.blocks)
+                       report: Reporter) -> bool:
+    """Whether a persistent group's segment has min(blocks, resident programs) programs where its flag is
+    set and one per block elsewhere, and its programs walk exactly the domain's blocks."""
+    p = g.persistent
+    assert p is not None
+    inside = ix.values(p.blocks)
     if any(w is not None and v is not None and w != v for w, v in zip(want, inside)):
-        report(f"group {g.id} ({g.name}) loops over {g.persistent.blocks} blocks of instances, but its domain has "
+        report(f"group {g.id} ({g.name}) loops over {p.blocks} blocks of instances, but its domain has "
                f"cdiv({' * '.join(str(d) for d in g.domain)}, {g.block})", group=g.id)
-    return length.items[0]
+        return True
+    for env, blocks, got in zip(ix.envs, want, ix.values(length)):
+        flag, resident = env.get(p.flag), evaluate(p.resident, env)
+        if None in (flag, resident, blocks, got):
+            continue
+        need = min(blocks, resident) if flag else blocks  # type: ignore[type-var]
+        if got != need:
+            needs = f"min(blocks, resident programs) = {need}, as {p.flag} is set" if flag else \
+                f"one program per block ({need}), as {p.flag} is not set"
+            report(f"segment of group {g.id} ({g.name}) has {length} programs: {got} for {_sample(ix, env)}, where "
+                   f"it needs {needs}", group=g.id)
+            return True
+    return True
+
+
+def _sample(ix: ProgramIndex, env: dict[str, int]) -> str:
+    bound = [f"{s}={env[s]}" for s in ix.program.symbols if s in env]
+    return ", ".join(bound) + f" on {env.get(DEVICE_SMS, 0)} multiprocessors"
 
 
 def _owned_instances(program: Program, ix: ProgramIndex, g: Group, report: Reporter) -> None:

@@ -1,7 +1,7 @@
 """Persistent programs: what a group's programs compute once, before their loop over instance blocks.
 
-* loop-invariant: the first `PersistentLoop.invariant` ops of a persistent group's body (and the
-  first `looped_invariant` of its looped body) run once per program, before the loop over blocks.
+* loop-invariant: the first `PersistentLoop.invariant` ops of a persistent group's body run once per
+  program, before the loop over blocks (while the group's flag is set).
   Each must be pure (`INVARIANT_OPS`), read only values that earlier invariant ops define, and load
   only from external views that no op of the kernel writes: then computing it once gives every block
   the value it would have computed itself. The owned instances are never invariant.
@@ -95,12 +95,10 @@ def check_loop_invariant(program: Program, kernel: Kernel | None = None) -> list
                    f"{'is a single instance' if g.single_instance else 'owns tiles' if g.tiles else 'is serial'}",
                    group=g.id)
             continue
-        _check_body(program, g, g.body.ops, p.invariant, "body", report)
-        if g.looped is not None:
-            _check_body(program, g, g.looped.body.ops, p.looped_invariant, "looped body", report)
-        elif p.looped_invariant:
-            report(f"group {g.id} ({g.name}) hoists {p.looped_invariant} ops of a looped body it does not have",
+        if p.flag not in dict(program.constexprs):
+            report(f"group {g.id} ({g.name}) loops over blocks of instances while {p.flag}, which is no constexpr",
                    group=g.id)
+        _check_body(program, g, g.body.ops, p.invariant, "body", report)
     return report.found
 
 

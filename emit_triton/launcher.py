@@ -23,6 +23,7 @@ from kir.core import Kernel
 from kir.errors import IntentError, LaunchError
 from physical.launch_expr import DEVICE_SMS
 
+from . import autotune as autotune_mod
 from . import compile as compile_mod
 from . import fast_launch, targets
 from .abi import AbiArg, ArgKind, EmittedKernel, LaunchExpr, scalar_argument
@@ -57,11 +58,14 @@ class LaunchPlan:
     launch_values: dict[str, int] = field(default_factory=dict)
 
 
-def launch(kernel: Kernel, args: Mapping[str, Any]) -> None | torch.Tensor | tuple[torch.Tensor, ...]:
+def launch(kernel: Kernel, args: Mapping[str, Any], *, autotune: bool = False
+           ) -> None | torch.Tensor | tuple[torch.Tensor, ...]:
     """Run `kernel` once on `args`; returns the omitted `Out` parameters it allocated, if any.
 
     A repeated launch with arguments of the same signature takes a cached plan (see `fast_launch`);
     anything the plan cannot vouch for goes through the full checks below, which also make the plan.
+    `autotune`: on a CUDA device, the first launch of a specialisation picks its launch configuration
+    by timing a handful (`autotune`); the plan keeps the choice.
     """
     outputs = fast_launch.try_launch(kernel, args)
     if outputs is not fast_launch.NOT_PLANNED:
@@ -71,6 +75,10 @@ def launch(kernel: Kernel, args: Mapping[str, Any]) -> None | torch.Tensor | tup
     target = targets.target_for(plan.bound.device)
     if plan.grid > 0:  # an empty program space launches nothing (outputs stay as they were)
         fn = targets.jit_function(plan.emitted, plan.key, target.mode)
+        if autotune:
+            best, _ = autotune_mod.tune(kernel, plan.emitted, plan.key, fn, target, plan.grid, plan.positional,
+                                        plan.keywords)
+            plan.keywords.update(num_warps=best.num_warps, num_stages=best.num_stages)
         targets.run(fn, target, plan.grid, plan.positional, plan.keywords)
         plan.bound.finish()
     fast_launch.record(kernel, args, plan, target, fn)

@@ -133,13 +133,16 @@ class KernelObject:
     `.stablehlo(...)`, `.stablehlo_run(...)`, `.explain(...)` expose each stage."""
 
     def __init__(self, fn: Callable[..., Any], requires: Iterable[object] | None = None,
-                 checks: bool | None = None) -> None:
+                 checks: bool | None = None, autotune: bool | None = None) -> None:
         self.__wrapped__ = fn
         self.__name__ = getattr(fn, "__name__", "kernel")
         self.__qualname__ = getattr(fn, "__qualname__", self.__name__)
         self.__doc__ = getattr(fn, "__doc__", None)
         self.__module__ = getattr(fn, "__module__", __name__)
         self.checks = bool(checks) if checks is not None else os.environ.get("INTENT_CHECKS", "") not in ("", "0")
+        # Bounded autotuning of CUDA launches (emit_triton.autotune); never needed for a good kernel.
+        self.autotune = bool(autotune) if autotune is not None else \
+            os.environ.get("INTENT_AUTOTUNE", "") not in ("", "0")
         self._requires = requires
         self.signature: KernelSignature = signature(fn, requires)
         self._cache: dict[tuple, Kernel] = {}
@@ -264,9 +267,14 @@ class KernelObject:
         if layout is not None:
             found = layout.specialisation(args, kwargs)
             if found is not None:
-                return _launcher()(found[0], found[1])
+                return self._launch(found[0], found[1])
         kernel, abi = self._prepare(args, kwargs)
         self._remember_call(args, kwargs, kernel)
+        return self._launch(kernel, abi)
+
+    def _launch(self, kernel: Kernel, abi: Mapping[str, object]) -> Any:
+        if self.autotune:
+            return _launcher()(kernel, abi, autotune=True)
         return _launcher()(kernel, abi)
 
     def _remember_call(self, args: tuple[object, ...], kwargs: Mapping[str, object], kernel: Kernel) -> None:
@@ -309,14 +317,17 @@ class KernelObject:
 
 
 def kernel(fn: Callable[..., Any] | None = None, *, requires: Iterable[object] | None = None,
-           checks: bool | None = None) -> Any:
-    """`@intent.kernel` or `@intent.kernel(requires=[N <= 65536], checks=True)`."""
+           checks: bool | None = None, autotune: bool | None = None) -> Any:
+    """`@intent.kernel` or `@intent.kernel(requires=[N <= 65536], checks=True, autotune=True)`.
+
+    `autotune=True` (or `INTENT_AUTOTUNE=1`) times a handful of launch configurations on the first CUDA
+    launch of each specialisation and keeps the fastest (`emit_triton.autotune`)."""
     if fn is None:
-        return lambda f: kernel(f, requires=requires, checks=checks)
+        return lambda f: kernel(f, requires=requires, checks=checks, autotune=autotune)
     if not callable(fn) or isinstance(fn, type):
         raise DiagnosticError(f"@intent.kernel decorates a function, got {fn!r}; pass refinements by keyword: "
                               f"@intent.kernel(requires=[...])", user_loc())
-    return KernelObject(fn, requires, checks)
+    return KernelObject(fn, requires, checks, autotune)
 
 
 class Helper:

@@ -304,6 +304,8 @@ def block_rows(g: Gen) -> None:
     x = g.input("x", g.dtype(), (M, N))
     y = g.input("x", g.dtype(), (M, N)) if g.flip(0.3) else None
     idx = g.input("idx", g.choose((DType.i32, DType.i64)), (M,), InputSpec("index", "N")) if g.flip(0.2) else None
+    # A vector every row reads (a layernorm's weight): its programs load it once and walk their rows.
+    shared = g.input("w", x.type.dtype, (N,)) if g.flip(0.3) else None  # type: ignore[union-attr]
     with g.parallel((M,)) as (i,):
         row_of = i
         if g.flip(0.2):  # rows in reverse: M - 1 - i
@@ -311,6 +313,9 @@ def block_rows(g: Gen) -> None:
         g.add(Load, src=x, index=(row_of, full(N)))
         if y is not None:
             g.add(Load, src=y, index=(i, full(N)))
+        if shared is not None:
+            g.add(Load, src=shared, index=(full(N),))
+            g.features.add("rows:shared-vector")
         if idx is not None:
             col = g.add(Load, src=idx, index=(i,))
             g.add(Gather, src=x, indices=(i, col), fill=g.literal(x.type.dtype))  # type: ignore[arg-type]

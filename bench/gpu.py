@@ -1,7 +1,7 @@
 """Device timings: every bench kernel at large sizes against torch eager, torch.compile and a
 straightforward hand-written Triton kernel (bench/triton_ref.py).
 
-    python bench/gpu.py [--quick] [--only FAMILY ...] [--no-compile] [--budget-s S] [--peak-gbs G]
+    python bench/gpu.py [--quick] [--only FAMILY ...] [--no-compile] [--budget-s S] [--peak-gbs G] [--autotune]
 
 Needs a CUDA device; without one it prints "no CUDA device; nothing to time" and exits 0.
 First every Intent kernel's result is checked against torch (the hand-written Triton kernel for
@@ -167,7 +167,7 @@ def reference(case: BenchCase, args: Mapping[str, Any], hand_written: Any) -> di
 
 
 def run_case(case: BenchCase, device: torch.device, timer: Timer, hand_written: Any, use_compile: bool,
-             deadline: float) -> CaseReport:
+             deadline: float, autotune: bool = False) -> CaseReport:
     args = case.build(device, torch.Generator().manual_seed(0))
     report = CaseReport(case, ideal_bytes(case.kernel, args), case.flops(args) if case.flops else None)
     want: dict[str, torch.Tensor] | None = None
@@ -185,6 +185,10 @@ def run_case(case: BenchCase, device: torch.device, timer: Timer, hand_written: 
     runs = report.intent_ok or report.check.startswith("WRONG")  # a wrong kernel is still timed, and marked
     contenders.append(("intent", (lambda: case.kernel(**intent_args)) if runs else None,
                        "" if report.intent_ok else report.check))
+    if autotune:  # the first launch tunes (outside the timed runs: the timer warms up first)
+        tuned, tuned_args = case.kernel.with_options(autotune=True), clone_args(args)
+        contenders.append(("intent (autotuned)", (lambda: tuned(**tuned_args)) if runs else None,
+                           "" if report.intent_ok else report.check))
     contenders.append(("torch eager", lambda: case.eager(args), ""))
     if not use_compile:
         contenders.append(("torch.compile", None, "skipped"))
@@ -286,6 +290,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="after this many seconds, skip the remaining torch.compile baselines (default 400)")
     ap.add_argument("--peak-gbs", type=float, default=None, help="the device's peak memory bandwidth in GB/s")
     ap.add_argument("--dry-run", action="store_true", help="the same flow on CPU at tiny sizes (checks the script)")
+    ap.add_argument("--autotune", action="store_true",
+                    help="also time Intent kernels with autotune=True (a handful of num_warps/num_stages "
+                         "configurations)")
     opts = ap.parse_args(argv)
     start = time.monotonic()
     if opts.dry_run:
@@ -310,7 +317,8 @@ def main(argv: list[str] | None = None) -> int:
     reports = []
     for case in cases:
         t0 = time.monotonic()
-        reports.append(run_case(case, device, timer, hand_written, use_compile, start + opts.budget_s))
+        reports.append(run_case(case, device, timer, hand_written, use_compile, start + opts.budget_s,
+                                opts.autotune))
         print(f"timed {case.name}: {time.monotonic() - t0:.1f}s ({reports[-1].check})", file=sys.stderr, flush=True)
     bandwidth = f"{peaks.bandwidth / 1e12:.2f} TB/s" if peaks.bandwidth else "unknown (pass --peak-gbs)"
     print(f"device: {peaks.device}; peak bandwidth {bandwidth}; torch {torch.__version__}")

@@ -272,6 +272,11 @@ class KernelObject:
         self._remember_call(args, kwargs, kernel)
         return self._launch(kernel, abi)
 
+    def with_options(self, *, checks: bool | None = None, autotune: bool | None = None) -> KernelObject:
+        """The same kernel with other options (`checks`, `autotune`); unnamed options stay as they are."""
+        return KernelObject(self.__wrapped__, self._requires, self.checks if checks is None else checks,
+                            self.autotune if autotune is None else autotune)
+
     def _launch(self, kernel: Kernel, abi: Mapping[str, object]) -> Any:
         if self.autotune:
             return _launcher()(kernel, abi, autotune=True)

@@ -181,3 +181,15 @@ def test_an_autotuned_kernel_launches_like_any_other(isolated_cache, monkeypatch
         double(x=x, out=out)
         assert torch.equal(out, x * 2)
     assert intent.kernel(autotune=False)(double.__wrapped__).autotune is False
+
+
+def test_with_options_keeps_the_kernel_and_its_refinements():
+    @intent.kernel(requires=[N <= 8], checks=True)
+    def small(x: f32[N], out: Out[f32[N]]):
+        out[:] = x + 1.0
+
+    tuned = small.with_options(autotune=True)
+    assert (tuned.autotune, tuned.checks, small.autotune) == (True, True, False)
+    assert str(tuned.kir) == str(small.kir)
+    with pytest.raises(Exception, match="N <= 8"):
+        tuned(x=torch.zeros(9), out=torch.empty(9))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -41,13 +42,15 @@ def test_compare_names_the_first_mismatch():
 def test_dry_run_on_cpu_checks_and_times_every_implementation():
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(ROOT))
     done = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu.py"), "--dry-run", "--only", "vector_add",
-                           "dropout"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600, check=False)
+                           "dropout", "--autotune"],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.splitlines()
     assert lines[0].startswith("device: cpu (dry run)")
     rows = [line for line in lines if line.startswith("| vector_add ") or line.startswith("| dropout ")]
-    assert len(rows) == 8
-    assert sum("| intent " in r for r in rows) == 2
+    assert len(rows) == 10
+    assert sum(re.search(r"\| intent +\|", r) is not None for r in rows) == 2
+    assert sum("| intent (autotuned) " in r for r in rows) == 2
     assert any("| triton (hand-written) " in r and "the reference" in r for r in rows)
     assert "timed vector_add 1000: " in done.stderr and "(ok)" in done.stderr
     assert "timed dropout 1000: " in done.stderr and "WRONG" not in done.stderr

@@ -272,3 +272,16 @@ def test_the_shared_vector_is_read_once_per_program(isolated_cache):  # noqa: F8
         assert t.read_by["v"] == programs * n * 4
         assert t.read_by["a"] == m * n * 4
     np.testing.assert_allclose(out.numpy(), a.numpy() @ v.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_no_rows_launch_nothing(isolated_cache):  # noqa: F811
+    @intent.kernel(requires=[M >= 0])
+    def maybe_no_rows(x: f32[M, N], w: f32[N], out: Out[f32[M, N]]):
+        for i in parallel(M):
+            out[i, :] = x[i, :] * w
+
+    for m in (0, 2):
+        args = scale_args(m, 5)
+        for sms in (None, 1):
+            got = _run(maybe_no_rows, args, sms)
+            np.testing.assert_array_equal(got["out"], args["x"].numpy() * args["w"].numpy())

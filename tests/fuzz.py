@@ -319,7 +319,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reason", default="", help="with --record: why the case is expected to fail (xfail)")
     ap.add_argument("--name", default="", help="with --record: the case's file name (without suffix)")
     ap.add_argument("--refresh", action="store_true", help="replay the saved cases and update their signatures")
+    ap.add_argument("--sms", type=int, default=None, metavar="N",
+                    help="size grids as for a GPU of N multiprocessors (persistent groups then run several programs "
+                         "under the interpreter)")
     opts = ap.parse_args(argv)
+    if opts.sms is not None:
+        from emit_triton.targets import simulated_multiprocessors
+
+        with simulated_multiprocessors(opts.sms):
+            return _main(ap, opts)
+    return _main(ap, opts)
+
+
+def _main(ap: argparse.ArgumentParser, opts: argparse.Namespace) -> int:
     if opts.refresh:
         print("\n".join(refresh(Path(opts.save_dir))))
         return 0

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 
 from kir.dtypes import DType
 from physical import ops as P
 from physical.model import AccessRelation, Fragment, PValue
 
 from .emit import TL_DTYPE, Emitter, emits, literal
-from .numerics import from_storage, to_storage
+from .numerics import from_storage, library, to_storage
 
 _ATOMIC = {"add": "tl.atomic_add", "max": "tl.atomic_max", "min": "tl.atomic_min", "and": "tl.atomic_and",
            "or": "tl.atomic_or", "xor": "tl.atomic_xor", "xchg": "tl.atomic_xchg"}
@@ -112,6 +113,9 @@ def emit_atomic(em: Emitter, op: P.AtomicRMW) -> None:
     if str(op.kind) in ("max", "min") and dt in _FLOAT_BITS:
         _emit_float_extreme(em, op, shape, ptr, value, dt)
         return
+    if str(op.kind) == "add" and buf.dtype is DType.bf16:
+        _emit_bf16_add(em, op, shape, ptr, value)
+        return
     n = em.define(op.result, "old")
     em.line(f"{n} = {_ATOMIC[str(op.kind)]}({ptr}, {value}{_mask(em, a, shape)}, "
             f"sem=\"{_SEM[str(op.order)]}\", scope=\"{op.scope}\")")
@@ -121,44 +125,70 @@ def emit_atomic(em: Emitter, op: P.AtomicRMW) -> None:
 
 
 def _emit_float_extreme(em: Emitter, op: P.AtomicRMW, shape: Fragment, ptr: str, value: str, dt: str) -> None:
-    """Float atomic max/min as a compare-and-swap loop on the bits. Triton's own are integer atomics on
-    the bit pattern, under which a NaN (in memory or as the operand) wins or loses by its sign bit;
-    KIR's max/min propagate NaN whatever its sign. Each round every active member proposes
-    max/min(current, operand) and keeps the old value when its swap succeeds; a member that lost the
-    race retries with what it saw, so the loop ends when every member has swapped once."""
+    """Float atomic max/min as a compare-and-swap loop on the bits (`_emit_cas_loop`). Triton's own are
+    integer atomics on the bit pattern, under which a NaN (in memory or as the operand) wins or loses by
+    its sign bit; KIR's max/min propagate NaN whatever its sign."""
+    ints = _FLOAT_BITS[dt]
+    wins = ">" if str(op.kind) == "max" else "<"
+    old = _emit_cas_loop(
+        em, op, shape, ptr, f"tl.cast({value}, {dt})", ints,
+        to_value=lambda bits: f"{bits}.to({dt}, bitcast=True)",
+        to_bits=lambda v: f"{v}.to({ints}, bitcast=True)",
+        propose=lambda seen, want: f"tl.where({seen} != {seen}, {seen}, tl.where({want} != {want}, {want}, "
+                                   f"tl.where({want} {wins} {seen}, {want}, {seen})))")
+    n = em.define(op.result, "old")
+    em.line(f"{n} = {old}")
+    _to_register(em, n, op.result, dt)
+
+
+def _emit_bf16_add(em: Emitter, op: P.AtomicRMW, shape: Fragment, ptr: str, value: str) -> None:
+    """bf16 atomic add as a compare-and-swap loop on the 16-bit pattern (`_emit_cas_loop`): the sum is
+    computed in f32 and rounded to the nearest bf16, as every bf16 op here and in the oracle is (Triton's
+    interpreter has no bf16 atomics at all, and the device's own rounds the exact sum once instead)."""
+    load, store, rounded = library(em, "load_bf16"), library(em, "store_bf16"), library(em, "round_bf16")
+    old = _emit_cas_loop(
+        em, op, shape, ptr, f"tl.cast({value}, tl.float32)", "tl.int16",
+        to_value=lambda bits: f"{load}({bits})",
+        to_bits=lambda v: f"{store}({v}).to(tl.int16, bitcast=True)",
+        propose=lambda seen, want: f"{rounded}({seen} + {want})")
+    n = em.define(op.result, "old")
+    em.line(f"{n} = {old}")
+
+
+def _emit_cas_loop(em: Emitter, op: P.AtomicRMW, shape: Fragment, ptr: str, operand: str, ints: str,
+                   to_value: Callable[[str], str], to_bits: Callable[[str], str],
+                   propose: Callable[[str, str], str]) -> str:
+    """A read-modify-write as a compare-and-swap loop on the element's bits (`ints`); returns the name of
+    the old value. Each round every active member proposes `propose(current, operand)` and keeps the old
+    value when its swap succeeds; a member that lost the race retries with what it saw, so the loop ends
+    when every member has swapped once."""
     a = op.access
     buf = em.buffers[a.buffer]
-    ints = _FLOAT_BITS[dt]
     base = em.param_names[buf.param] if buf.param is not None else em.workspace_names[buf.storage]  # type: ignore
     sem, scope = _SEM[str(op.order)], op.scope
-    wins = ">" if str(op.kind) == "max" else "<"
     p, want, active, cur, old = (em.fresh(x) for x in ("cas_ptr", "operand", "pending", "seen", "old"))
     full = em.shape(shape)
     em.line(f"{p} = ({ptr}).to(tl.pointer_type({ints}))")
-    em.line(f"{want} = tl.cast({value}, {dt})" if shape.rank == 0 else
-            f"{want} = tl.broadcast_to(tl.cast({value}, {dt}), {full})")
+    em.line(f"{want} = {operand}" if shape.rank == 0 else f"{want} = tl.broadcast_to({operand}, {full})")
     mask = em.arg(a.mask, shape) if a.mask is not None else "True"
     em.line(f"{active} = tl.full((), True, tl.int1) & {mask}" if shape.rank == 0 else
             f"{active} = tl.broadcast_to(tl.full((), True, tl.int1) & {mask}, {full})")
     em.line(f"{cur} = tl.load({p}, mask={active}, other=0)")
-    em.line(f"{old} = {cur}.to({dt}, bitcast=True)")
+    em.line(f"{old} = {to_value(cur)}")
     em.line(f"while {active if shape.rank == 0 else f'tl.max({active}.to(tl.int32)) > 0'}:")
     em.depth += 1
     cf, nf, prev, hit = (em.fresh(x) for x in ("seen_value", "proposed", "prev", "swapped"))
-    em.line(f"{cf} = {cur}.to({dt}, bitcast=True)")
-    em.line(f"{nf} = tl.where({cf} != {cf}, {cf}, tl.where({want} != {want}, {want}, "
-            f"tl.where({want} {wins} {cf}, {want}, {cf})))")
+    em.line(f"{cf} = {to_value(cur)}")
+    em.line(f"{nf} = {propose(cf, want)}")
     em.line(f"{prev} = tl.atomic_cas(tl.where({active}, {p}, ({base}).to(tl.pointer_type({ints}))), "
-            f"tl.where({active}, {cur}, 0), tl.where({active}, {nf}.to({ints}, bitcast=True), 0), "
+            f"tl.where({active}, {cur}, 0), tl.where({active}, {to_bits(nf)}, 0), "
             f"sem=\"{sem}\", scope=\"{scope}\")")
     em.line(f"{hit} = {active} & ({prev} == {cur})")
     em.line(f"{old} = tl.where({hit}, {cf}, {old})")
     em.line(f"{cur} = tl.where({active}, {prev}, {cur})")
     em.line(f"{active} = {active} & ({hit} == 0)")
     em.depth -= 1
-    n = em.define(op.result, "old")
-    em.line(f"{n} = {old}")
-    _to_register(em, n, op.result, dt)
+    return old
 
 
 def _to_register(em: Emitter, name: str, result: PValue, element: str) -> None:

@@ -525,7 +525,7 @@ def shared_atomic(g: Gen, key: Value) -> None:
 
 def unique_atomic(g: Gen, k: Value) -> None:
     """Atomics at the instance's own index: deterministic, so the old value may be used."""
-    dt = DType.f32 if g.flip(0.2) else atomic_int(g)
+    dt = g.choose((DType.f32, DType.f32, DType.f16, DType.bf16)) if g.flip(0.25) else atomic_int(g)
     arr = g.output(dt, (K,), Role.INOUT)
     order = g.choose(tuple(MemOrder))
     if g.flip(0.3):
@@ -534,7 +534,9 @@ def unique_atomic(g: Gen, k: Value) -> None:
         g.features.add("atomic_cas")
         return
     kinds = (AtomicKind.add, AtomicKind.max, AtomicKind.min, AtomicKind.xchg)
-    if not dt.is_float:
+    if dt in (DType.f16, DType.bf16):  # Triton's only 16-bit float read-modify-write
+        kinds = (AtomicKind.add,)
+    elif not dt.is_float:
         kinds += (AtomicKind.and_, AtomicKind.or_, AtomicKind.xor)
     kind = g.choose(kinds)
     g.make(Atomic, kind=kind, dst=arr, indices=(k,), value=_int_operand(g, dt), order=order)

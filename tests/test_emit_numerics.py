@@ -398,3 +398,50 @@ def test_float_atomic_extremes_retry_when_members_race_for_one_address(kind: str
     emit_triton.launch(k, {"v": torch.from_numpy(vals), "keys": torch.from_numpy(keys), "acc": got})
     assert np.array_equal(got.numpy(), want, equal_nan=True), (got, want)
     assert np.isnan(want[1])
+
+
+def test_bf16_atomic_add_rounds_each_sum_and_races_safely() -> None:
+    # Small integers: every partial sum is exact in bf16, so any order of the adds gives the oracle's bits.
+    rng = np.random.default_rng(5)
+    vals = rng.integers(-4, 5, 300).astype(np.float32)
+    keys = (np.arange(300) % 3).astype(np.int32)  # a hundred members per address, in every program
+    text = """kernel k(v: in bf16[N], keys: in i32[N], acc: inout bf16[B]) symbols(N, B) {
+  parallel (%i: i64) in (N) {
+    %x: bf16 = load %v[%i]
+    %k: i32 = load %keys[%i]
+    %o: bf16 = atomic add %acc[%k], %x order=relaxed
+    yield
+  }
+  yield
+}"""
+    k = parse_kernel(text)
+    acc = np.array([0.0, -0.0, 256.0], np.float32)
+    want = oracle.run(k, {"v": vals, "keys": keys, "acc": acc.copy()})["acc"]
+    got = torch.from_numpy(acc).to(torch.bfloat16)
+    emit_triton.launch(k, {"v": torch.from_numpy(vals).to(torch.bfloat16), "keys": torch.from_numpy(keys),
+                           "acc": got})
+    _same(got, want)
+    assert ".entry" in emit_triton.ptx(k, {"v": torch.from_numpy(vals).to(torch.bfloat16),
+                                           "keys": torch.from_numpy(keys), "acc": got.clone()}, arch=90)
+
+
+def test_bf16_atomic_add_old_values_and_rounding_at_unique_addresses() -> None:
+    # One member per address: the old value is what was there, the new one the rounded f32 sum.
+    acc = _bf16([1.0, -0.0, 3.0e38, 1.00390625, float("nan"), 256.0])
+    vals = _bf16([0.00390625, -0.0, 3.0e38, 1.00390625, 1.0, 1.0])
+    text = """kernel k(v: in bf16[N], acc: inout bf16[N], old: out bf16[N]) symbols(N) {
+  parallel (%i: i64) in (N) {
+    %x: bf16 = load %v[%i]
+    %o: bf16 = atomic add %acc[%i], %x order=acq_rel
+    store %old[%i] = %o
+    yield
+  }
+  yield
+}"""
+    k = parse_kernel(text)
+    want = oracle.run(k, {"v": vals, "acc": acc.copy(), "old": np.zeros(6, np.float32)})
+    targs = {"v": torch.from_numpy(vals).to(torch.bfloat16), "acc": torch.from_numpy(acc).to(torch.bfloat16),
+             "old": torch.zeros(6, dtype=torch.bfloat16)}
+    emit_triton.launch(k, targs)
+    _same(targs["acc"], want["acc"])
+    _same(targs["old"], want["old"])

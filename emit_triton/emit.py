@@ -323,14 +323,15 @@ def _abi(em: Emitter) -> tuple[list[AbiArg], list[ConstexprArg], list[str]]:
 
 
 def _persistent_body(em: Emitter, g: Group, segments: int) -> None:
-    """While its flag is set, a persistent group runs its invariant prefix once, then walks its blocks of
+    """While its flag is set, a persistent group runs its hoisted ops once, then walks its blocks of
     instances with a stride of its segment's program count; otherwise the body runs once, for one block."""
     p = g.persistent
     assert p is not None
     ops = g.body.ops
+    once, each = p.split(ops)
     em.line(f"if {p.flag}:")
     em.depth += 1
-    em.ops(ops[:p.invariant])
+    em.ops(once)
     block, blocks = em.fresh("block"), em.fresh("blocks")
     stride = "tl.num_programs(0)" if segments == 1 else f"seg{g.id}_length"
     em.line(f"# {comment_text(f'programs walk the blocks of {g.block} instances; the lines above ran once')}")
@@ -339,7 +340,7 @@ def _persistent_body(em: Emitter, g: Group, segments: int) -> None:
     em.depth += 1
     em.block_index = f"tl.cast({block}, pid.dtype)"
     em.last_origin = None
-    em.ops(ops[p.invariant:])
+    em.ops(each)
     em.line("pass")
     em.block_index = None
     em.depth -= 2

@@ -81,7 +81,7 @@ def _group_lines(p: Program, g: Group, consts: dict) -> list[str]:
             inside.append(what)
     lines.append("  inside each instance: " + ("; ".join(inside) if inside else "element-wise work only"))
     if g.persistent is not None:
-        loads = sorted({p.buffer(op.access.buffer).name for op in g.body.ops[:g.persistent.invariant]
+        loads = sorted({p.buffer(op.access.buffer).name for op in g.persistent.split(g.body.ops)[0]
                         if isinstance(op, P.Load)})
         lines.append(f"  persistent when {g.persistent.flag} = {consts.get(g.persistent.flag, '?')} is 1: the programs "
                      f"walk the {g.persistent.blocks} blocks of instances, as many programs "

@@ -427,16 +427,23 @@ class PersistentLoop:
     the registers, and a group whose looped body runs keeps one block per program). Then the segment
     launches `L_g = min(cdiv(prod(domain), BLOCK_I), resident)` programs. Program `q = pid - O_g` runs the
     body for the blocks `q, q + L_g, q + 2 L_g, ...` below `blocks` (the same cdiv, as the kernel body
-    evaluates it), and its `owned_instances` decodes that block instead of `q`. The first `invariant` ops
-    of the body depend on no block and read no memory the kernel writes: they run once per program,
-    before the loop, so that data every instance reads (a layernorm's weight and bias) is read once per
-    program instead of once per block. With `flag` 0 the body runs as it stands, one block per program.
+    evaluates it), and its `owned_instances` decodes that block instead of `q`. The body's ops at the
+    positions `hoisted` depend on no block and read no memory the kernel writes: they run once per
+    program, before the loop (in their order), and the others in the loop (in theirs), so that data every
+    instance reads (a layernorm's weight and bias) is read once per program instead of once per block.
+    With `flag` 0 the body runs as it stands, one block per program.
     """
 
     flag: str
     blocks: LaunchExpr
     resident: LaunchExpr
-    invariant: int
+    hoisted: tuple[int, ...]
+
+    def split(self, ops: tuple[POp, ...]) -> tuple[tuple[POp, ...], tuple[POp, ...]]:
+        """The ops run once per program (before the loop), and those run for every block."""
+        once = set(self.hoisted)
+        return (tuple(ops[k] for k in self.hoisted if 0 <= k < len(ops)),
+                tuple(op for k, op in enumerate(ops) if k not in once))
 
 
 @dataclass(frozen=True)
@@ -543,7 +550,7 @@ def with_looped_bodies(program: Program) -> Program | None:
 
 
 def _no_hoisting(p: PersistentLoop | None) -> PersistentLoop | None:
-    return None if p is None else dataclasses.replace(p, invariant=0)
+    return None if p is None else dataclasses.replace(p, hoisted=())
 
 
 def one() -> Dim:

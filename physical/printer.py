@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .model import AccessRelation, Guard, POp, PRegion, Program, PValue
+from .model import AccessRelation, Guard, PersistentLoop, POp, PRegion, Program, PValue
 
 
 def _v(v: PValue) -> str:
@@ -64,15 +64,16 @@ class _Printer:
         for o in r.ops:
             self.op(o, depth)
 
-    def body(self, r: PRegion, invariant: int | None) -> None:
+    def body(self, r: PRegion, persistent: PersistentLoop | None) -> None:
         """A group body; a persistent group's marks where its loop over blocks of instances begins."""
-        if invariant is None:
+        if persistent is None:
             self.region(r, 1)
             return
-        for o in r.ops[:invariant]:
+        once, each = persistent.split(r.ops)
+        for o in once:
             self.op(o, 1)
         self.lines.append("  for each block of instances this program walks {")
-        for o in r.ops[invariant:]:
+        for o in each:
             self.op(o, 2)
         self.lines.append("  }")
 
@@ -103,7 +104,7 @@ class _Printer:
             if g.persistent is not None:
                 flags += f" persistent over {g.persistent.blocks} blocks while {g.persistent.flag}"
             self.lines.append(f"group {g.id} {g.name} domain {dom} owns {owns}{flags} {{")
-            self.body(g.body, g.persistent.invariant if g.persistent else None)
+            self.body(g.body, g.persistent)
             if g.looped is not None:
                 lp = g.looped
                 self.lines.append(f"}} looped when {lp.flag}: {lp.axis} in chunks of {lp.chunk}, {lp.loops} "

@@ -23,7 +23,7 @@ from intent import InOut, Out, dims, f32, i32, parallel
 from physical import ops as P
 from physical.launch_expr import DEVICE_SMS, LConst, LResidentPrograms, walk
 from physical.passes import PIPELINE, PersistentPrograms
-from physical.passes.persistent import eligible, hoisted_order
+from physical.passes.persistent import eligible, hoisted_positions
 from physical.verifier import check
 from tests.launch_fixtures import isolated_cache  # noqa: F401  (fixture)
 
@@ -102,11 +102,11 @@ def test_a_shared_vector_is_loaded_before_the_loop_over_blocks():
     program = lowered(scale_rows, scale_args(3, 5))
     (g,) = program.groups
     assert g.persistent is not None
-    before = g.body.ops[:g.persistent.invariant]
+    before, inside = g.persistent.split(g.body.ops)
     loads = [op for op in before if isinstance(op, P.Load)]
     assert [program.buffer(op.access.buffer).name for op in loads] == ["w"]
     assert not any(isinstance(op, P.OwnedInstances) for op in before)
-    assert any(isinstance(op, P.OwnedInstances) for op in g.body.ops[g.persistent.invariant:])
+    assert any(isinstance(op, P.OwnedInstances) for op in inside)
     (seg,) = program.segments
     assert any(isinstance(e, LResidentPrograms) for e in walk(seg.length))
     assert program.grid == seg.length
@@ -117,7 +117,7 @@ def test_a_reduction_of_the_shared_vector_runs_once_too():
     program = lowered(shifted_rows, {"x": _rand((3, 5), 1, torch.int32), "w": _rand((5,), 2, torch.int32),
                                      "out": torch.empty(3, 5, dtype=torch.int32)})
     (g,) = program.groups
-    assert any(isinstance(op, P.Reduce) for op in g.body.ops[:g.persistent.invariant])
+    assert any(isinstance(op, P.Reduce) for op in g.persistent.split(g.body.ops)[0])
 
 
 def test_groups_without_shared_data_keep_one_block_per_program():
@@ -158,10 +158,11 @@ def test_hoisting_keeps_definitions_before_uses():
     program = lowered(layernorm, {"x": _rand((3, 5), 1), "w": _rand((5,), 2), "b": _rand((5,), 3), "eps": 1e-5,
                                   "out": torch.empty(3, 5), "rstd": torch.empty(3)})
     g = program.groups[0]
-    ops, count = hoisted_order(program, g.body.ops)
-    assert ops == g.body.ops and count == g.persistent.invariant  # already in hoisted order: a fixed point
+    assert hoisted_positions(program, g.body.ops) == g.persistent.hoisted
+    once, each = g.persistent.split(g.body.ops)
+    assert sorted(map(id, once + each)) == sorted(map(id, g.body.ops))
     defined: set[int] = set()
-    for op in g.body.ops:
+    for op in once + each:  # the order the loop form runs them in
         assert all(v.id in defined for v in op.operands()), op.NAME
         defined.update(r.id for r in op.results)
         for r in op.regions():

@@ -681,8 +681,9 @@ def owned_instances_decoded_before_the_loop():
     k = scale_rows()
     p = physical.lower(k)
     g = p.groups[0]
-    assert g.persistent is not None and isinstance(g.body.ops[g.persistent.invariant], P.OwnedInstances)
-    persistent = dataclasses.replace(g.persistent, invariant=g.persistent.invariant + 1)
+    owned = next(k for k, op in enumerate(g.body.ops) if isinstance(op, P.OwnedInstances))
+    assert g.persistent is not None and owned not in g.persistent.hoisted
+    persistent = dataclasses.replace(g.persistent, hoisted=tuple(sorted(g.persistent.hoisted + (owned,))))
     broken = p.replace(groups=(dataclasses.replace(g, persistent=persistent),))
     return k, broken, ("[loop-invariant] owned_instances of group 0 runs before the loop over blocks: every block "
                        "would decode the first block's instances")

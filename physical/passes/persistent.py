@@ -4,30 +4,29 @@ A layernorm's weight and bias, a matrix-vector product's vector: with one block 
 program, every program reads them again, and the launch moves them once per block. Here the group's
 programs instead walk its blocks (`PersistentLoop`): the segment launches as many programs as keep the
 device busy (`resident_programs`: the multiprocessors' warp slots over the program's warps; one under
-Triton's interpreter, which runs programs one at a time), each computes the block-invariant prefix of
+Triton's interpreter, which runs programs one at a time), each computes the block-invariant part of
 the body once (loads of read-only tensors whose addresses do not depend on the instances, and what
 follows from them alone), then runs the rest for blocks q, q + L, q + 2L, ...
 
     q = pid - O_g                            (L_g = min(blocks, resident_programs(warps)))
-    w = load(w[0:BLOCK_N])                   (invariant prefix, once)
+    w = load(w[0:BLOCK_N])                   (hoisted, once)
     for block in range(q, blocks, L_g):
         flat = block * BLOCK_I + arange(BLOCK_I)
         ...                                  (the body, unchanged)
 
 Legality: the group maps instances to programs (`owned_instances`, no tiles, not serial); its
 instances are independent, as construction proved, so one program may run several in any order.
-The invariant prefix keeps the `loop-invariant` rule (pure ops over invariant values; loads only of
-read-only tensor parameters). Profitability: the prefix loads a tile (a row's worth of data per
+The hoisted ops keep the `loop-invariant` rule (pure ops over invariant values; loads only of
+read-only tensor parameters). Profitability: the hoisted ops load a tile (a row's worth of data per
 block); a scalar or nothing is not worth the loop. Instances are not reordered within a block and no
 arithmetic changes, so results are bit for bit those of one block per program.
 
 What the loop holds across its iterations stays in registers: the launch turns the loop on (the
 constexpr `<BLOCK_I>_PERSISTENT`) only while those values fit `HOISTED_VALUES` four-byte values
-(layernorm: rows up to 4096 wide). Calibrated with `ptxas -v` on sm_90: layernorm takes 71 registers
-per thread at 4096 (54 without the loop), 130 at 8192 (one 8-warp program per multiprocessor instead
-of three) and spills at 16384, so wider rows keep one block per program.
-and the group's looped body is not the one running. Otherwise the body runs as before, one block per
-program; both forms are in the one source.
+(layernorm: rows up to 4096 wide) and the group's looped body is not the one running. Otherwise the
+body runs as it stands, one block per program; both forms are in the one source. Calibrated with
+`ptxas -v` on sm_90: layernorm takes 71 registers per thread at 4096 (54 without the loop), 130 at
+8192 (one 8-warp program per multiprocessor instead of three) and spills at 16384.
 """
 
 from __future__ import annotations
@@ -46,34 +45,32 @@ HOISTED_VALUES = 8192  # four-byte values a program may hold across its loop ove
 _KEPT_ANYWAY = (P.TileIndex, P.Compare, P.ShapeValue, P.Const, P.ScalarParam)
 
 
-def hoisted_order(program: Program, ops: tuple[POp, ...]) -> tuple[tuple[POp, ...], int]:
-    """`ops` with the block-invariant ones first (in their order), and how many there are.
-
-    Moving them ahead of the others keeps every definition before its uses: an invariant op reads only
-    invariant values, and it reads no memory the kernel writes, so no effect it passes was its input."""
+def hoisted_positions(program: Program, ops: tuple[POp, ...]) -> tuple[int, ...]:
+    """Positions of the block-invariant ops of `ops`: pure, reading only invariant values, loading only
+    tensors nobody writes. Running them first keeps every definition before its uses (an invariant op
+    reads only invariant values), and no effect they move ahead of was their input (they read no memory
+    the kernel writes). The body itself keeps its order: the one-block-per-program form runs it as is."""
     written = written_buffers(program)
     invariant: set[int] = set()
-    first, rest = [], []
-    for op in ops:
+    out = []
+    for k, op in enumerate(ops):
         if not isinstance(op, P.OwnedInstances) and not_invariant(program, op, invariant, written) is None:
-            first.append(op)
+            out.append(k)
             invariant.update(r.id for r in op.results)
-        else:
-            rest.append(op)
-    return tuple(first) + tuple(rest), len(first)
+    return tuple(out)
 
 
 def _loads_tile(ops: tuple[POp, ...]) -> bool:
     return any(isinstance(op, P.Load) and op.result.type.tile for op in ops)
 
 
-def held_values(program: Program, group: Group, ops: tuple[POp, ...], count: int) -> LaunchExpr:
+def held_values(program: Program, group: Group, once: tuple[POp, ...], each: tuple[POp, ...]) -> LaunchExpr:
     """Four-byte values the loop holds across its iterations: the hoisted tiles its body reads (not the
     positions and masks, which the body keeps live either way)."""
     consts = dict(program.constexprs)
-    used = {v.id for op in ops[count:] for v in free_values(op)}
+    used = {v.id for op in each for v in free_values(op)}
     total: list[LaunchExpr] = []
-    for op in ops[:count]:
+    for op in once:
         if isinstance(op, _KEPT_ANYWAY):
             continue
         for r in op.results:
@@ -95,9 +92,9 @@ def eligible(group: Group) -> str | None:
 
 
 def worth(program: Program, group: Group) -> bool:
-    """The invariant prefix loads a tile (in the persistent body; the looped body streams its rows)."""
-    ops, count = hoisted_order(program, group.body.ops)
-    return _loads_tile(ops[:count])
+    """The hoisted ops load a tile (in the persistent body; the looped body streams its rows)."""
+    ops = group.body.ops
+    return _loads_tile(tuple(ops[k] for k in hoisted_positions(program, ops)))
 
 
 class PersistentPrograms(Pass):
@@ -126,8 +123,10 @@ class PersistentPrograms(Pass):
             if g.id not in chosen:
                 groups.append(g)
                 continue
-            body_ops, invariant = hoisted_order(program, g.body.ops)
-            held = held_values(program, g, body_ops, invariant)
+            hoisted = hoisted_positions(program, g.body.ops)
+            once = tuple(g.body.ops[k] for k in hoisted)
+            each = tuple(op for k, op in enumerate(g.body.ops) if k not in hoisted)
+            held = held_values(program, g, once, each)
             fits = LBin("-", LConst(1), lmin(LConst(1), LBin("//", held, LConst(HOISTED_VALUES + 1))))
             if g.looped is not None:  # the looped body streams its rows: one block per program
                 fits = LBin("*", LBin("-", LConst(1), consts[g.looped.flag]), fits)
@@ -135,9 +134,8 @@ class PersistentPrograms(Pass):
             consts[flag], flags[g.id] = fits, fits
             order.append(flag)
             blocks = lcdiv(lprod(tuple(ldim(d) for d in g.domain)), LConstexpr(g.block))
-            persistent = PersistentLoop(flag, blocks, LResidentPrograms(warps), invariant)
-            groups.append(dataclasses.replace(g, body=dataclasses.replace(g.body, ops=body_ops),
-                                              persistent=persistent))
+            persistent = PersistentLoop(flag, blocks, LResidentPrograms(warps), hoisted)
+            groups.append(dataclasses.replace(g, persistent=persistent))
         segments, lengths = [], []
         for seg in program.segments:
             length = seg.length
@@ -149,4 +147,4 @@ class PersistentPrograms(Pass):
                                    grid=lsum(tuple(lengths)), constexprs=tuple((n, consts[n]) for n in order))
 
 
-__all__ = ["PersistentPrograms", "hoisted_order", "held_values", "eligible", "worth", "HOISTED_VALUES"]
+__all__ = ["PersistentPrograms", "hoisted_positions", "held_values", "eligible", "worth", "HOISTED_VALUES"]

@@ -1,6 +1,6 @@
 """Persistent programs: what a group's programs compute once, before their loop over instance blocks.
 
-* loop-invariant: the first `PersistentLoop.invariant` ops of a persistent group's body run once per
+* loop-invariant: the ops at `PersistentLoop.hoisted` of a persistent group's body run once per
   program, before the loop over blocks (while the group's flag is set).
   Each must be pure (`INVARIANT_OPS`), read only values that earlier invariant ops define, and load
   only from external views that no op of the kernel writes: then computing it once gives every block
@@ -69,12 +69,12 @@ def not_invariant(program: Program, op: POp, invariant: set[int], written: set[i
     return None
 
 
-def invariant_prefix(program: Program, ops: tuple[POp, ...], count: int) -> list[tuple[POp, str]]:
-    """The ops among the first `count` that may not run before the loop, with the reason."""
+def invariant_prefix(program: Program, once: tuple[POp, ...]) -> list[tuple[POp, str]]:
+    """The ops of `once` (in their order) that may not run before the loop, with the reason."""
     written = written_buffers(program)
     invariant: set[int] = set()
     bad = []
-    for op in ops[:count]:
+    for op in once:
         reason = not_invariant(program, op, invariant, written)
         if reason is not None:
             bad.append((op, reason))
@@ -98,23 +98,28 @@ def check_loop_invariant(program: Program, kernel: Kernel | None = None) -> list
         if p.flag not in dict(program.constexprs):
             report(f"group {g.id} ({g.name}) loops over blocks of instances while {p.flag}, which is no constexpr",
                    group=g.id)
-        _check_body(program, g, g.body.ops, p.invariant, "body", report)
+        _check_body(program, g, report)
     return report.found
 
 
-def _check_body(program: Program, g: Group, ops: tuple[POp, ...], count: int, what: str, report: Reporter) -> None:
-    if not 0 <= count <= len(ops):
-        report(f"group {g.id} ({g.name}) hoists {count} ops of a {what} of {len(ops)}", group=g.id)
+def _check_body(program: Program, g: Group, report: Reporter) -> None:
+    p = g.persistent
+    assert p is not None
+    ops = g.body.ops
+    if list(p.hoisted) != sorted(set(p.hoisted)) or any(not 0 <= k < len(ops) for k in p.hoisted):
+        report(f"group {g.id} ({g.name}) hoists ops at {list(p.hoisted)}, which are not increasing positions of its "
+               f"body of {len(ops)} ops", group=g.id)
         return
-    for op in ops[:count]:
+    once, each = p.split(ops)
+    for op in once:
         if isinstance(op, P.OwnedInstances):
             report(f"owned_instances of group {g.id} runs before the loop over blocks: every block would decode the "
                    f"first block's instances", op, g.id)
             return
-    for op, reason in invariant_prefix(program, ops, count):
+    for op, reason in invariant_prefix(program, once):
         report(f"{describe(program, op)} runs once per program, before the loop over blocks of group {g.id}, but "
                f"{reason}", op, g.id)
-    if not any(isinstance(op, P.OwnedInstances) for op in ops[count:]):
+    if not any(isinstance(op, P.OwnedInstances) for op in each):
         report(f"group {g.id} ({g.name}) decodes no owned instances inside its loop over blocks", group=g.id)
 
 

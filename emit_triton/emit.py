@@ -156,6 +156,8 @@ class Emitter:
         if value_of and v.type.index:
             s = f"{s}.to({REGISTER_DTYPE[v.type.dtype]})"
         t = v.type
+        if t.dtype is DType.pred and v.id in self.literals and target.rank > 0:
+            return self.tensor(v)
         if t.rank == 0 or (t.lanes == target.lanes and t.tile == target.tile):
             return s
         if t.lanes and not target.lanes:
@@ -184,6 +186,10 @@ class Emitter:
 
     def tensor(self, v: PValue) -> str:
         """`v` as a tensor (a literal constexpr becomes a typed 0-d tensor)."""
+        if v.id in self.literals and v.type.dtype is DType.pred:
+            # a comparison of two literals: a constexpr bool on the device, but a 0-d tensor holding its
+            # operands' dtype under the interpreter (which `tl.full` would keep); a select makes it int1
+            return f"tl.where({self.name(v)}, True, False)"  # numerics.as_int1
         if v.id in self.literals:
             return f"tl.full((), {self.name(v)}, {self.dtype(v.type)})"
         return self.name(v)

@@ -12,7 +12,7 @@ def emit_broadcast(em: Emitter, op: P.Broadcast) -> None:
     t = op.result.type
     x = op.x
     if x.type.rank == 0:
-        src = em.name(x)
+        src = em.arg(x, t)
     else:
         idx = []
         if t.lanes:

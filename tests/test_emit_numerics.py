@@ -445,3 +445,27 @@ def test_bf16_atomic_add_old_values_and_rounding_at_unique_addresses() -> None:
     emit_triton.launch(k, targs)
     _same(targs["acc"], want["acc"])
     _same(targs["old"], want["old"])
+
+
+def test_a_comparison_of_two_literals_meets_tensors_as_int1() -> None:
+    # `0.0 == 0.0` is a constexpr bool on the device and a 0-d tensor of its operands' dtype under the
+    # interpreter: broadcast, and combined with an int1 tensor, it must be a real int1 on both.
+    text = """kernel k(x: in f32[N], out: out pred[N], both: out pred[N]) symbols(N) {
+  parallel (%i: i64) in (N) {
+    %z: f32 = constant 0.0 : f32
+    %t: pred = compare eq %z, %z
+    %v: f32 = load %x[%i]
+    %p: pred = compare gt %v, %z
+    %a: pred = binary and %p, %t
+    %b: pred = binary xor %p, %t
+    store %out[%i] = %a
+    store %both[%i] = %b
+    yield
+  }
+  yield
+}"""
+    x = np.array([1.0, -1.0, 0.0, 2.0, np.nan], np.float32)
+    _run(text, {"x": x}, {"out": ((5,), "pred"), "both": ((5,), "pred")})
+    k = parse_kernel(text)
+    args = {"x": torch.from_numpy(x), "out": torch.zeros(5, dtype=torch.bool), "both": torch.zeros(5, dtype=torch.bool)}
+    assert ".entry" in emit_triton.ptx(k, args, arch=90)

@@ -209,3 +209,24 @@ def test_products_folded_in_any_association_are_compared_on_finite_elements() ->
     assert compare("s", "f32", got, want, exact=False, tol=1e-6, finite_only=True) is None
     assert compare("s", "f32", np.float32([0.0, 2.0, 1.0]), want, exact=False, tol=1e-6, finite_only=True) == \
         "s (f32): 2 element(s) differ beyond 5e-06, first at (1,): got 2.0, want 1.0"  # 1.0 vs 5.0 too
+
+
+def test_periodic_functions_of_reassociated_values_are_not_compared_by_value() -> None:
+    from kir.text import parse_kernel
+    from tests.diffgen import periodic_of_reassociated_outputs
+
+    k = parse_kernel("""kernel k(x: in f16[M, N], a: out f16[M], b: out f16[M], c: out f16[M]) symbols(M, N) {
+  parallel (%i: i64) in (M) {
+    %r: f16[N] = load %x[%i, 0:N]
+    %p: f16 = reduce prod(%r) axes=(0)
+    %m: f16 = reduce max(%r) axes=(0)
+    %cp: f16 = unary cos %p
+    %cm: f16 = unary cos %m
+    store %a[%i] = %cp
+    store %b[%i] = %cm
+    store %c[%i] = %p
+    yield
+  }
+  yield
+}""")
+    assert periodic_of_reassociated_outputs(k) == {"a"}  # max is exact; the product itself is compared

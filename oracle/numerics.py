@@ -10,7 +10,8 @@ The rules (SPEC §3.3) and the choices made where KIR leaves room:
   divisor is undefined in KIR; the oracle gives 0 so that a lane discarded by a `select` cannot
   fail the kernel. Float `floordiv` is `floor(a / b)` and float `mod` is `fmod`.
 * Integer `pow` is exact repeated multiplication wrapping at the width; a negative exponent gives
-  `1 / a**-b` truncated toward zero (1 for a == 1, +-1 for a == -1, else 0).
+  `1 / a**-b` truncated toward zero (1 for a == 1, +-1 for a == -1, else 0). Float `pow` is C's
+  (`pow(-inf, 0.5) == inf`, `pow(-0.0, 0.5) == +0.0`), also where NumPy would take `sqrt`.
 * Shifts by an amount outside [0, bits) give 0 (`shl`, `shr` of unsigned) or the sign fill (`shr`
   of signed), as PTX's clamping shifts do.
 * `maximum`/`minimum` and the `max`/`min` reductions and scans propagate NaN; `argmax`/`argmin`
@@ -111,6 +112,16 @@ def int_mod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     zero = b == 0
     safe = np.where(zero, np.ones((), b.dtype), b)
     return np.where(zero, np.zeros((), a.dtype), np.fmod(a, safe))
+
+
+def float_pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """C's `pow`. NumPy computes a constant exponent of 0.5 as `sqrt`, which gives NaN for -inf and -0.0
+    for -0.0, where `pow` gives +inf and +0.0 (every other exponent follows the C library)."""
+    result = np.power(a, b)
+    at_half = (b == 0.5) & ((a == -np.inf) | ((a == 0) & np.signbit(a)))
+    if not np.any(at_half):
+        return result
+    return np.where(at_half, np.where(a == 0, np.zeros((), result.dtype), np.array(np.inf, result.dtype)), result)
 
 
 def int_pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:

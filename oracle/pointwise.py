@@ -24,7 +24,7 @@ from kir.pointwise import (
 )
 
 from .interp import Frame, evaluates
-from .numerics import bitcast, cast, int_floordiv, int_mod, int_pow, np_dtype, to_storage
+from .numerics import bitcast, cast, float_pow, int_floordiv, int_mod, int_pow, np_dtype, to_storage
 
 
 def value_dtype(v) -> DType:
@@ -112,7 +112,7 @@ FLOAT_BINARY: dict[BinaryFn, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     BinaryFn.div: np.true_divide,
     BinaryFn.floordiv: lambda a, b: np.floor(a / b),
     BinaryFn.mod: np.fmod,
-    BinaryFn.pow: np.power,
+    BinaryFn.pow: float_pow,
 }
 
 BINARY: dict[BinaryFn, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {

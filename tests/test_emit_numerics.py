@@ -280,6 +280,25 @@ def test_pow_special_cases_follow_c() -> None:
          {"out": 1e-6, "wide": 1e-12})
 
 
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_pow_by_a_constant_half_follows_c_not_sqrt(dtype: str) -> None:
+    # NumPy takes a constant exponent of 0.5 as sqrt (NaN for -inf, -0.0 for -0.0); C's pow, the device
+    # and XLA give +inf and +0.0, and so must the oracle.
+    np_dt = np.float32 if dtype == "f32" else np.float64
+    x = np.array([float("-inf"), -0.0, 0.0, 4.0, -4.0, float("inf"), float("nan"), 2.0], np_dt)
+    text = f"""kernel k(x: in {dtype}[N], out: out {dtype}[N]) symbols(N) {{
+  %a: {dtype}[N] = load %x[0:N]
+  %h: {dtype} = constant 0.5 : {dtype}
+  %b: {dtype}[N] = broadcast %h shape=(N) dims=()
+  %c: {dtype}[N] = binary pow %a, %b
+  store %out[0:N] = %c
+  yield
+}}"""
+    want = oracle.run(parse_kernel(text), {"x": x, "out": np.zeros(8, np_dt)})["out"]
+    assert want[0] == np.inf and want[1] == 0.0 and not np.signbit(want[1]) and np.isnan(want[4])
+    _run(text, {"x": x}, {"out": ((8,), dtype)}, {"out": 1e-6})
+
+
 @pytest.mark.parametrize("alpha", [0.1, 1.0 + 2.0 ** -40, -1e300, 5e-324, float("inf"), 0.0])
 def test_f64_scalars_keep_every_bit_through_the_first_and_the_cached_launch(alpha: float) -> None:
     kernel = parse_kernel("""kernel k(x: in f64[N], alpha: f64, out: out f64[N]) symbols(N) {

@@ -249,7 +249,9 @@ def association_dependent_outputs(kernel: Kernel) -> set[str]:
 def _reassociates(o: Op, values: set[int]) -> bool:
     """A float sum, product or custom fold, or a contraction: its association is the implementation's."""
     kind = getattr(getattr(o, "kind", None), "value", None)
-    floats = any(_is_float(v) for v in o.results + tuple(o.operands()) if isinstance(v.type, TensorType))
+    # a region scan has no results: its float data is the memory it reads
+    floats = any(_is_float(v) for v in o.results + tuple(o.operands())
+                 if isinstance(v.type, TensorType) or isinstance(o, RegionScan | RegionFold) and v is o.src)
     return floats and (isinstance(o, Dot) or isinstance(o, Reduce | Scan | RegionFold | RegionScan)
                        and kind in ("sum", "prod", "custom"))
 

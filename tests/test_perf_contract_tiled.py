@@ -218,3 +218,23 @@ def test_grouped_ordering_covers_every_tile() -> None:
     c = torch.full((600, 130), float("nan"))
     matmul32(a, b, c)
     _close(c, a @ b, 1e-5)
+
+
+@intent.kernel
+def two_products(a: f16[M, K], b: f16[K, N], x: i8[M, K], y: i8[K, N], c: Out[f32[M, N]], d: Out[i32[M, N]]):
+    c[:, :] = intent.dot(a, b)
+    d[:, :] = intent.dot(x, y)
+
+
+def test_two_contractions_are_tiled_each_in_its_own_group():
+    g = torch.Generator().manual_seed(4)
+    m, n, k = 33, 17, 40
+    a, b = torch.randn(m, k, generator=g).half(), torch.randn(k, n, generator=g).half()
+    x = torch.randint(-8, 8, (m, k), generator=g, dtype=torch.int8)
+    y = torch.randint(-8, 8, (k, n), generator=g, dtype=torch.int8)
+    c, d = torch.empty(m, n), torch.empty(m, n, dtype=torch.int32)
+    program = physical.lower(two_products.specialize({"a": a, "b": b, "x": x, "y": y, "c": c, "d": d}), verify=True)
+    assert [bool(grp.tiles) for grp in program.groups] == [True, True]
+    two_products(a=a, b=b, x=x, y=y, c=c, d=d)
+    _close(c, a.float() @ b.float(), 1e-3)
+    assert torch.equal(d, (x.int() @ y.int()))

@@ -378,6 +378,7 @@ class Tiler:
     # ------------------------------------------------------------------ the group
     def body(self, uniform_ops: list[POp]) -> PRegion:
         m, b = self.m, self.b
+        b.begin()  # this group's own frame: the builder serves every tiled group of the program
         for op in uniform_ops:
             b.put(op)
         domain = m.group.domain

@@ -23,7 +23,6 @@ is timed: interpreted time says nothing about the device.
 from __future__ import annotations
 
 import hashlib
-import os
 import statistics
 import threading
 import time
@@ -35,7 +34,7 @@ from . import cache as cache_mod
 from . import targets
 from .abi import ArgKind
 
-AUTOTUNE_ENV = "INTENT_AUTOTUNE"
+AUTOTUNE_ENV = "INTENT_AUTOTUNE"  # read by `intent.kernel` (which does not import this module)
 MAX_CONFIGS = 6
 REPEATS = 5
 
@@ -49,10 +48,6 @@ class Config:
 
     def __str__(self) -> str:
         return f"num_warps={self.num_warps}, num_stages={self.num_stages}"
-
-
-def requested_by_environment() -> bool:
-    return os.environ.get(AUTOTUNE_ENV, "") not in ("", "0")
 
 
 def configurations(num_warps: int, num_stages: int) -> list[Config]:
@@ -192,4 +187,4 @@ def tune(kernel: Any, emitted: Any, entry_key: str, fn: Any, target: targets.Tar
 
 
 __all__ = ["Config", "configurations", "tune", "remembered", "forget", "cuda_timer", "wall_timer",
-           "requested_by_environment", "AUTOTUNE_ENV", "MAX_CONFIGS"]
+           "AUTOTUNE_ENV", "MAX_CONFIGS"]

@@ -243,13 +243,14 @@ def check_outputs(kernel: Kernel, env: Mapping[str, int], got: Mapping[str, np.n
 def run_case(case: Case, stablehlo: bool = True) -> Outcome:
     """Oracle first (the meaning), then the launcher, then (when it applies) the StableHLO exit."""
     outcome = _run_case(case, stablehlo)
-    outcome.bf16 = _mentions_bf16(case.kernel)
+    outcome.bf16 = DType.bf16 in _dtypes(case.kernel)
     return outcome
 
 
-def _mentions_bf16(kernel: Kernel) -> bool:
+def _dtypes(kernel: Kernel) -> set[object]:
+    """The dtypes of the kernel's parameters and of every value it computes."""
     types = [p.type for p in kernel.params] + [v.type for o in kernel.walk() for v in o.results]
-    return any(getattr(t, "dtype", None) == DType.bf16 for t in types)
+    return {getattr(t, "dtype", None) for t in types}
 
 
 def _run_case(case: Case, stablehlo: bool) -> Outcome:
@@ -298,16 +299,11 @@ def _stablehlo(case: Case, inputs: Mapping[str, Arg], want: Mapping[str, np.ndar
     # XLA's CPU runtime flushes subnormal floats to zero (results, compares and the f32 values inside the
     # computation, so that an f32 subnormal cast to f64 arrives as 0): compare XLA's results with the
     # oracle's after flushing both the same way
-    single = _mentions_single(case.kernel)
+    # f32 and bf16 values have f32's subnormals, which XLA's CPU runtime flushes
+    single = bool(_dtypes(case.kernel) & {DType.f32, DType.bf16})
     problems = check_outputs(case.kernel, case.env, {k: _flush(v, single) for k, v in got.items()},
                              {k: _flush(v, single) for k, v in want.items()})
     return ("mismatch", [f"stablehlo: {p}" for p in problems]) if problems else ("ok", [])
-
-
-def _mentions_single(kernel: Kernel) -> bool:
-    """Whether the kernel computes with f32 or bf16 values (whose subnormals XLA's CPU runtime flushes)."""
-    types = [p.type for p in kernel.params] + [v.type for o in kernel.walk() for v in o.results]
-    return any(getattr(t, "dtype", None) in (DType.f32, DType.bf16) for t in types)
 
 
 def _flush(x: np.ndarray, single: bool = False) -> np.ndarray:

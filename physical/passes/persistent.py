@@ -123,18 +123,15 @@ class PersistentPrograms(Pass):
             if g.id not in chosen:
                 groups.append(g)
                 continue
-            hoisted = hoisted_positions(program, g.body.ops)
-            once = tuple(g.body.ops[k] for k in hoisted)
-            each = tuple(op for k, op in enumerate(g.body.ops) if k not in hoisted)
-            held = held_values(program, g, once, each)
+            flag = f"{g.block}_PERSISTENT"
+            blocks = lcdiv(lprod(tuple(ldim(d) for d in g.domain)), LConstexpr(g.block))
+            persistent = PersistentLoop(flag, blocks, LResidentPrograms(warps), hoisted_positions(program, g.body.ops))
+            held = held_values(program, g, *persistent.split(g.body.ops))
             fits = LBin("-", LConst(1), lmin(LConst(1), LBin("//", held, LConst(HOISTED_VALUES + 1))))
             if g.looped is not None:  # the looped body streams its rows: one block per program
                 fits = LBin("*", LBin("-", LConst(1), consts[g.looped.flag]), fits)
-            flag = f"{g.block}_PERSISTENT"
             consts[flag], flags[g.id] = fits, fits
             order.append(flag)
-            blocks = lcdiv(lprod(tuple(ldim(d) for d in g.domain)), LConstexpr(g.block))
-            persistent = PersistentLoop(flag, blocks, LResidentPrograms(warps), hoisted)
             groups.append(dataclasses.replace(g, persistent=persistent))
         segments, lengths = [], []
         for seg in program.segments:

@@ -14,6 +14,7 @@ from kir.core import Kernel
 from .. import ops as P
 from ..model import Access, BufferScope, Group, POp, Program, PValue
 from .base import Reporter, Violation, describe, rule
+from .structured import captures
 
 # Ops without effects whose value follows from their operands alone (loads: from memory nobody writes).
 INVARIANT_OPS = (P.Const, P.ShapeValue, P.ScalarParam, P.TileIndex, P.Binary, P.Unary, P.Compare, P.Select,
@@ -22,34 +23,15 @@ INVARIANT_OPS = (P.Const, P.ShapeValue, P.ScalarParam, P.TileIndex, P.Binary, P.
 
 def free_values(op: POp) -> list[PValue]:
     """The values `op` reads from outside itself: its operands and what its regions capture."""
-    out = list(op.operands())
-    inside: set[int] = set()
-    for region in op.regions():
-        inside.update(a.id for a in region.args)
-        for inner in region.walk():
-            inside.update(r.id for r in inner.results)
-            for r in inner.regions():
-                inside.update(a.id for a in r.args)
-    for region in op.regions():
-        for inner in region.walk():
-            out += [v for v in inner.operands() if v.id not in inside]
-    return out
+    return [*op.operands(), *(v for region in op.regions() for v in captures(region))]
 
 
 def written_buffers(program: Program) -> set[int]:
-    """Buffers some op of the program writes (stores, atomics, region scans' emitted stores)."""
-    out: set[int] = set()
-    for op in program.walk():
-        access = getattr(op, "access", None)
-        if access is not None and not isinstance(op, P.Load):
-            out.add(access.buffer)
-    for g in program.groups:
-        if g.looped is not None:
-            for op in g.looped.body.walk():
-                access = getattr(op, "access", None)
-                if access is not None and not isinstance(op, P.Load):
-                    out.add(access.buffer)
-    return out
+    """Buffers some op of the program writes (stores, atomics, region scans' emitted stores), in any
+    group body, looped bodies included."""
+    bodies = [g.body for g in program.groups] + [g.looped.body for g in program.groups if g.looped is not None]
+    return {op.access.buffer for body in bodies for op in body.walk()
+            if getattr(op, "access", None) is not None and not isinstance(op, P.Load)}
 
 
 def not_invariant(program: Program, op: POp, invariant: set[int], written: set[int]) -> str | None:

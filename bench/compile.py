@@ -3,8 +3,9 @@ emission, and Triton -> cubin for sm_90a.
 
     python bench/compile.py [--quick] [--repeat N] [--cubin-repeat N] [--acceptance DIR] [--no-cubin]
 
-Kernels: every acceptance kernel (`../shared/acceptance/*.py`, first case's arguments) and every
-bench kernel. Each repetition starts from the Python function, so nothing is reused between runs:
+Kernels: every acceptance kernel (`../shared/acceptance/*.py`, else `tests/acceptance/*.py`; first
+case's arguments) and every bench kernel. Each repetition starts from the Python function, so nothing is
+reused between runs:
 
 * frontend: `intent.kernel(fn, requires=...)` (signature, AST -> KIR, Z3 typing, KIR verifier) and
   `.specialize(args)` (the per-dtype/const specialisation a launch needs); the parsed AST of a
@@ -53,7 +54,10 @@ STAGES = ("frontend", "construct", "passes", "emit", "verify")
 
 
 def default_acceptance_dir() -> Path:
-    return Path(__file__).resolve().parent.parent.parent / "shared" / "acceptance"
+    """The shared acceptance kernels beside the checkout when there are some, else the project's own."""
+    root = Path(__file__).resolve().parent.parent
+    shared = root.parent / "shared" / "acceptance"
+    return shared if shared.is_dir() else root / "tests" / "acceptance"
 
 
 @dataclass
@@ -95,7 +99,7 @@ def acceptance_subjects(directory: Path) -> list[Subject]:
     """Each distinct kernel object of the acceptance modules with its first case's arguments."""
     out: list[Subject] = []
     for path in sorted(directory.glob("*.py")):
-        if path.name in ("run.py", "negatives.py", "traffic.py", "ptx_quality.py"):
+        if path.name in ("run.py", "negatives.py", "traffic.py", "ptx_quality.py") or path.name.startswith("_"):
             continue
         spec = importlib.util.spec_from_file_location(f"acceptance_{path.stem}", path)
         assert spec is not None and spec.loader is not None

@@ -31,7 +31,7 @@ from pathlib import Path
 from kir.errors import DiagnosticError
 
 REPO = Path(__file__).resolve().parents[1]
-ACCEPTANCE = REPO.parent / "shared" / "acceptance"
+ACCEPTANCE = REPO / "tests" / "acceptance"
 
 # Tokens spliced into mutated text: punctuation, keywords, dtypes, odd numbers and characters that
 # lexers and parsers tend to trip on.
@@ -198,7 +198,7 @@ def python_corpus() -> list[bytes]:
     out = [PY_CORPUS.encode("utf-8")]
     paths = sorted((REPO / "examples").glob("*.py"))
     if ACCEPTANCE.is_dir():
-        paths += [p for p in sorted(ACCEPTANCE.glob("*.py")) if p.name != "run.py"]
+        paths += [p for p in sorted(ACCEPTANCE.glob("*.py")) if not p.name.startswith("_")]
     for p in paths:
         text = p.read_text(encoding="utf-8")
         out.append(text.split("\ndef cases(")[0].encode("utf-8"))

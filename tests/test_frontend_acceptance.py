@@ -1,4 +1,5 @@
-"""Every acceptance kernel builds KIR that passes the verifier, with the structure SPEC §4 implies."""
+"""Every acceptance kernel (tests/acceptance) builds KIR that passes the verifier, with the structure SPEC §4
+implies."""
 
 from __future__ import annotations
 
@@ -33,15 +34,13 @@ from kir import (
     ScanKind,
     Store,
 )
+from tests.acceptance import FILES, path_of
 from tests.frontend_support import op_names, ops
-
-ACCEPTANCE = Path(__file__).resolve().parents[2] / "shared" / "acceptance"
-FILES = sorted(p for p in ACCEPTANCE.glob("*.py") if p.name != "run.py")
 
 
 @functools.cache
 def _kernels(name: str) -> dict[str, intent.KernelObject]:
-    return intent.kernels_in_file(str(ACCEPTANCE / f"{name}.py"))
+    return intent.kernels_in_file(str(path_of(name)))
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])

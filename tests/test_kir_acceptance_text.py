@@ -9,14 +9,14 @@ import pytest
 import intent
 from kir.cli import main
 from kir.text import parse_kernel
+from tests.acceptance import FILES
 
-ACCEPTANCE = Path(__file__).resolve().parents[2] / "shared" / "acceptance"
-KERNELS = [(path, name) for path in sorted(ACCEPTANCE.glob("*.py")) if path.name != "run.py"
+KERNELS = [(path, name) for path in FILES
            for name in intent.kernels_in_file(str(path))]
 
 
 def test_every_acceptance_file_has_kernels() -> None:
-    assert {p.stem for p, _ in KERNELS} == {p.stem for p in ACCEPTANCE.glob("*.py") if p.name != "run.py"}
+    assert {p.stem for p, _ in KERNELS} == {p.stem for p in FILES}
 
 
 @pytest.mark.parametrize("path,name", KERNELS, ids=[f"{p.stem}.{n}" for p, n in KERNELS])

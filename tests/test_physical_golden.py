@@ -8,7 +8,6 @@ with time an ordered loop inside, and two_groups has two groups in two program-s
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from pathlib import Path
 
@@ -20,9 +19,9 @@ from kir.dims import DSym
 from physical import ops as P
 from physical.model import Program
 from physical.verifier import verify
+from tests import acceptance
 
 GOLDEN_DIR = Path(__file__).resolve().parent / "golden" / "physical"
-ACCEPTANCE = Path(__file__).resolve().parents[2] / "shared" / "acceptance"
 
 # golden name -> (acceptance module, kernel)
 GOLDEN = {
@@ -36,12 +35,7 @@ GOLDEN = {
 
 
 def acceptance_kernel(module: str, name: str) -> Kernel:
-    path = ACCEPTANCE / f"{module}.py"
-    spec = importlib.util.spec_from_file_location(f"acceptance_{module}", path)
-    assert spec is not None and spec.loader is not None, f"cannot load {path}"
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return getattr(mod, name).kir
+    return getattr(acceptance.load(acceptance.path_of(module)), name).kir
 
 
 _LOWERED: dict[str, tuple[Kernel, Program]] = {}

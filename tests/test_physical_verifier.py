@@ -18,11 +18,11 @@ from physical.verifier import RULE_DOCS, RULES, PhysicalVerifyError, Violation, 
 from physical.verifier.fragments import TYPE_RULES
 from physical.verifier.structured import STRUCTURED
 from physical.verify import PhysicalVerifyError as StructuralVerifyError
+from tests import acceptance as acceptance_files
 from tests import samples
 from tests.test_physical_mutation import MUTATIONS, two_groups
 
 ROOT = Path(__file__).resolve().parents[1]
-ACCEPTANCE = ROOT.parent / "shared" / "acceptance"
 
 SECTION_9 = ["self-contained", "ssa-defined", "fragment-types", "launch-extent", "segments-partition", "ownership",
              "loop-invariant", "effect-coverage", "structured-complete", "region-op-complete", "buffer-complete",
@@ -79,9 +79,7 @@ def test_every_example_constructs_verifies_and_prints(name):
 def acceptance_kernels() -> dict[str, Kernel]:
     """Every acceptance kernel, generic ones once per dtype choice (no case data: it may run Triton)."""
     out: dict[str, Kernel] = {}
-    for path in sorted(ACCEPTANCE.glob("*.py")):
-        if path.name == "run.py":
-            continue
+    for path in acceptance_files.FILES:
         for name, kernel in intent.kernels_in_file(str(path)).items():
             generic = kernel.kir
             if not generic.dtype_vars:

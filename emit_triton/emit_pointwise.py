@@ -46,7 +46,7 @@ def emit_unary(em: Emitter, op: P.Unary) -> None:
     elif fn is UnaryFn.abs:
         e = f"tl.abs({x})"
     elif fn is UnaryFn.not_:
-        e = f"~{x}" if dt != DType.pred else f"{x} == 0"
+        e = f"~{x}" if dt != DType.pred else _predicate(t, f"{x} == 0")
     elif fn is UnaryFn.isnan:
         e = _predicate(t, f"{x} != {x}")
     elif fn is UnaryFn.isinf:
@@ -156,7 +156,11 @@ def _emit_int_binary(em: Emitter, op: P.Binary) -> None:
         # two Python ints would compute as Python does (no wrapping, floor division): type the left one
         a = f"tl.full((), {a}, {em.dtype(t)})"
     fn = op.fn
-    if fn in _OPS:
+    if fn in _OPS and t.dtype.is_pred:
+        e = f"{a} {_OPS[fn]} {b}"
+        if op.lhs.id not in em.literals or op.rhs.id not in em.literals:
+            e = _predicate(t, e)  # a 0-d operand may hold its comparison's operand dtype under the interpreter
+    elif fn in _OPS:
         e = f"{a} {_OPS[fn]} {b}"
     elif fn is BinaryFn.div or fn is BinaryFn.floordiv:
         e = f"{a} // {b}"  # C truncation, as KIR
@@ -185,9 +189,6 @@ def _predicate(t: Fragment, e: str) -> str:
 def emit_compare(em: Emitter, op: P.Compare) -> None:
     t = op.result.type
     e = f"{em.arg(op.lhs, t)} {_CMP[op.fn]} {em.arg(op.rhs, t)}"
-    if op.lhs.id in em.literals and op.rhs.id in em.literals:
-        em.line(f"{em.define(op.result, 'm')} = {e}")
-        return
     em.line(f"{em.define(op.result, 'm')} = {_predicate(t, e)}")
 
 

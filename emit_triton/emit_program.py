@@ -59,14 +59,17 @@ def emit_alloc(em: Emitter, op: P.AllocBuffer) -> None:
     e = em.fresh("e")
     offs = em.fresh("offs")
     lanes = op.copy is not None and op.copy.type.lanes
-    em.line(f"for {e} in range(0, {numel}, 1024):")
-    em.line(f"    {offs} = {e} + tl.arange(0, 1024)")
+    # A lanes x chunk tile stays within Triton's largest tensor (2**20 elements) whatever the lanes
+    # block: 1024 columns up to 1024 lanes, then 2**20 // lanes (block sizes are powers of two).
+    chunk = f"(1024 // (({em.lanes_block} + 1023) // 1024))" if lanes else "1024"
+    em.line(f"for {e} in range(0, {numel}, {chunk}):")
+    em.line(f"    {offs} = {e} + tl.arange(0, {chunk})")
     if lanes:
         mask = f"{offs}[None, :] < ({numel})"
         if op.active is not None:
             mask = f"({mask}) & {em.name(op.active)}[:, None]"
         em.line(f"    tl.store(({base})[:, None] + {offs}[None, :], "
-                f"tl.full(({em.lanes_block}, 1024), {literal(buf.fill, buf.dtype)}, {TL_DTYPE[buf.dtype]}), "
+                f"tl.full(({em.lanes_block}, {chunk}), {literal(buf.fill, buf.dtype)}, {TL_DTYPE[buf.dtype]}), "
                 f"mask={mask})")
     else:
         em.line(f"    tl.store({base} + {offs}, tl.full((1024,), {literal(buf.fill, buf.dtype)}, "

@@ -123,3 +123,8 @@ __all__ = ["kernel", "func", "combine", "dims", "Dim", "Pred", "parallel", "cons
            "pred", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "bf16", "f32", "f64",
            "IntentError", "DiagnosticError", "LaunchError", "NotExpressible", "kernels_in_file", "KernelObject",
            "Helper", "DTypeObject", "DTypeVariable", "TensorAnnotation", "SPELLINGS", *sorted(SPELLINGS)]
+
+# The errors are part of the public surface: tracebacks and reprs name them as users import them.
+for _error in (IntentError, DiagnosticError, LaunchError, NotExpressible):
+    _error.__module__ = "intent"
+del _error

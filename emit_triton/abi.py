@@ -68,4 +68,7 @@ class EmittedKernel:
     # Offsets are computed in 64 bits unless the launcher proves every offset fits in 31 bits,
     # in which case it passes INDEX_64=False; the source reads the flag as a constexpr.
     index64_flag: str = "INDEX_64"
+    # Where exact numerics differ by target (the device's float `%` is inexact, the interpreter has no
+    # libdevice), the source reads this constexpr: True when compiled for a GPU, False under the interpreter.
+    device_flag: str | None = None
     notes: tuple[str, ...] = field(default=())  # performance notes carried to `explain`

@@ -126,7 +126,8 @@ def describe_abi(emitted: EmittedKernel) -> dict[str, Any]:
     return {"name": emitted.name, "args": [arg(a) for a in emitted.args],
             "constexprs": [{"name": c.name, "expr": str(c.expr)} for c in emitted.constexprs],
             "grid": str(emitted.grid), "num_warps": str(emitted.num_warps),
-            "num_stages": str(emitted.num_stages), "index64_flag": emitted.index64_flag}
+            "num_stages": str(emitted.num_stages), "index64_flag": emitted.index64_flag,
+            "device_flag": emitted.device_flag}
 
 
 def entry_key(kernel: Kernel, emitted: EmittedKernel) -> str:

@@ -55,6 +55,7 @@ TL_DTYPE = {DType.pred: "tl.int1", DType.i8: "tl.int8", DType.i16: "tl.int16", D
 # bf16 values live in f32 registers (see numerics.py); buffers and pointers keep TL_DTYPE
 REGISTER_DTYPE = {**TL_DTYPE, DType.bf16: "tl.float32"}
 
+DEVICE_FLAG = "ON_DEVICE"  # constexpr: compiled for a GPU (True) or run by Triton's interpreter (False)
 INDEX = "pid.dtype"  # the program's index width: int64 under INDEX_64, else int32
 
 
@@ -75,7 +76,7 @@ def ident(text: str) -> str:
     s = re.sub(r"\W", "_", text)
     if not s or s[0].isdigit():
         s = "v_" + s
-    if keyword.iskeyword(s) or s in ("tl", "triton", "pid", "INDEX_64", "range", "float", "int"):
+    if keyword.iskeyword(s) or s in ("tl", "triton", "pid", "INDEX_64", DEVICE_FLAG, "range", "float", "int"):
         s = s + "_"
     return s
 
@@ -102,6 +103,7 @@ class Emitter:
         self.stride_names: dict[tuple[str, int], str] = {}
         self.workspace_names: dict[str, str] = {}
         self.counter = 0
+        self.uses_device_flag = False  # a helper takes the DEVICE_FLAG constexpr (see `abi.EmittedKernel`)
 
     # ------------------------------------------------------------------ names and lines
     def line(self, text: str) -> None:
@@ -408,10 +410,13 @@ def emit(program: Program) -> EmittedKernel:
     helpers = []
     for h in em.helpers:
         helpers += h.rstrip("\n").split("\n") + ["", ""]
+    if em.uses_device_flag:
+        sig.append(f"{DEVICE_FLAG}: tl.constexpr")
     src = header + helpers + ["@triton.jit", f"def {kname}(" + ", ".join(sig) + "):"] + body
     return EmittedKernel(name=kname, source="\n".join(src) + "\n", args=tuple(args), constexprs=tuple(consts),
                          grid=program.grid, num_warps=program.num_warps, num_stages=2,
-                         notes=tuple(str(n) for n in program.notes))
+                         notes=tuple(str(n) for n in program.notes),
+                         device_flag=DEVICE_FLAG if em.uses_device_flag else None)
 
 
 from . import (  # noqa: E402,F401  (each module registers its emitters)

@@ -9,7 +9,7 @@ from physical import ops as P
 from physical.model import Fragment, PValue
 
 from .emit import REGISTER_DTYPE, TL_DTYPE, Emitter, emits, literal
-from .numerics import as_int1, convert, library, narrow_result, round_bf16_value
+from .numerics import as_int1, convert, float_rule, library, narrow_result, round_bf16_value
 
 _LITERAL_DTYPES = (DType.f32, DType.i32, DType.pred)
 
@@ -88,7 +88,7 @@ _OPS = {BinaryFn.add: "+", BinaryFn.sub: "-", BinaryFn.mul: "*", BinaryFn.and_: 
 
 
 # f16 ops that Triton does not compute exactly in f16 (division is approximate, pow needs f32)
-_F16_IN_F32 = (BinaryFn.div, BinaryFn.floordiv, BinaryFn.pow)
+_F16_IN_F32 = (BinaryFn.div, BinaryFn.floordiv, BinaryFn.mod, BinaryFn.pow)
 
 
 def _float_operand(em: Emitter, v: PValue, t: Fragment, compute: str) -> str:
@@ -109,7 +109,8 @@ def emit_binary(em: Emitter, op: P.Binary) -> None:
     fn = op.fn
     wide = dt is DType.bf16 or (dt is DType.f16 and fn in _F16_IN_F32)
     compute = "tl.float32" if wide else em.dtype(t)
-    if wide or fn in (BinaryFn.div, BinaryFn.pow, BinaryFn.maximum, BinaryFn.minimum):
+    if wide or fn in (BinaryFn.div, BinaryFn.floordiv, BinaryFn.mod, BinaryFn.pow, BinaryFn.maximum,
+                      BinaryFn.minimum):
         a, b = _float_operand(em, op.lhs, t, compute), _float_operand(em, op.rhs, t, compute)
     else:
         a, b = em.arg(op.lhs, t), em.arg(op.rhs, t)
@@ -118,10 +119,8 @@ def emit_binary(em: Emitter, op: P.Binary) -> None:
         e = f"{a} {_OPS[fn]} {b}"
     elif fn is BinaryFn.div:
         e = f"{a} / {b}" if exact else f"tl.div_rn({a}, {b})"  # IEEE division (f64 `/` is already)
-    elif fn is BinaryFn.floordiv:
-        e = f"tl.floor({a} / {b})" if exact else f"tl.floor(tl.div_rn({a}, {b}))"
-    elif fn is BinaryFn.mod:
-        e = f"{a} % {b}"  # fmod
+    elif fn in (BinaryFn.floordiv, BinaryFn.mod):  # torch's and Python's rule (kir.float_rules)
+        e = float_rule(em, fn.value, a, b, compute)
     elif fn is BinaryFn.pow:
         m = em.fresh("mag")
         em.line(f"{m} = tl.exp2({b} * tl.log2(tl.abs({a})))")

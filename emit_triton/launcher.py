@@ -180,6 +180,8 @@ def plan_launch(kernel: Kernel, args: Mapping[str, Any], *, materialise: bool) -
     width = choose_index_width(extents, launch_values, grid, tile=max(int_constexprs.values(), default=1))
     if emitted.index64_flag:
         keywords[emitted.index64_flag] = width.index64
+    if emitted.device_flag:
+        keywords[emitted.device_flag] = targets.target_for(bound.device).mode is targets.Mode.COMPILED
     keywords["num_warps"] = _evaluate(kernel, emitted.num_warps, env, "num_warps")
     keywords["num_stages"] = _evaluate(kernel, emitted.num_stages, env, "num_stages")
     keywords.update(COMPILE_OPTIONS)

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from kir import float_rules
 from kir.dtypes import DType, bf16_rounded_bits
 
-from .emit import REGISTER_DTYPE, Emitter
+from .emit import DEVICE_FLAG, REGISTER_DTYPE, Emitter
 
 _LIBRARY = {
     "round_bf16": '''@triton.jit
@@ -58,6 +59,76 @@ def _intent_ipow(a, b, BITS: tl.constexpr, SIGNED: tl.constexpr):
     return result
 ''',
 }
+
+
+class _TritonOps:
+    """`kir.float_rules` written out as the lines of a `@triton.jit` helper over one float dtype."""
+
+    def __init__(self, f64: bool) -> None:
+        self.f64 = f64
+        self.lines: list[str] = []
+
+    def _let(self, expr: str) -> str:
+        name = f"t{len(self.lines)}"
+        self.lines.append(f"    {name} = {expr}")
+        return name
+
+    def const(self, value: float, like: str) -> str:
+        return repr(value)
+
+    def add(self, a: str, b: str) -> str:
+        return self._let(f"{a} + {b}")
+
+    def sub(self, a: str, b: str) -> str:
+        return self._let(f"{a} - {b}")
+
+    def div(self, a: str, b: str) -> str:
+        if a == "1.0":
+            a = f"tl.full((), 1.0, {'tl.float64' if self.f64 else 'tl.float32'})"
+        return self._let(f"{a} / {b}" if self.f64 else f"tl.div_rn({a}, {b})")  # IEEE (f64 `/` is)
+
+    def fmod(self, a: str, b: str) -> str:
+        # the exact remainder: the device's `%` is a - trunc(a / b) * b, wrong when a / b rounds to an integer
+        self.lines += [f"    if {DEVICE_FLAG}:", f"        r = tl.extra.cuda.libdevice.fmod({a}, {b})", "    else:",
+                       f"        r = {a} % {b}  # NumPy's fmod under the interpreter"]
+        return "r"
+
+    def floor(self, a: str) -> str:
+        return self._let(f"tl.floor({a})")
+
+    def _cmp(self, op: str, a: str, b: str) -> str:
+        return f"{a} {op} {b}"  # used only as a select's condition
+
+    def lt(self, a: str, b: str) -> str:
+        return self._cmp("<", a, b)
+
+    def gt(self, a: str, b: str) -> str:
+        return self._cmp(">", a, b)
+
+    def ne(self, a: str, b: str) -> str:
+        return self._cmp("!=", a, b)
+
+    def eq(self, a: str, b: str) -> str:
+        return self._cmp("==", a, b)
+
+    def where(self, cond: str, a: str, b: str) -> str:
+        return self._let(f"tl.where({cond}, {a}, {b})")
+
+
+def float_rule(em: Emitter, rule: str, a: str, b: str, compute: str) -> str:
+    """A call of the helper evaluating `kir.float_rules.<rule>` (floordiv, mod) on `compute` operands."""
+    f64 = compute == "tl.float64"
+    key = f"rule:{rule}:{compute}"
+    if key not in em.helper_keys:
+        name = f"_intent_{rule}_{'f64' if f64 else 'f32'}"
+        em.helper_keys[key] = name
+        ops = _TritonOps(f64)
+        result = getattr(float_rules, rule)(ops, "a", "b")
+        doc = f"    # kir.float_rules.{rule} (torch's and Python's float {'//' if rule == 'floordiv' else '%'})"
+        em.helpers.append("\n".join(["@triton.jit", f"def {name}(a, b, {DEVICE_FLAG}: tl.constexpr):", doc]
+                                    + ops.lines + [f"    return {result}"]) + "\n")
+    em.uses_device_flag = True
+    return f"{em.helper_keys[key]}({a}, {b}, {DEVICE_FLAG})"
 
 
 def library(em: Emitter, name: str) -> str:
@@ -128,5 +199,6 @@ def _float_to_int(em: Emitter, expr: str, src: DType, dst: DType) -> str:
             f"tl.full((), {lo}, {t}), {inside}))")
 
 
-__all__ = ["REGISTER_DTYPE", "library", "as_int1", "convert", "from_storage", "to_storage", "narrow_result",
+__all__ = ["REGISTER_DTYPE", "library", "float_rule",
+           "as_int1", "convert", "from_storage", "to_storage", "narrow_result",
            "round_bf16_value"]

@@ -349,6 +349,8 @@ def compile_ahead_of_time(emitted: EmittedKernel, fn: Any, key: str, arch: int, 
     library = library_mode()
     target = GPUTarget("cuda", arch, 32)
     options_in = dict(keywords, debug=bool(keywords.get("debug", False)))
+    if emitted.device_flag:  # compiled for the device, whatever tensors the specialisation came from
+        options_in[emitted.device_flag] = True
     with _load_lock, triton_interpret(library is Mode.INTERPRETED):
         backend = make_backend(target)
         binder = create_function_from_signature(fn.signature, fn.params, backend)

@@ -123,8 +123,8 @@ class BinaryFn(Enum):
     sub = "sub"
     mul = "mul"
     div = "div"            # true division; floats only
-    floordiv = "floordiv"  # integers: truncates toward zero (C); floats: floor(a / b)
-    mod = "mod"            # integers: sign of the dividend (C); floats: fmod
+    floordiv = "floordiv"  # integers: truncates toward zero (C); floats: torch's and Python's (kir.float_rules)
+    mod = "mod"            # integers: sign of the dividend (C); floats: sign of the divisor (kir.float_rules)
     pow = "pow"
     maximum = "maximum"    # NaN-propagating
     minimum = "minimum"    # NaN-propagating

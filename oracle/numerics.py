@@ -8,7 +8,8 @@ The rules (SPEC §3.3) and the choices made where KIR leaves room:
 * Integers wrap at their declared width (NumPy arithmetic on same-dtype arrays does).
 * Integer `floordiv` and `mod` truncate toward zero (C): `-7 // 2 == -3`, `-7 % 2 == -1`. A zero
   divisor is undefined in KIR; the oracle gives 0 so that a lane discarded by a `select` cannot
-  fail the kernel. Float `floordiv` is `floor(a / b)` and float `mod` is `fmod`.
+  fail the kernel. Float `floordiv` and `mod` are torch's and Python's (`kir.float_rules`: from the exact
+  remainder, `1.0 // 0.1 == 9.0`; `%` has the sign of the divisor), f16 computed in f32 and rounded once.
 * Integer `pow` is exact repeated multiplication wrapping at the width; a negative exponent gives
   `1 / a**-b` truncated toward zero (1 for a == 1, +-1 for a == -1, else 0). Float `pow` is C's
   (`pow(-inf, 0.5) == inf`, `pow(-0.0, 0.5) == +0.0`), also where NumPy would take `sqrt`.
@@ -27,6 +28,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from kir import float_rules
 from kir.dtypes import DType, ElemType, bf16_rounded_bits
 from kir.errors import IntentError
 from kir.reduce import ReduceKind
@@ -112,6 +114,36 @@ def int_mod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     zero = b == 0
     safe = np.where(zero, np.ones((), b.dtype), b)
     return np.where(zero, np.zeros((), a.dtype), np.fmod(a, safe))
+
+
+class _NumpyOps:
+    """`kir.float_rules` on NumPy arrays of one float dtype."""
+
+    def const(self, value: float, like: np.ndarray) -> np.ndarray:
+        return np.array(value, like.dtype)
+
+    add, sub, div, fmod, floor = (staticmethod(f) for f in (np.add, np.subtract, np.true_divide, np.fmod, np.floor))
+    lt, gt, ne, eq, where = (staticmethod(f) for f in (np.less, np.greater, np.not_equal, np.equal, np.where))
+
+
+def _float_rule(rule, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    narrow = a.dtype == np.float16  # computes in f32, rounded once (bf16 is already held in f32)
+    if narrow:
+        a, b = a.astype(np.float32), b.astype(np.float32)
+    a, b = np.broadcast_arrays(a, b)
+    with np.errstate(all="ignore"):
+        result = rule(_NumpyOps(), a, b)
+    return result.astype(np.float16) if narrow else result
+
+
+def float_floordiv(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """torch's and Python's float floor division (`kir.float_rules.floordiv`)."""
+    return _float_rule(float_rules.floordiv, a, b)
+
+
+def float_mod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """torch's and Python's float remainder, the sign of the divisor (`kir.float_rules.mod`)."""
+    return _float_rule(float_rules.mod, a, b)
 
 
 def float_pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -24,7 +24,18 @@ from kir.pointwise import (
 )
 
 from .interp import Frame, evaluates
-from .numerics import bitcast, cast, float_pow, int_floordiv, int_mod, int_pow, np_dtype, to_storage
+from .numerics import (
+    bitcast,
+    cast,
+    float_floordiv,
+    float_mod,
+    float_pow,
+    int_floordiv,
+    int_mod,
+    int_pow,
+    np_dtype,
+    to_storage,
+)
 
 
 def value_dtype(v) -> DType:
@@ -110,8 +121,8 @@ INT_BINARY: dict[BinaryFn, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
 
 FLOAT_BINARY: dict[BinaryFn, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     BinaryFn.div: np.true_divide,
-    BinaryFn.floordiv: lambda a, b: np.floor(a / b),
-    BinaryFn.mod: np.fmod,
+    BinaryFn.floordiv: float_floordiv,
+    BinaryFn.mod: float_mod,
     BinaryFn.pow: float_pow,
 }
 

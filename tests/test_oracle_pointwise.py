@@ -113,13 +113,14 @@ def test_integer_floordiv_and_mod_truncate_toward_zero() -> None:
     np.testing.assert_array_equal(got_r[:, :5], torch.fmod(ta, tc).numpy())
 
 
-def test_float_floordiv_is_floor_of_quotient_and_mod_is_fmod() -> None:
-    a = np.array([[7.5, -7.5, 1.0, np.inf]], np.float32)
-    c = np.array([[2.0, 2.0, 0.0, 2.0]], np.float32)
-    with np.errstate(all="ignore"):
-        want_q, want_r = np.floor(a / c), np.fmod(a, c)
+def test_float_floordiv_and_mod_are_torchs() -> None:
+    a = np.array([[7.5, -7.5, 1.0, np.inf, 1.0, -0.0]], np.float32)
+    c = np.array([[2.0, 2.0, 0.0, 2.0, 0.1, 3.0]], np.float32)
+    want_q = (torch.from_numpy(a) // torch.from_numpy(c)).numpy()
+    want_r = torch.remainder(torch.from_numpy(a), torch.from_numpy(c)).numpy()
     np.testing.assert_array_equal(binary(BinaryFn.floordiv, f32, a, c), want_q)
     np.testing.assert_array_equal(binary(BinaryFn.mod, f32, a, c), want_r)
+    assert want_q[0, 4] == 9.0 and want_r[0, 1] == 0.5 and np.signbit(want_r[0, 5])
 
 
 def test_integer_pow_wraps_and_negative_exponents_truncate() -> None:

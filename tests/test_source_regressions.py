@@ -29,7 +29,8 @@ def three_ways(k, args: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], dict[
     want = oracle.run(k.kir, {n: (v.clone() if isinstance(v, torch.Tensor) else v) for n, v in args.items()})
     launched = {n: (v.clone() if isinstance(v, torch.Tensor) else v) for n, v in args.items()}
     k(**launched)
-    got = {p.name: launched[p.name].numpy() for p in k.kir.outputs}
+    got = {p.name: (launched[p.name].float() if launched[p.name].dtype == torch.bfloat16 else launched[p.name]).numpy()
+           for p in k.kir.outputs}
     try:
         xla = shlo.run(k.kir, {n: (v.clone() if isinstance(v, torch.Tensor) else v) for n, v in args.items()})
     except NotExpressible:
@@ -151,4 +152,66 @@ def test_initialisation_tiles_fit_triton_for_every_lanes_block(tmp_path):
     source = k.triton_source(**args)
     assert "(1024 // ((BLOCK_I0 + 1023) // 1024))" in source
     text = emit_triton.ptx(k.kir, args, arch=90)
+    assert ".target sm_90" in text
+
+
+# ---------------------------------------------------------------------------------------------- float // and %
+
+DIVMOD = """
+@intent.kernel
+def divmod_{w}(a: {w}[N], b: {w}[N], q: Out[{w}[N]], r: Out[{w}[N]]):
+    for i in parallel(N):
+        q[i] = a[i] // b[i]
+        r[i] = a[i] % b[i]
+"""
+
+_TORCH = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "f64": torch.float64}
+_SPECIAL = [0.0, -0.0, 1.0, -1.0, 0.1, -0.1, 3.0, float("inf"), float("-inf"), float("nan")]
+
+
+def _bits(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x)
+    return np.where(np.isnan(x), np.nan, x).view({8: np.uint64, 4: np.uint32, 2: np.uint16}[x.itemsize])
+
+
+@pytest.mark.parametrize("w", ["f16", "bf16", "f32", "f64"])
+def test_float_floordiv_and_mod_follow_torch_at_every_width(tmp_path, w):
+    k = kernel(tmp_path, DIVMOD.format(w=w))
+    g = torch.Generator().manual_seed(7)
+    n = 64
+    a = torch.cat([torch.tensor([1.0, -1.0, 15.5625, 5.0, -7.5]), torch.randn(n, generator=g) * 50,
+                   torch.tensor(_SPECIAL).repeat_interleave(len(_SPECIAL))])
+    b = torch.cat([torch.tensor([0.1, 0.1, 0.86474609375, -2.0, 2.0]), torch.randn(n, generator=g) * 3,
+                   torch.tensor(_SPECIAL).repeat(len(_SPECIAL))])
+    a, b = a.to(_TORCH[w]), b.to(_TORCH[w])
+    m = len(a)
+    want, got, xla = three_ways(k, {"a": a, "b": b, "q": torch.empty(m, dtype=a.dtype),
+                                    "r": torch.empty(m, dtype=a.dtype)})
+    # torch evaluates the rule in the operands' dtype; f16/bf16 evaluate it in f32 and round once
+    wide = torch.float32 if w in ("f16", "bf16") else a.dtype
+    tq = (a.to(wide) // b.to(wide)).to(a.dtype).float().numpy() if w == "bf16" else \
+        (a.to(wide) // b.to(wide)).to(a.dtype).numpy()
+    tr = torch.remainder(a.to(wide), b.to(wide)).to(a.dtype)
+    tr = tr.float().numpy() if w == "bf16" else tr.numpy()
+    for name, result in (("oracle", want), ("launch", got), ("stablehlo", xla)):
+        assert result is not None
+        q = result["q"].astype(np.float32) if w == "bf16" else result["q"]
+        r = result["r"].astype(np.float32) if w == "bf16" else result["r"]
+        bad = np.flatnonzero(_bits(q) != _bits(tq))
+        assert bad.size == 0, f"{name} //: a={a[bad[:4]].tolist()} b={b[bad[:4]].tolist()} {q[bad[:4]]} {tq[bad[:4]]}"
+        bad = np.flatnonzero(_bits(r) != _bits(tr))
+        assert bad.size == 0, f"{name} %: a={a[bad[:4]].tolist()} b={b[bad[:4]].tolist()} {r[bad[:4]]} {tr[bad[:4]]}"
+    if w == "f32":
+        assert want["q"][0] == 9.0 and want["q"][1] == -10.0
+    if w == "f16":
+        assert got["q"][2] == 17.0 and want["q"][2] == 17.0
+
+
+def test_float_floordiv_compiles_for_sm90_with_the_exact_remainder(tmp_path):
+    k = kernel(tmp_path, DIVMOD.format(w="f32"))
+    args = {"a": torch.zeros(8), "b": torch.ones(8), "q": torch.zeros(8), "r": torch.zeros(8)}
+    source = k.triton_source(**args)
+    assert "tl.extra.cuda.libdevice.fmod" in source and "ON_DEVICE: tl.constexpr" in source
+    text = emit_triton.ptx(k.kir, args, arch=90)
+    assert not any(line.strip().startswith("call") for line in text.splitlines())  # libdevice is inlined
     assert ".target sm_90" in text

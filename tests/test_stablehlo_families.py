@@ -11,6 +11,7 @@ import re
 
 import numpy as np
 import pytest
+import torch
 
 import oracle
 import oracle.stablehlo as shlo
@@ -72,8 +73,10 @@ def test_float_floordiv_mod_and_ieee_division() -> None:
     y = np.array([2.0, 2.0, 3.0, 0.7], np.float32)
     text = shlo.emit(K.elementwise(K.f32, _binop(BinaryFn.div)), {"x": x, "y": y})
     assert "stablehlo.optimization_barrier %y" in text  # keeps XLA from multiplying by a reciprocal
-    close(run_both(K.elementwise(K.f32, _binop(BinaryFn.floordiv)), {"x": x, "y": y})["out"], np.floor(x / y))
-    close(run_both(K.elementwise(K.f32, _binop(BinaryFn.mod)), {"x": x, "y": y})["out"], np.fmod(x, y))
+    tx, ty = torch.from_numpy(x), torch.from_numpy(y)  # torch's and Python's rule (kir.float_rules)
+    close(run_both(K.elementwise(K.f32, _binop(BinaryFn.floordiv)), {"x": x, "y": y})["out"], (tx // ty).numpy())
+    close(run_both(K.elementwise(K.f32, _binop(BinaryFn.mod)), {"x": x, "y": y})["out"],
+          torch.remainder(tx, ty).numpy())
     np.testing.assert_array_equal(run_both(K.elementwise(K.f32, _binop(BinaryFn.div)), {"x": x, "y": y})["out"],
                                   x / y)
 

@@ -1,7 +1,8 @@
 """Constants, index values and pointwise ops.
 
 Semantics checked against XLA: integer `divide`/`remainder` truncate toward zero (C), float
-`remainder` is fmod, `maximum`/`minimum` propagate NaN; the oracle's choices for division by
+`remainder` is fmod (float `floordiv`/`mod` evaluate `kir.float_rules` over it, f16/bf16 in f32),
+`maximum`/`minimum` propagate NaN; the oracle's choices for division by
 zero, negative integer exponents, wide shifts and float -> integer casts are in `numerics.py`.
 StableHLO has no erf (it is CHLO), so erf is a rational approximation evaluated in f64 (error
 < 1e-7) for f16/bf16/f32, and its everywhere convergent positive series for f64.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+from kir import float_rules
 from kir.core import Op
 from kir.dtypes import DType
 from kir.pointwise import (
@@ -162,15 +164,67 @@ def float_divide(ctx: Ctx, a: Val, b: Val) -> Val:
     return ctx.ssa.binary("divide", a, ctx.ssa.optimization_barrier(b))
 
 
+class _SsaOps:
+    """`kir.float_rules` as StableHLO ops on values of one float dtype."""
+
+    def __init__(self, ctx: Ctx) -> None:
+        self.ctx, self.s = ctx, ctx.ssa
+
+    def const(self, value: float, like: Val) -> Val:
+        return self.ctx.splat_like(value, like)
+
+    def add(self, a: Val, b: Val) -> Val:
+        return self.s.binary("add", a, b)
+
+    def sub(self, a: Val, b: Val) -> Val:
+        return self.s.binary("subtract", a, b)
+
+    def div(self, a: Val, b: Val) -> Val:
+        return float_divide(self.ctx, a, b)
+
+    def fmod(self, a: Val, b: Val) -> Val:
+        return self.s.binary("remainder", a, b)
+
+    def floor(self, a: Val) -> Val:
+        return self.s.unary("floor", a)
+
+    def lt(self, a: Val, b: Val) -> Val:
+        return self.s.compare("LT", a, b)
+
+    def gt(self, a: Val, b: Val) -> Val:
+        return self.s.compare("GT", a, b)
+
+    def ne(self, a: Val, b: Val) -> Val:
+        return self.s.compare("NE", a, b)
+
+    def eq(self, a: Val, b: Val) -> Val:
+        return self.s.compare("EQ", a, b)
+
+    def where(self, cond: Val, a: Val, b: Val) -> Val:
+        return self.s.select(cond, a, b)
+
+
+def float_rule(ctx: Ctx, fn: BinaryFn, a: Val, b: Val) -> Val:
+    """Float floordiv/mod by `kir.float_rules`; f16/bf16 compute in f32 and round once."""
+    dt = a.dtype
+    narrow = dt in (DType.f16, DType.bf16)
+    if narrow:
+        a, b = ctx.ssa.convert(a, DType.f32), ctx.ssa.convert(b, DType.f32)
+    rule = float_rules.floordiv if fn is BinaryFn.floordiv else float_rules.mod
+    result = rule(_SsaOps(ctx), a, b)
+    return ctx.ssa.convert(result, dt) if narrow else result
+
+
 def binary(ctx: Ctx, fn: BinaryFn, a: Val, b: Val) -> Val:
     a, b = ctx.lift_all(a, b)
     s = ctx.ssa
     dt = a.dtype
     if dt.is_pred and fn in (BinaryFn.maximum, BinaryFn.minimum):
         return s.binary("or" if fn is BinaryFn.maximum else "and", a, b)
-    if fn in (BinaryFn.div, BinaryFn.floordiv) and dt.is_float:
-        q = float_divide(ctx, a, b)
-        return s.unary("floor", q) if fn is BinaryFn.floordiv else q
+    if fn is BinaryFn.div and dt.is_float:
+        return float_divide(ctx, a, b)
+    if fn in (BinaryFn.floordiv, BinaryFn.mod) and dt.is_float:
+        return float_rule(ctx, fn, a, b)
     if fn in (BinaryFn.floordiv, BinaryFn.mod) and not dt.is_float:
         return int_divide(ctx, "divide" if fn is BinaryFn.floordiv else "remainder", a, b)
     if fn is BinaryFn.pow and dt.is_int:

@@ -23,8 +23,8 @@ class Unary(POp):
 
 @pop("binary")
 class Binary(POp):
-    """Integer floordiv/mod truncate toward zero (C); float floordiv is floor(a/b), float mod is fmod;
-    maximum/minimum propagate NaN."""
+    """Integer floordiv/mod truncate toward zero (C); float floordiv/mod are torch's and Python's
+    (`kir.float_rules`); maximum/minimum propagate NaN."""
 
     fn: BinaryFn
     lhs: PValue

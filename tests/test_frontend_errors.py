@@ -261,7 +261,7 @@ CASES = {
         def k(x: f32[N], out: Out[f32[N]]):
             out[0] = x.sum()
     """, "x.sum", "tensor values have no attribute `sum` (they have .shape, .dtype, .ndim, .T and .to(dtype)); "
-                  "write intent.sum(x, ...)"),
+                  "write `intent.sum(x, ...)`"),
     "unknown_keyword": ("""
         @intent.kernel
         def k(x: f32[M, N], out: Out[f32[M]]):

@@ -22,6 +22,7 @@ from ..errors import DiagnosticError, IntentError, Loc
 from ..solver import ShapeSolver
 from .scope import Dead, Env, assigned_names, store_targets
 from .source import SourceInfo, closure_vars
+from .suggest import equivalent, foreign_package, suggestion
 from .values import (
     DimExpr,
     DTypeLit,
@@ -196,6 +197,10 @@ class Lowerer:
                 raise self.error(node, f"the Python builtin `{name}` cannot be used in a kernel body; kernel bodies "
                                        f"call intent operations (intent.{name} if it exists) and @intent.func "
                                        f"helpers") from None
+            package = foreign_package(obj, name)
+            hint = equivalent(name.rpartition(".")[2]) if package is not None else None
+            if hint is not None:
+                raise self.error(node, f"`{name}` is {package}'s, not Intent's; {hint}") from None
             raise self.error(node, f"`{name}` from {origin} is {exc.what}; a kernel body can use only numbers, dims, "
                                    f"dtypes, strings, tuples, intent operations and @intent.func helpers from its "
                                    f"enclosing scope; pass tensors and other data as kernel parameters") from None
@@ -223,8 +228,7 @@ class Lowerer:
             known.extend(env.vars)
             env = env.parent
         known.extend(k for k in self.frame.globals if not k.startswith("_"))
-        close = difflib.get_close_matches(name, known, n=1)
-        return f"; did you mean `{close[0]}`?" if close else ""
+        return suggestion(name, known)
 
     # ------------------------------------------------------------------------------------------ expressions
     def expr(self, node: ast.AST) -> FValue:
@@ -294,8 +298,11 @@ class Lowerer:
                 obj = getattr(base.module, node.attr)
             except AttributeError:
                 names = [n for n in dir(base.module) if not n.startswith("_")]
-                close = difflib.get_close_matches(node.attr, names, n=1)
-                hint = f"; did you mean `{close[0]}`?" if close else ""
+                if base.module.__name__ == "intent":
+                    hint = suggestion(node.attr, names)
+                else:
+                    close = difflib.get_close_matches(node.attr, names, n=1)
+                    hint = f"; did you mean `{close[0]}`?" if close else ""
                 raise self.error(node, f"module `{base.module.__name__}` has no attribute `{node.attr}`{hint}") \
                     from None
             return self.python_value(obj, f"{base.module.__name__}.{node.attr}", node, "the module")

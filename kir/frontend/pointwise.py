@@ -25,6 +25,7 @@ from .coerce import (
     unify,
     weak_to,
 )
+from .suggest import method_equivalent
 from .values import DimExpr, DTypeLit, FValue, Num, RefV, TupleV, TVal, a_type, describe
 
 if TYPE_CHECKING:
@@ -430,10 +431,8 @@ def tensor_attribute(lw: Lowerer, base: TVal | RefV, node: ast.Attribute) -> FVa
         return TVal(lw.add(Transpose, node, x=tv.value, perm=perm), weak=tv.weak)
     if node.attr == "to":
         raise lw.error(node, "`.to` converts a value when called: write `x.to(f32)`")
-    from .calls import CALLS
-
-    hint = f"; write intent.{node.attr}(x, ...)" if node.attr in CALLS else \
-        "; convert with .to(dtype)" if node.attr in ("astype", "type", "float", "half", "int", "long") else ""
+    clause = method_equivalent(node.attr)
+    hint = f"; {clause}" if clause is not None else ""
     raise lw.error(node, f"tensor values have no attribute `{node.attr}` (they have .shape, .dtype, .ndim, .T and "
                          f".to(dtype)){hint}")
 

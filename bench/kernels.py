@@ -99,6 +99,70 @@ def dropout(x: f32[N], p: f32, seed: i64, out: Out[f32[N]]):
         out[n] = intent.where(keep, x[n] / (1.0 - p), 0.0)
 
 
+@intent.kernel
+def total_sum(x: f32[N], out: Out[f32[1]]):
+    out[0] = intent.sum(x)
+
+
+@intent.kernel
+def total_max(x: f32[N], out: Out[f32[1]]):
+    out[0] = intent.max(x)
+
+
+@intent.kernel
+def total_argmax(x: f32[N], out: Out[i64[1]]):
+    out[0] = intent.argmax(x)
+
+
+@intent.kernel
+def cumsum_1d(x: f32[N], out: Out[f32[N]]):
+    out[:] = intent.cumsum(x)
+
+
+@intent.kernel
+def cumsum_1d_exclusive(x: f32[N], out: Out[f32[N]]):
+    out[:] = intent.cumsum(x, exclusive=True)
+
+
+@intent.kernel
+def cummax_1d(x: f32[N], out: Out[f32[N]]):
+    out[:] = intent.cummax(x)
+
+
+@intent.kernel
+def column_sums(x: f32[M, N], out: Out[f32[N]]):
+    for k in parallel(N):
+        out[k] = intent.sum(x[:, k])
+
+
+@intent.kernel
+def row_sums(x: f32[M, N], out: Out[f32[M]]):
+    for i in parallel(M):
+        out[i] = intent.sum(x[i, :])
+
+
+@intent.kernel
+def transpose_nested(x: f32[M, N], out: Out[f32[N, M]]):
+    for r in parallel(M):
+        for c in parallel(N):
+            out[c, r] = x[r, c]
+
+
+@intent.kernel(requires=[N % 4 == 0])
+def head_split(x: f32[B, M, N], out: Out[f32[B, 4, M, N // 4]]):
+    out[:, :, :, :] = intent.permute(intent.reshape(x, (B, M, 4, N // 4)), (0, 2, 1, 3))
+
+
+@intent.kernel
+def flatten(x: f32[B, M, N], out: Out[f32[B * M, N]]):
+    out[:, :] = intent.reshape(x, (B * M, N))
+
+
+@intent.kernel
+def subtract_row_max(x: f32[M, N], out: Out[f32[M, N]]):
+    out[:, :] = x - intent.max(x, axis=1, keepdims=True)
+
+
 # ---------------------------------------------------------------------------------------------- cases
 
 Args = dict[str, Any]
@@ -258,6 +322,109 @@ def dropout_case(n: int, p: float = 0.1) -> BenchCase:
     return BenchCase("dropout", _count(n), dropout, build, eager, eager_is_reference=False)
 
 
+def _reduction_case(family: str, kernel: KernelObject, n: int, eager: Callable[[torch.Tensor], torch.Tensor],
+                    dtype: torch.dtype = torch.float32) -> BenchCase:
+    def build(dev: torch.device, g: torch.Generator) -> Args:
+        return {"x": _randn((n,), dev, g), "out": torch.empty(1, dtype=dtype, device=dev)}
+
+    return BenchCase(family, _count(n), kernel, build, lambda a: {"out": eager(a["x"]).reshape(1).to(dtype)},
+                     tol={"atol": 1e-2, "rtol": 1e-4}, contiguous_f32=dtype == torch.float32)
+
+
+def total_sum_case(n: int) -> BenchCase:
+    return _reduction_case("sum", total_sum, n, torch.sum)
+
+
+def total_max_case(n: int) -> BenchCase:
+    return _reduction_case("max", total_max, n, torch.max)
+
+
+def total_argmax_case(n: int) -> BenchCase:
+    return _reduction_case("argmax", total_argmax, n, torch.argmax, torch.int64)
+
+
+def _exclusive_cumsum(x: torch.Tensor) -> torch.Tensor:
+    return torch.cat([x.new_zeros(1), torch.cumsum(x, 0)[:-1]])
+
+
+def scan_1d_case(kind: str, n: int) -> BenchCase:
+    """A scan over one long vector: `cumsum`, `cumsum_exclusive` or `cummax`."""
+    kernel, eager = {"cumsum": (cumsum_1d, lambda x: torch.cumsum(x, 0)),
+                     "cumsum_exclusive": (cumsum_1d_exclusive, _exclusive_cumsum),
+                     "cummax": (cummax_1d, lambda x: torch.cummax(x, 0).values)}[kind]
+
+    def build(dev: torch.device, g: torch.Generator) -> Args:
+        return {"x": _randn((n,), dev, g), "out": torch.empty(n, device=dev)}
+
+    return BenchCase(f"{kind}_1d", _count(n), kernel, build, lambda a: {"out": eager(a["x"].double()).float()},
+                     tol={"atol": 1e-2 * max(1.0, (n / 4096) ** 0.5), "rtol": 1e-4})
+
+
+def column_sums_case(m: int, n: int) -> BenchCase:
+    def build(dev: torch.device, g: torch.Generator) -> Args:
+        return {"x": _randn((m, n), dev, g), "out": torch.empty(n, device=dev)}
+
+    return BenchCase("column_sums", f"{m}x{n}", column_sums, build, lambda a: {"out": a["x"].sum(0)},
+                     tol={"atol": 1e-2, "rtol": 1e-4})
+
+
+def row_sums_case(m: int, n: int) -> BenchCase:
+    def build(dev: torch.device, g: torch.Generator) -> Args:
+        return {"x": _randn((m, n), dev, g), "out": torch.empty(m, device=dev)}
+
+    return BenchCase("row_sums", f"{m}x{n}", row_sums, build, lambda a: {"out": a["x"].sum(1)},
+                     tol={"atol": 1e-2, "rtol": 1e-4})
+
+
+def transpose_case(m: int, n: int) -> BenchCase:
+    def build(dev: torch.device, g: torch.Generator) -> Args:
+        return {"x": _randn((m, n), dev, g), "out": torch.empty(n, m, device=dev)}
+
+    return BenchCase("transpose", f"{m}x{n}", transpose_nested, build, lambda a: {"out": a["x"].t().contiguous()},
+                     tol={})
+
+
+def head_split_case(b: int, s: int, d: int) -> BenchCase:
+    def build(dev: torch.device, g: torch.Generator) -> Args:
+        return {"x": _randn((b, s, d), dev, g), "out": torch.empty(b, 4, s, d // 4, device=dev)}
+
+    def eager(a: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+        return {"out": a["x"].reshape(b, s, 4, d // 4).permute(0, 2, 1, 3).contiguous()}
+
+    return BenchCase("head_split", f"{b}x{s}x{d}", head_split, build, eager, tol={})
+
+
+def flatten_case(b: int, s: int, d: int) -> BenchCase:
+    def build(dev: torch.device, g: torch.Generator) -> Args:
+        return {"x": _randn((b, s, d), dev, g), "out": torch.empty(b * s, d, device=dev)}
+
+    return BenchCase("flatten", f"{b}x{s}x{d}", flatten, build, lambda a: {"out": a["x"].reshape(b * s, d)}, tol={})
+
+
+def subtract_row_max_case(m: int, n: int) -> BenchCase:
+    def build(dev: torch.device, g: torch.Generator) -> Args:
+        return {"x": _randn((m, n), dev, g), "out": torch.empty(m, n, device=dev)}
+
+    return BenchCase("sub_row_max", f"{m}x{n}", subtract_row_max, build,
+                     lambda a: {"out": a["x"] - a["x"].amax(1, keepdim=True)}, tol={})
+
+
+def skewed_segment_sum_case(e: int, segments: int = 64) -> BenchCase:
+    """Segment 0 holds half of the `e` values; the other half is spread evenly over the rest."""
+
+    def build(dev: torch.device, g: torch.Generator) -> Args:
+        lengths = torch.full((segments,), (e // 2) // (segments - 1), dtype=torch.int64)
+        lengths[0] = e - int(lengths[1:].sum())
+        offsets = torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(lengths, 0)])
+        return {"values": _randn((e,), dev, g), "offsets": offsets.to(dev), "out": torch.empty(segments, device=dev)}
+
+    def eager(a: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+        return {"out": torch.segment_reduce(a["values"], "sum", offsets=a["offsets"], unsafe=True)}
+
+    return BenchCase("segment_sum_skewed", f"{segments}seg/{_count(e)}", segment_sum, build, eager,
+                     tol={"atol": 1e-2, "rtol": 1e-4}, contiguous_f32=False)
+
+
 def _count(n: int) -> str:
     for unit, size in (("M", 1 << 20), ("k", 1 << 10)):
         if n >= size and n % size == 0:
@@ -282,6 +449,31 @@ def traffic_cases(scale: str) -> list[BenchCase]:
         return [vector_add_case(1 << 20), softmax_case(64, 4096), softmax_case(8, 32768), layernorm_case(64, 4096),
                 cumsum_case(64, 4096), welford_case(64, 4096), segment_sum_case(128, 1024),
                 histogram_case(1 << 20, 256), dropout_case(1 << 20), matmul_case(256, 256, 256)]
+    raise ValueError(f"scale: expected one of {', '.join(SCALES[:3])}, got {scale!r}")
+
+
+def model_cases(scale: str) -> list[BenchCase]:
+    """The kernels of the whole-device model (`bench/model.py`) beyond the traffic set: the natural
+    kernels that one-row-per-program plans leave idle. `full` holds the sizes the model reports."""
+    if scale == "tiny":
+        return [total_sum_case(5000), total_max_case(5000), total_argmax_case(5000), scan_1d_case("cumsum", 5000),
+                scan_1d_case("cumsum_exclusive", 5000), scan_1d_case("cummax", 5000), column_sums_case(300, 12),
+                row_sums_case(3, 2000), transpose_case(40, 24), head_split_case(2, 12, 16), flatten_case(2, 12, 16),
+                subtract_row_max_case(20, 30), skewed_segment_sum_case(4000, 8), histogram_case(5000, 16)]
+    if scale == "quick":
+        return [total_sum_case(1 << 18), total_max_case(1 << 18), total_argmax_case(1 << 18),
+                scan_1d_case("cumsum", 1 << 18), scan_1d_case("cumsum_exclusive", 1 << 18),
+                scan_1d_case("cummax", 1 << 18), column_sums_case(4096, 64), column_sums_case(512, 1000),
+                row_sums_case(4, 1 << 16), transpose_case(256, 256),
+                head_split_case(2, 128, 256), flatten_case(2, 128, 256), subtract_row_max_case(256, 256),
+                skewed_segment_sum_case(1 << 17), histogram_case(1 << 18, 256)]
+    if scale == "full":
+        return [total_sum_case(1 << 22), total_max_case(1 << 22), total_argmax_case(1 << 22),
+                scan_1d_case("cumsum", 1 << 22), scan_1d_case("cumsum_exclusive", 1 << 22),
+                scan_1d_case("cummax", 1 << 22), column_sums_case(65536, 64), column_sums_case(8192, 1000),
+                row_sums_case(4, 1 << 20), transpose_case(1024, 1024),
+                head_split_case(8, 512, 1024), flatten_case(8, 512, 1024), subtract_row_max_case(4096, 1024),
+                skewed_segment_sum_case(1 << 21), histogram_case(1 << 22, 256)]
     raise ValueError(f"scale: expected one of {', '.join(SCALES[:3])}, got {scale!r}")
 
 

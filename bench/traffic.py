@@ -39,6 +39,7 @@ from bench.kernels import BenchCase, clone_args, ideal_bytes, traffic_cases  # n
 from bench.report import failure_text, markdown_table, megabytes, ratio, verdict  # noqa: E402
 from emit_triton.targets import simulated_multiprocessors  # noqa: E402
 
+SECTOR = 32  # bytes: the unit of a global-memory transaction
 OTHER = "(other)"  # memory that belongs to no named tensor: launcher workspace, stray addresses
 
 # The interpreter's memory entry points that every other one funnels into: plain loads and stores,
@@ -60,6 +61,10 @@ class Traffic:
     read_by: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # tensor -> bytes read
     written_by: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     max_atomics_per_address_per_program: int = 0
+    # the device model (bench/model.py): 32-byte sectors each access instruction touches, per program
+    sector_bytes: int = 0
+    program_sector_bytes: dict[int, int] = field(default_factory=lambda: defaultdict(int))
+    launch_first_program: list[int] = field(default_factory=list)  # serial number of each launch's first program
 
     @property
     def total(self) -> int:
@@ -115,6 +120,7 @@ class TrafficCounter:
         if name == "set_grid_dim":
             def set_grid_dim(nx: int, ny: int, nz: int) -> Any:
                 self.traffic.launches += 1
+                self.traffic.launch_first_program.append(self._program + 1)
                 self.traffic.programs += int(nx) * int(ny) * int(nz)
                 return original(nx, ny, nz)
             return set_grid_dim
@@ -155,6 +161,13 @@ class TrafficCounter:
         size = max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
         n = int(addresses.size)
         t = self.traffic
+        if n:
+            # one instruction moves each distinct 32-byte sector among its active lanes once; an atomic
+            # is performed per distinct address (each one a sector transaction at L2)
+            units = np.unique(addresses if kind == "atomic" else addresses // SECTOR)
+            moved = int(units.size) * SECTOR
+            t.sector_bytes += moved
+            t.program_sector_bytes[self._program] += moved
         if kind == "load":
             t.loaded += n * size
             self._attribute(addresses, size, t.read_by)

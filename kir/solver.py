@@ -102,6 +102,27 @@ class ShapeSolver:
     def proves(self, goal: Pred) -> bool:
         return self.prove(goal) is None
 
+    def smallest_counterexample(self, goal: Pred, order: Iterable[str]) -> dict[str, int] | None:
+        """Like `prove`, but the counterexample minimises the named symbols lexicographically (sizes
+        first, say, then indices), so a diagnostic shows the same small instances on every run."""
+        if self.prove(goal) is None:
+            return None
+        hyps = self.assumptions()
+        env = self._env((*hyps, goal))
+        o = z3.Optimize()
+        o.set("timeout", 2000)
+        for h in hyps:
+            o.add(self._term(h))
+        o.add(z3.Not(self._term(goal)))
+        for name in order:
+            if name in env:
+                o.minimize(env[name])
+        if o.check() != z3.sat:
+            return self.prove(goal)
+        m = o.model()
+        names = sorted(goal.symbols() | frozenset().union(*(h.symbols() for h in hyps)))
+        return {n: m.eval(env[n], model_completion=True).as_long() for n in names}
+
     def equal(self, a: Dim, b: Dim) -> dict[str, int] | None:
         if a == b:
             return None

@@ -19,6 +19,7 @@ from kir import region as KG
 from kir.dims import DConst, Dim, DSym, PAnd, PCmp, PNot, POr, dim_bin
 from kir.dtypes import DType
 from kir.pointwise import Binary, BinaryFn, Cast, Constant, DimValue
+from kir.solver import ShapeSolver
 
 # ---------------------------------------------------------------------------------------------- def-use
 
@@ -168,10 +169,21 @@ def variant_values(region: K.Region, seeds: Iterable[int], lanes_context: bool) 
 class AffineForms:
     """Affine forms of KIR integer values in terms of named symbols (parallel indices, loop ivs)."""
 
-    def __init__(self, suffix: str) -> None:
+    def __init__(self, suffix: str, solver: ShapeSolver | None = None) -> None:
         self.suffix = suffix
         self.forms: dict[int, Dim] = {}
         self.facts: list[PCmp] = []
+        self.solver = solver  # proves dividends non-negative, where `//` and `%` keep their affine meaning
+
+    def _nonnegative(self, d: Dim) -> bool:
+        if self.solver is None:
+            return False
+        before = len(self.solver.facts)
+        self.solver.facts += self.facts
+        try:
+            return self.solver.proves(PCmp(">=", d, DConst(0)))
+        finally:
+            del self.solver.facts[before:]
 
     def sym(self, v: K.Value, lo: Dim | None = None, hi: Dim | None = None) -> Dim:
         s = DSym(f"_v{v.id}{self.suffix}")
@@ -207,6 +219,10 @@ class AffineForms:
                 self.forms[r.id] = dim_bin("+" if op.fn is BinaryFn.add else "-", a, b)
             elif op.fn is BinaryFn.mul and (a.is_const or b.is_const):
                 self.forms[r.id] = dim_bin("*", a, b)
+            elif op.fn in (BinaryFn.floordiv, BinaryFn.mod) and isinstance(b, DConst) and b.value > 0 \
+                    and self._nonnegative(a):
+                # integer `//` and `%` truncate toward zero; on a non-negative dividend that is the floor
+                self.forms[r.id] = dim_bin("//" if op.fn is BinaryFn.floordiv else "%", a, b)
 
     def coords(self, index: K.Index, tag: str) -> list[Dim] | None:
         out: list[Dim] = []
@@ -245,7 +261,7 @@ def instances_independent(kernel: K.Kernel, par: KC.Parallel) -> tuple[bool, str
     Returns (ok, reason); the reason names the first statement that could not be proven.
     """
     solver = kernel.solver()
-    fa, fb = AffineForms("a"), AffineForms("b")
+    fa, fb = AffineForms("a", solver), AffineForms("b", solver)
     for f in (fa, fb):
         for a, d in zip(par.body.args, par.domain):
             f.sym(a, DConst(0), d)
@@ -262,21 +278,43 @@ def instances_independent(kernel: K.Kernel, par: KC.Parallel) -> tuple[bool, str
             continue
         ix, iy = _index_of(x), _index_of(y)
         if ix is None or iy is None:
-            return False, _what(x if ix is None else y)
+            return False, f"{_what(x if ix is None else y)} writes through a tensor of indices"
         cx, cy = fa.coords(ix, "x"), fb.coords(iy, "y")
         if cx is None or cy is None:
-            return False, _what(x if cx is None else y)
+            return False, f"the index of {_what(x if cx is None else y)} is not an affine function of the loop indices"
         same = PAnd(tuple(PCmp("==", p, q) for p, q in zip(cx, cy)))
         before = len(solver.facts)
         solver.facts += fa.facts + fb.facts
         try:
             # Collision possible unless (differ and same) is unsatisfiable.
-            cex = solver.prove(PNot(PAnd((differ, same))))
+            goal = PNot(PAnd((differ, same)))
+            cex = solver.prove(goal)
+            if cex:  # show the smallest sizes, then the smallest instances: the same note on every run
+                order = [*sorted({n for d in par.domain for n in d.symbols()}),
+                         *(f"_v{a.id}{t}" for t in "ab" for a in par.body.args)]
+                cex = solver.smallest_counterexample(goal, order) or cex
         finally:
             del solver.facts[before:]
         if cex is not None:
-            return False, _what(y)
+            return False, _collision(x, y, par, cex)
     return True, ""
+
+
+def _collision(x: K.Op, y: K.Op, par: KC.Parallel, cex: dict[str, int]) -> str:
+    """`store at k.py:9 in instance (r=1) and store at k.py:9 in instance (r=0) write the same element`."""
+    if not cex:  # the solver gave up: no instances to show
+        return f"{_what(x)} and {_what(y)} may touch the same element"
+
+    def instance(tag: str) -> str:
+        return ", ".join(f"{a.name or f'i{k}'}={cex.get(f'_v{a.id}{tag}', '?')}" for k, a in enumerate(par.body.args))
+
+    sizes = sorted({n for d in par.domain for n in d.symbols() if n in cex})
+    given = f" (with {', '.join(f'{n}={cex[n]}' for n in sizes)})" if sizes else ""
+    if isinstance(x, KA.Store | KA.Scatter | KG.RegionScan):
+        return f"{_what(x)} in instance ({instance('a')}) and {_what(y)} in instance ({instance('b')}) write the " \
+               f"same element{given}"
+    return f"{_what(x)} in instance ({instance('a')}) reads the element that {_what(y)} in instance " \
+           f"({instance('b')}) writes{given}"
 
 
 def _what(op: K.Op) -> str:

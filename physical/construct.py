@@ -51,7 +51,7 @@ from .model import (
     ProgramParam,
     Segment,
 )
-from .worksets import CannotBind, Rebuilder, parallel_indexed, parallel_store
+from .worksets import CannotBind, Rebuilder, flatten_nest, parallel_indexed, parallel_store, recomputed_per_instance
 
 STRUCTURED = (KR.Reduce, KS.Scan, KC.Dot, KG.RegionFold, KH.Histogram)
 
@@ -173,15 +173,21 @@ def _statements(kernel: K.Kernel, top: list[K.Op], rb: Rebuilder, state: Program
             continue
         st = Statement(n, op, op)
         if isinstance(op, KCt.Parallel):
-            st.parallel = op
+            st.parallel = flatten_nest(rb, op)
         elif isinstance(op, KA.Store) and any(isinstance(it, K.Slice) for it in op.index):
             nslices = sum(1 for it in op.index if isinstance(it, K.Slice))
+            redundant: KCt.Parallel | None = None  # binds, but recomputes a structured op per instance
             for bound in range(nslices, 0, -1):
                 try:
-                    st.parallel = parallel_store(rb, op, bound)
-                    break
+                    par = parallel_store(rb, op, bound)
                 except CannotBind:
                     continue
+                if recomputed_per_instance(list(par.body.ops), par.body.args) is None:
+                    st.parallel = par
+                    break
+                redundant = redundant or par
+            if st.parallel is None:
+                st.parallel = redundant
             if st.parallel is None:
                 state.note("the whole-tensor write runs in one program instance: its value cannot be computed "
                            "per element (it reshapes or concatenates across the written axes)", op.loc)
@@ -196,10 +202,9 @@ def _statements(kernel: K.Kernel, top: list[K.Op], rb: Rebuilder, state: Program
             st.op = st.parallel
             st.independent, st.reason = instances_independent(kernel, st.parallel)
             if not st.independent:
-                state.note(f"instances of this parallel loop may write the same element or read what another "
-                           f"instance writes ({st.reason}); it runs in order inside one program instance. State "
-                           f"disjoint writes with unique=True, or use an atomic, to run it in parallel",
-                           op.loc)
+                state.note(f"instances of this parallel loop may conflict: {st.reason}; it runs in order inside one "
+                           f"program instance. State disjoint writes with unique=True, or use an atomic, to run it in "
+                           f"parallel", op.loc)
         stmts.append(st)
     return stmts
 

@@ -24,9 +24,11 @@ from kir import pointwise as KP
 from kir import reduce as KR
 from kir import rng as KN
 from kir import scan as KS
-from kir.dims import DConst, Dim
+from kir.dims import DConst, Dim, dim_bin
 from kir.dtypes import DType
 from kir.solver import ShapeSolver
+
+from .analysis import effects_of
 
 _ids = itertools.count(1 << 40)  # rebuilt values never collide with a kernel's canonical ids
 
@@ -48,6 +50,9 @@ class Rebuilder:
         self.ops: list[K.Op] = []
         self.memo: dict[tuple[int, tuple[int | None, ...]], K.Value] = {}
         self.keep: list[K.Op] = []  # rebuilt ops (kept alive so that id() stays unique)
+        self.loads: dict[tuple[Any, ...], K.Value] = {}  # (buffer, index, coordinates) -> rebuilt load
+        written = effects_of(kernel.body.ops)
+        self.written = written.writes | set(written.atomics)
 
     def make(self, cls: type[K.Op], orig: K.Op, **fields: Any) -> K.Op:
         draft = cls(loc=orig.loc, **fields)
@@ -92,15 +97,15 @@ class Rebuilder:
 
     def _at(self, op: K.Op, k: int, c: Coords) -> K.Value:  # noqa: C901 (one case per op family)
         if isinstance(op, KA.Load):
-            index: list[Any] = []
-            j = 0
-            for it in op.index:
-                if isinstance(it, K.Slice):
-                    index.append(it if c[j] is None else self.offset(op, it.start, c[j]))  # type: ignore[arg-type]
-                    j += 1
-                else:
-                    index.append(it)
-            return self.value(op, KA.Load, src=op.src, index=tuple(index))
+            # two loads of the same elements of a buffer the kernel never writes read the same data:
+            # the author's `x - max(x, ...)` reads x once per instance
+            if op.src.id in self.written:
+                return self._load(op, c)
+            key = (op.src.id, tuple(it.id if isinstance(it, K.Value) else it for it in op.index),
+                   tuple(ci.id if ci is not None else None for ci in c))
+            if key not in self.loads:
+                self.loads[key] = self._load(op, c)
+            return self.loads[key]
         if isinstance(op, KA.Gather):
             return self.value(op, KA.Gather, src=op.src, indices=tuple(self.at(i, self._same(i, c))
                                                                      for i in op.indices), fill=op.fill)
@@ -145,6 +150,8 @@ class Rebuilder:
                 return x
             return self.value(op, KL.SliceOp, x=x, starts=tuple(op.starts[a] for a in kept),
                               stops=tuple(op.stops[a] for a in kept), steps=tuple(op.steps[a] for a in kept))
+        if isinstance(op, KL.Reshape):
+            return self._reshape(op, c)
         if isinstance(op, KR.Reduce):
             return self._reduce(op, k, c)
         if isinstance(op, KS.Scan):
@@ -161,6 +168,17 @@ class Rebuilder:
         if isinstance(op, KH.Histogram):
             return self._histogram(op, c)
         raise CannotBind(f"{op.NAME} cannot be rebuilt per instance")
+
+    def _load(self, op: KA.Load, c: Coords) -> K.Value:
+        index: list[Any] = []
+        j = 0
+        for it in op.index:
+            if isinstance(it, K.Slice):
+                index.append(it if c[j] is None else self.offset(op, it.start, c[j]))  # type: ignore[arg-type]
+                j += 1
+            else:
+                index.append(it)
+        return self.value(op, KA.Load, src=op.src, index=tuple(index))
 
     def _same(self, v: K.Value, c: Coords) -> Coords:
         t = v.type
@@ -185,6 +203,46 @@ class Rebuilder:
         if isinstance(xt2, K.TensorType) and xt2.shape == shape and dims == tuple(range(len(shape))):
             return x
         return self.value(op, KL.Broadcast, x=x, shape=shape, dims=dims)
+
+    def _reshape(self, op: KL.Reshape, c: Coords) -> K.Value:
+        """A reshape is an index map: within each group of axes whose sizes multiply to the same count,
+        bound result coordinates linearise (row-major) and delinearise into the operand's coordinates
+        with `//` and `%` by the group's sizes. A group is bound whole or left whole to the instance."""
+        xt = op.x.type
+        assert isinstance(xt, K.TensorType)
+        groups = reshape_groups(self.solver, xt.shape, op.shape)
+        if groups is None:
+            raise CannotBind("the reshape's axes do not group into equal element counts")
+        xc: list[K.Value | None] = []
+        for (i0, i1), (j0, j1) in groups:
+            bound = [c[j] is not None for j in range(j0, j1)]
+            if not any(bound):
+                xc += [None] * (i1 - i0)
+                continue
+            if not all(bound):
+                raise CannotBind("a reshape group is only partly bound by the instance")
+            flat: K.Value | None = None
+            for j in range(j0, j1):
+                cj = c[j]
+                assert cj is not None
+                flat = cj if flat is None else self.value(op, KP.Binary, fn=KP.BinaryFn.add, rhs=cj, lhs=self.value(
+                    op, KP.Binary, fn=KP.BinaryFn.mul, lhs=flat, rhs=self.dim(op, op.shape[j])))
+            assert flat is not None
+            for i in range(i0, i1):
+                inner = _product(xt.shape[i + 1:i1])
+                v = flat if inner == DConst(1) else self.value(op, KP.Binary, fn=KP.BinaryFn.floordiv, lhs=flat,
+                                                                  rhs=self.dim(op, inner))
+                if i > i0:
+                    v = self.value(op, KP.Binary, fn=KP.BinaryFn.mod, lhs=v, rhs=self.dim(op, xt.shape[i]))
+                xc.append(v)
+        x = self.at(op.x, tuple(xc))
+        kept = tuple(op.shape[j] for j in range(len(op.shape)) if c[j] is None)
+        if not kept:
+            return x
+        xt2 = x.type
+        if isinstance(xt2, K.TensorType) and xt2.shape == kept:
+            return x
+        return self.value(op, KL.Reshape, x=x, shape=kept)
 
     def _reduce(self, op: KR.Reduce, k: int, c: Coords) -> K.Value:
         rank = op.inputs[0].type.rank  # type: ignore[union-attr]
@@ -254,6 +312,66 @@ class Rebuilder:
         return self.value(op, KR.Reduce, inputs=(ones,), axes=tuple(range(vt.rank)), kind=KR.ReduceKind.sum)
 
 
+def _product(dims: tuple[Dim, ...]) -> Dim:
+    out: Dim = DConst(1)
+    for d in dims:
+        out = d if out == DConst(1) else dim_bin("*", out, d)
+    return out
+
+
+def reshape_groups(solver: ShapeSolver, src: tuple[Dim, ...], dst: tuple[Dim, ...]
+                   ) -> list[tuple[tuple[int, int], tuple[int, int]]] | None:
+    """Consecutive axis ranges of `src` and `dst` whose sizes multiply to provably equal counts, the
+    shortest first (`[B, S, D] -> [B * S, D]`: `(B, S) | (B * S)`, `(D) | (D)`); None if none fit."""
+    out: list[tuple[tuple[int, int], tuple[int, int]]] = []
+    i = j = 0
+    while i < len(src) or j < len(dst):
+        found = None
+        for size in range(2, len(src) - i + len(dst) - j + 1):
+            for a in range(max(1, size - (len(dst) - j)), min(size, len(src) - i + 1)):
+                b = size - a
+                if b < 1:
+                    continue
+                if solver.equal(_product(src[i:i + a]), _product(dst[j:j + b])) is None:
+                    found = (a, b)
+                    break
+            if found:
+                break
+        if found is None:
+            if i == len(src) and all(d == DConst(1) for d in dst[j:]):
+                out.append(((i, i), (j, len(dst))))
+                return out
+            if j == len(dst) and all(d == DConst(1) for d in src[i:]):
+                out.append(((i, len(src)), (j, j)))
+                return out
+            return None
+        a, b = found
+        out.append(((i, i + a), (j, j + b)))
+        i, j = i + a, j + b
+    return out
+
+
+_STRUCTURED = (KR.Reduce, KS.Scan, KC.Dot, KH.Histogram)
+
+
+def recomputed_per_instance(ops: list[K.Op], args: tuple[K.Value, ...]) -> K.Op | None:
+    """A structured op of the rebuilt body that does not depend on every instance index: each of the
+    instances that differ only in the others would recompute it (`x - max(x, axis=1)` bound per element
+    reduces each row once per element)."""
+    deps: dict[int, frozenset[int]] = {a.id: frozenset([n]) for n, a in enumerate(args)}
+    full = frozenset(range(len(args)))
+    for o in ops:
+        used = [v for v in o.operands()]
+        for r in o.regions():
+            used += [v for inner in r.walk() for v in inner.operands()]
+        d = frozenset().union(*(deps.get(v.id, frozenset()) for v in used))
+        if isinstance(o, _STRUCTURED) and d != full:
+            return o
+        for v in o.results:
+            deps[v.id] = d
+    return None
+
+
 def parallel_store(rb: Rebuilder, st: KA.Store, bound: int) -> KCt.Parallel:
     """`dst[s0, s1, ...] = v` -> `parallel (i0..i{bound-1}): dst[s0.start + i0, ...] = v at (i0, ...)`."""
     slices = [k for k, it in enumerate(st.index) if isinstance(it, K.Slice)]
@@ -280,6 +398,31 @@ def parallel_store(rb: Rebuilder, st: KA.Store, bound: int) -> KCt.Parallel:
     rb.keep.append(par)
     rb.origin_of[id(par)] = rb.origin_of.get(id(st), id(st))
     return par
+
+
+def flatten_nest(rb: Rebuilder, par: KCt.Parallel) -> KCt.Parallel:
+    """`parallel(A): parallel(B): body` -> `parallel(A, B): body` when the nest is perfect.
+
+    The outer body may hold pure ops before its one inner `parallel` (index arithmetic, loads of
+    buffers the nest does not write); they move into the combined body, where each instance
+    recomputes them. Anything with effects beside the inner loop keeps the nest as it is.
+    """
+    ops = par.body.ops[:-1] if par.body.terminator is not None else par.body.ops
+    inner = [o for o in ops if isinstance(o, KCt.Parallel)]
+    if len(inner) != 1:
+        return par
+    others = [o for o in ops if o is not inner[0]]
+    if any(o.has_effects() for o in others):
+        return par
+    nested = flatten_nest(rb, inner[0])
+    written = effects_of([nested])
+    if effects_of(others).reads & (written.writes | set(written.atomics)):
+        return par  # the outer body reads what the nest writes: its reads happen before all inner writes
+    body = K.Region(par.body.args + nested.body.args, tuple(others) + nested.body.ops)
+    flat = KCt.Parallel(loc=par.loc, domain=par.domain + nested.domain, body=body)
+    rb.keep.append(flat)
+    rb.origin_of[id(flat)] = rb.origin_of.get(id(par), id(par))
+    return flat
 
 
 def parallel_indexed(rb: Rebuilder, op: KA.Scatter | KT.Atomic | KT.AtomicCAS) -> KCt.Parallel:
@@ -310,4 +453,5 @@ def parallel_indexed(rb: Rebuilder, op: KA.Scatter | KT.Atomic | KT.AtomicCAS) -
     return par
 
 
-__all__ = ["Rebuilder", "CannotBind", "parallel_store", "parallel_indexed"]
+__all__ = ["Rebuilder", "CannotBind", "parallel_store", "parallel_indexed", "flatten_nest", "reshape_groups",
+           "recomputed_per_instance"]

@@ -27,6 +27,11 @@ def test_scales_hold_the_issue_sizes():
     assert {c.family for c in bk.one_per_kernel("tiny")} == {
         "vector_add", "softmax", "layernorm", "cumsum", "welford", "segment_sum", "histogram", "dropout", "matmul"}
     assert len(bk.gpu_cases()) == 10
+    assert [c.name for c in bk.model_cases("full")] == [
+        "sum 4M", "max 4M", "argmax 4M", "cumsum_1d 4M", "cumsum_exclusive_1d 4M", "cummax_1d 4M",
+        "column_sums 65536x64", "column_sums 8192x1000", "row_sums 4x1048576", "transpose 1024x1024",
+        "head_split 8x512x1024", "flatten 8x512x1024", "sub_row_max 4096x1024", "segment_sum_skewed 64seg/2M",
+        "histogram 4M->256"]
 
 
 def test_unknown_scale_is_refused_by_name():
@@ -41,7 +46,7 @@ def test_segment_case_has_empty_segments_and_consistent_offsets():
     assert bool((offsets[1:] == offsets[:-1]).any())
 
 
-@pytest.mark.parametrize("case", bk.traffic_cases("tiny"), ids=lambda c: c.name)
+@pytest.mark.parametrize("case", bk.traffic_cases("tiny") + bk.model_cases("tiny"), ids=lambda c: c.name)
 def test_tiny_cases_run_and_match_torch(case):
     args = case.build(torch.device("cpu"), torch.Generator().manual_seed(0))
     expected = case.eager(bk.clone_args(args))

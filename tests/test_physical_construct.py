@@ -97,7 +97,8 @@ def test_racy_parallel_falls_back_to_one_ordered_instance_with_a_note() -> None:
     (g,) = p.groups
     assert g.domain == () and g.serial
     assert p.grid == LConst(1)
-    assert any("may write the same element" in n.message and "unique=True" in n.message for n in p.notes)
+    assert any("store in instance (n=0) and store in instance (n=1) write the same element" in n.message
+               and "unique=True" in n.message for n in p.notes)
 
 
 def test_histogram_atomics_keep_order_and_get_device_scope() -> None:

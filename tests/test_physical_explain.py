@@ -63,9 +63,9 @@ def test_a_conservative_fallback_is_explained_with_its_note():
     assert lines[2] == "  segment: programs [0, 0 + 1)"
     assert lines[3] == "  inside each instance: ordered for loop"
     note = lines[lines.index("performance notes:") + 1]
-    assert note.startswith("  fallback.py:6:5: instances of this parallel loop may write the same element or read "
-                           "what another instance writes (store at fallback.py:7:9); it runs in order inside one "
-                           "program instance.")
+    assert note.startswith("  fallback.py:6:5: instances of this parallel loop may conflict: store at fallback.py:7:9 "
+                           "in instance (n=0) and store at fallback.py:7:9 in instance (n=1) write the same element "
+                           "(with N=2); it runs in order inside one program instance.")
     assert "guarded by an explicit in-range mask" not in text  # every access here has a proof
 
 

@@ -57,9 +57,10 @@ INTENT_NAMES = [
     ("multiply", "write `a * b`"),
     ("divide", "write `a / b`"),
     ("true_divide", "write `a / b`"),
-    ("floor_divide", "write `a // b` (floats: `floor(a / b)`; integer `//` truncates toward zero, as in C)"),
-    ("fmod", "write `a % b` (Intent's `%` is C's fmod: the sign of `a`)"),
-    ("remainder", "write `a - intent.floor(a / b) * b` (Intent's `%` is C's fmod, with the sign of `a`)"),
+    ("floor_divide",
+     "write `a // b` (floored for floats, as in torch; integer `//` truncates toward zero, as in C)"),
+    ("fmod", "Intent's `a % b` is torch.remainder (the sign of `b`); there is no C fmod (the sign of `a`)"),
+    ("remainder", "write `a % b` (the sign of `b`, as torch.remainder)"),
     ("power", "write `a ** b` or `intent.pow(a, b)`"),
     ("logical_and", "write `a & b` on preds (`and` on scalar preds)"),
     ("logical_or", "write `a | b` on preds (`or` on scalar preds)"),
@@ -219,7 +220,7 @@ def test_the_suggested_formulas_compute_what_they_replace(tmp_path) -> None:
         @intent.kernel
         def pointwise(x: f32[N], relu: Out[f32[N]], gelu: Out[f32[N]], silu: Out[f32[N]], clamp: Out[f32[N]],
                       square: Out[f32[N]], recip: Out[f32[N]], tan: Out[f32[N]], log10: Out[f32[N]],
-                      finite: Out[pred[N]], rem: Out[f32[N]], fmod: Out[f32[N]]):
+                      finite: Out[pred[N]], rem: Out[f32[N]], fdiv: Out[f32[N]]):
             for n in parallel(N):
                 v = x[n]
                 relu[n] = intent.maximum(v, 0.0)
@@ -232,8 +233,8 @@ def test_the_suggested_formulas_compute_what_they_replace(tmp_path) -> None:
                 log10[n] = intent.log(intent.abs(v)) * 0.4342944819032518
                 big = v * 1e38 * 10.0
                 finite[n] = ~(intent.isnan(big) | intent.isinf(big))
-                rem[n] = v - intent.floor(v / 0.75) * 0.75
-                fmod[n] = v % 0.75
+                rem[n] = v % 0.75
+                fdiv[n] = v // 0.75
 
         @intent.kernel
         def rows(x: f32[M, N], y: f32[N], soft: Out[f32[M, N]], lse: Out[f32[M]], var: Out[f32[M]],
@@ -255,13 +256,13 @@ def test_the_suggested_formulas_compute_what_they_replace(tmp_path) -> None:
     """)
     g = torch.Generator().manual_seed(0)
     x = torch.randn(64, generator=g) * 3
-    x[0] = 1.5  # an exact multiple of 0.75: remainder and fmod agree on 0
+    x[0] = 1.5  # an exact multiple of 0.75
     got = ks["pointwise"].oracle(x)
     fn = torch.nn.functional
     want = {"relu": torch.relu(x), "gelu": fn.gelu(x), "silu": fn.silu(x), "clamp": torch.clamp(x, -0.5, 0.5),
             "square": torch.square(x), "recip": torch.reciprocal(x), "tan": torch.tan(x),
             "log10": torch.log10(x.abs()), "finite": torch.isfinite(x * 1e38 * 10.0),
-            "rem": torch.remainder(x, 0.75), "fmod": torch.fmod(x, 0.75)}
+            "rem": torch.remainder(x, 0.75), "fdiv": torch.floor_divide(x, 0.75)}
     for name, ref in want.items():
         torch.testing.assert_close(torch.from_numpy(got[name]), ref, rtol=1e-5, atol=1e-5, msg=name)
     x2, y = torch.randn(3, 7, generator=g), torch.randn(7, generator=g)

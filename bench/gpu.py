@@ -35,7 +35,15 @@ if __package__ in (None, ""):  # run as a script: the repository's packages, not
 
 import torch  # noqa: E402
 
-from bench.kernels import BenchCase, clone_args, gpu_cases, ideal_bytes, output_names, traffic_cases  # noqa: E402
+from bench.kernels import (  # noqa: E402
+    BenchCase,
+    clone_args,
+    gpu_cases,
+    ideal_bytes,
+    model_cases,
+    output_names,
+    traffic_cases,
+)
 from bench.report import failure_text, markdown_table  # noqa: E402
 
 # (name fragment, peak memory bandwidth in bytes/s, dense f16 tensor-core peak in FLOP/s); the first
@@ -199,6 +207,8 @@ def run_case(case: BenchCase, device: torch.device, timer: Timer, hand_written: 
         contenders.append(("torch.compile", lambda: compiled(args), ""))
     if hand_written is None:
         contenders.append(("triton (hand-written)", None, "skipped: needs TRITON_INTERPRET=1 on CPU"))
+    elif case.family not in hand_written.RUNNERS:
+        contenders.append(("triton (hand-written)", None, "none written"))
     else:
         ref_args = clone_args(args)
         contenders.append(("triton (hand-written)", lambda: hand_written.run(case.family, ref_args),
@@ -297,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.monotonic()
     if opts.dry_run:
         device = torch.device("cpu")
-        cases = traffic_cases("tiny")
+        cases = traffic_cases("tiny") + model_cases("tiny")
         peaks = Peaks("cpu (dry run)", None, None)
         use_compile = False
     else:
@@ -305,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
             print("no CUDA device; nothing to time")
             return 0
         device = torch.device("cuda")
-        cases = gpu_cases()
+        cases = gpu_cases() + model_cases("full")  # the whole-device model's kernels at its sizes
         peaks = device_peaks(torch.cuda.get_device_name(device), opts.peak_gbs)
         use_compile = not (opts.no_compile or opts.quick)
     if opts.only:

@@ -42,7 +42,7 @@ def test_compare_names_the_first_mismatch():
 def test_dry_run_on_cpu_checks_and_times_every_implementation():
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(ROOT))
     done = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu.py"), "--dry-run", "--only", "vector_add",
-                           "dropout", "--autotune"],
+                           "dropout", "sum", "--autotune"],
                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.splitlines()
@@ -50,6 +50,8 @@ def test_dry_run_on_cpu_checks_and_times_every_implementation():
     rows = [line for line in lines if line.startswith("| vector_add ") or line.startswith("| dropout ")]
     assert len(rows) == 10
     assert sum(re.search(r"\| intent +\|", r) is not None for r in rows) == 2
+    model_rows = [line for line in lines if line.startswith("| sum ")]  # a kernel of the device model's set
+    assert len(model_rows) == 5 and "none written" in model_rows[-1]
     assert sum("| intent (autotuned) " in r for r in rows) == 2
     assert any("| triton (hand-written) " in r and "the reference" in r for r in rows)
     assert "timed vector_add 1000: " in done.stderr and "(ok)" in done.stderr

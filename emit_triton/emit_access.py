@@ -27,7 +27,8 @@ def access_shape(em: Emitter, a: AccessRelation, extra: tuple[PValue, ...] = ())
         vals.append(a.copy)
     lanes = any(v.type.lanes for v in vals)
     tiles = [v.type.tile for v in vals if v.type.tile]
-    return Fragment(vals[0].type.dtype if vals else a.coords[0].type.dtype, lanes, tiles[0] if tiles else ())
+    # A 0-d buffer has no coordinates: its access is one scalar at the base pointer.
+    return Fragment(vals[0].type.dtype if vals else DType.i64, lanes, tiles[0] if tiles else ())
 
 
 def pointer(em: Emitter, a: AccessRelation, shape: Fragment) -> str:

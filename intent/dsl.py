@@ -229,12 +229,23 @@ class TensorAnnotation:
     shape: tuple[KirDim, ...]
     role: Role = Role.IN
 
+    optional: bool = False
+
     def __kir_annotation__(self) -> TensorSpec:
-        return TensorSpec(self.dtype, self.shape, self.role)
+        return TensorSpec(self.dtype, self.shape, self.role, self.optional)
+
+    def __or__(self, other: object) -> TensorAnnotation:
+        """`f32[N] | None`: an optional tensor parameter."""
+        if other is not None:
+            return NotImplemented
+        return TensorAnnotation(self.dtype, self.shape, self.role, True)
+
+    __ror__ = __or__
 
     def __repr__(self) -> str:
         body = f"{self.dtype}[{', '.join(map(str, self.shape))}]"
-        return {Role.IN: body, Role.OUT: f"Out[{body}]", Role.INOUT: f"InOut[{body}]"}.get(self.role, body)
+        shown = {Role.IN: body, Role.OUT: f"Out[{body}]", Role.INOUT: f"InOut[{body}]"}.get(self.role, body)
+        return f"{shown} | None" if self.optional else shown
 
 
 class DTypeObject:
@@ -318,7 +329,7 @@ class _RoleMarker:
             raise _definition_error(f"{cls.__name__}[...] wraps a tensor type like f32[N], got {item!r}")
         if item.role is not Role.IN:
             raise _definition_error(f"{cls.__name__}[...] wraps a plain tensor type, got {item!r}")
-        return TensorAnnotation(item.dtype, item.shape, cls.role)
+        return TensorAnnotation(item.dtype, item.shape, cls.role, item.optional)
 
 
 class Out(_RoleMarker):

@@ -84,6 +84,7 @@ class _CallLayout:
                            and isinstance(specs[n].spec.dtype, DTypeVar))  # type: ignore[union-attr]
         self.consts = tuple(n for n in given if specs[n].is_const)
         self.launched = tuple(n for n in given if not specs[n].is_const)
+        self.optional = tuple(p.name for p in sig.optional)
         self.kernels: dict[tuple[Any, ...], Kernel] = {}
 
     def _bind(self, args: tuple[object, ...], kwargs: Mapping[str, object]) -> dict[str, object]:
@@ -101,6 +102,7 @@ class _CallLayout:
         for n in self.consts:
             value = merged[n]
             key.append((type(value), value))
+        key.extend(merged.get(n) is None for n in self.optional)
         return tuple(key)
 
     def specialisation(self, args: tuple[object, ...], kwargs: Mapping[str, object]
@@ -113,8 +115,8 @@ class _CallLayout:
             return None
         if kernel is None:
             return None
-        if self.consts:
-            merged = {n: merged[n] for n in self.launched}
+        if self.consts or self.optional:
+            merged = {n: merged[n] for n in self.launched if merged[n] is not None or n not in self.optional}
         return kernel, merged
 
     def remember(self, args: tuple[object, ...], kwargs: Mapping[str, object], kernel: Kernel) -> None:
@@ -168,8 +170,9 @@ class KernelObject:
         return self._generic
 
     def specialize_with(self, dtypes: Mapping[str, DType | str] | None = None,
-                        consts: Mapping[str, object] | None = None) -> Kernel:
-        """The specialised KIR for explicit dtype-variable values and const values (cached per key)."""
+                        consts: Mapping[str, object] | None = None, absent: Iterable[str] = ()) -> Kernel:
+        """The specialised KIR for explicit dtype-variable values and const values, without the optional tensor
+        parameters named in `absent` (cached per key)."""
         dts: dict[str, DType] = {}
         for name, dt in (dtypes or {}).items():
             dts[name] = dt if isinstance(dt, DType) else DType.parse(str(getattr(dt, "__kir_dtype__", dt)))
@@ -177,13 +180,15 @@ class KernelObject:
         for p in self.signature.consts:
             if p.name not in cvals and p.default is not NO_DEFAULT:
                 cvals[p.name] = p.default
-        if not dts and not cvals and self._generic is not None:
+        gone = tuple(sorted(absent))
+        if not dts and not cvals and not gone and self._generic is not None:
             return self._generic
         key = (tuple(sorted((k, v.value) for k, v in dts.items())),
-               tuple(sorted((k, type(v).__name__, v) for k, v in cvals.items())))
+               tuple(sorted((k, type(v).__name__, v) for k, v in cvals.items())), gone)
         hit = self._cache.get(key)
         if hit is None:
-            hit = build(self.__wrapped__, checks=self.checks, dtypes=dts, consts=cvals, signature=self.signature)
+            hit = build(self.__wrapped__, checks=self.checks, dtypes=dts, consts=cvals, signature=self.signature,
+                        absent=gone)
             self._cache[key] = hit
         return hit
 
@@ -196,7 +201,7 @@ class KernelObject:
         for p in sig.params:
             spec = p.spec
             if not isinstance(spec, TensorSpec | ScalarSpec) or not isinstance(spec.dtype, DTypeVar) \
-                    or p.name not in args:
+                    or args.get(p.name, None) is None:
                 continue
             var = spec.dtype
             dt = dtype_of_argument(args[p.name])
@@ -227,7 +232,8 @@ class KernelObject:
                 consts[p.name] = args[p.name]
             elif p.default is NO_DEFAULT:
                 raise LaunchError(f"missing argument {p.name} (intent.const[{kind.__name__}])")
-        return self.specialize_with(dtypes, consts)
+        absent = [p.name for p in sig.optional if args.get(p.name) is None]
+        return self.specialize_with(dtypes, consts, absent)
 
     # ------------------------------------------------------------------------------------------ arguments
     def bind_arguments(self, args: tuple[object, ...], kwargs: Mapping[str, object],
@@ -247,7 +253,7 @@ class KernelObject:
             out[k] = v
         if require_inputs:
             missing = [p for p in self.signature.params if p.name not in out
-                       and not (isinstance(p.spec, TensorSpec) and p.spec.role is Role.OUT)
+                       and not (isinstance(p.spec, TensorSpec) and (p.spec.role is Role.OUT or p.spec.optional))
                        and not (p.is_const and p.default is not NO_DEFAULT)]
             if missing:
                 shown = ", ".join(f"{p.name} ({_describe_spec(p.spec)})" for p in missing)
@@ -258,8 +264,9 @@ class KernelObject:
                  require_inputs: bool = True) -> tuple[Kernel, dict[str, object]]:
         bound = self.bind_arguments(args, kwargs, require_inputs)
         kernel = self.specialize(bound)
-        consts = {p.name for p in self.signature.consts}
-        return kernel, {k: v for k, v in bound.items() if k not in consts}
+        dropped = {p.name for p in self.signature.consts} | {p.name for p in self.signature.optional
+                                                              if bound.get(p.name) is None}
+        return kernel, {k: v for k, v in bound.items() if k not in dropped}
 
     # ------------------------------------------------------------------------------------------ stages
     def __call__(self, *args: object, **kwargs: object) -> Any:

@@ -95,6 +95,13 @@ def pow(a, b): """a ** b"""
 @_spelling
 def where(cond, a, b): """elementwise choice: a where cond, else b"""
 @_spelling
+def clamp(x, lo=None, hi=None): """minimum(maximum(x, lo), hi), as torch.clamp (either bound may be None)"""
+@_spelling
+def lerp(a, b, w): """a + w * (b - a), as torch.lerp (w = 1 gives b exactly)"""
+@_spelling
+def gather(src, index, fill=0):
+    """a masked read: src[index] where index is in range, else fill (a tuple of indices for rank > 1)"""
+@_spelling
 def bitcast(x, dtype): """reinterpret the bits of x as dtype (same width)"""
 
 

@@ -71,11 +71,15 @@ def gather_shape(ctx: TypeContext, indices: tuple[Value, ...], what: str) -> tup
 
 @op("gather")
 class Gather(Op):
-    """Read `src[i0, i1, ...]` at data-dependent coordinates; out-of-range reads give `fill`."""
+    """Read `src[i0, i1, ...]` at data-dependent coordinates; out-of-range reads give `fill`.
+
+    `masked`: out-of-range coordinates are part of the meaning (a masked read, `intent.gather(x, i, fill)`),
+    so the in-range check that `checks` compiles in does not apply to them."""
 
     src: Value
     indices: tuple[Value, ...]
     fill: Literal = 0
+    masked: bool = False
 
     def infer(self, ctx: TypeContext) -> tuple[Type, ...]:
         ref = ctx.ref(self.src, "gather source")

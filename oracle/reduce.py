@@ -1,11 +1,13 @@
 """Reductions over value axes, vectorised over lanes (value axis k is array axis k + 1).
 
-Sums and products accumulate in `Reduce.effective_acc()` (f32 for f16/bf16) with NumPy's pairwise
-summation, and integers wrap at the accumulator's width. An identity given for a built-in kind is
-the accumulator's initial value (folded in, as a device accumulator starts from it); without one,
-an empty built-in reduction gives the kind's identity (0, 1, -inf/+inf or the integer extremes,
-False/True; -1 for argmax/argmin). A custom combine folds adjacent pairs level by level and gives
-its identity when the reduced extent is 0.
+Sums and products accumulate in `Reduce.effective_acc()` (f32 for f16/bf16); float sums are pairwise
+over the reduced elements in row-major order whatever the axes (NumPy's pairwise summation, which it
+applies only along a contiguous axis, so the reduced axes are made that axis first), and integers
+wrap at the accumulator's width. An identity given for a built-in kind is the accumulator's initial
+value (folded in, as a device accumulator starts from it); without one, an empty built-in reduction
+gives the kind's identity (0, 1, -inf/+inf or the integer extremes, False/True; -1 for
+argmax/argmin). A custom combine folds adjacent pairs level by level and gives its identity when the
+reduced extent is 0.
 """
 
 from __future__ import annotations
@@ -59,5 +61,11 @@ def _reduce(frame: Frame, op: Reduce) -> tuple[np.ndarray, ...]:
     empty = any(x.shape[a] == 0 for a in axes)
     initial = op.identity[0] if op.identity else reduce_identity(op.kind, dtype) if empty else None
     kwargs = {} if initial is None else {"initial": initial}
+    if op.kind is ReduceKind.sum and acc.kind == "f":
+        # NumPy sums pairwise only along one contiguous axis (a column sum adds row after row): move the
+        # reduced axes last, in the accumulator's type, so that every float sum is pairwise.
+        flat = np.ascontiguousarray(reduced_last(x, axes), dtype=acc)
+        out = np.add.reduce(flat, axis=-1, **kwargs)
+        return (np.asarray(keep_dims(out, axes) if op.keepdims else out),)
     out = reduce_ufunc(op.kind).reduce(x, axis=axes, dtype=acc, keepdims=op.keepdims, **kwargs)
     return (np.asarray(out),)

@@ -129,6 +129,16 @@ def fold_runs(fn: np.ufunc, values: np.ndarray, lo: np.ndarray, hi: np.ndarray, 
     return out
 
 
+def pairwise_runs(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, acc: np.dtype) -> np.ndarray:
+    """The float sum of values[lo:hi] for each pair, pairwise in `acc` (as a reduction sums: `np.add.reduceat`
+    adds each run sequentially), 0 for empty pairs."""
+    wide = np.ascontiguousarray(values, dtype=acc)
+    out = np.zeros(lo.shape[0], acc)
+    for k in np.flatnonzero(hi > lo):
+        out[k] = np.add.reduce(wide[lo[k]:hi[k]])
+    return out
+
+
 def first_extreme(values: np.ndarray, lane: np.ndarray, pos: np.ndarray, seg: Segments, kind: ReduceKind
                   ) -> np.ndarray:
     ext_fn = np.maximum if kind is ReduceKind.argmax else np.minimum
@@ -175,7 +185,10 @@ def _fold(op: RegionFold, kind: ReduceKind, dtype: DType, values: np.ndarray, lo
           ) -> np.ndarray:
     acc = accumulate_dtype(kind, dtype, op.effective_acc())
     fn = reduce_ufunc(kind)
-    out = fold_runs(fn, values, lo, hi, acc, reduce_identity(kind, dtype))
+    if kind is ReduceKind.sum and acc.kind == "f":
+        out = pairwise_runs(values, lo, hi, acc)
+    else:
+        out = fold_runs(fn, values, lo, hi, acc, reduce_identity(kind, dtype))
     if op.identity:
         out = fn(np.array(op.identity[0], acc), out)
     return out

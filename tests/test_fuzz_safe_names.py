@@ -374,5 +374,5 @@ def test_postponed_annotations_are_read_as_type_expressions_only(sandbox, tmp_pa
         intent.kernels_in_file(str(hostile))
     assert err.value.message == ("cannot evaluate the annotation `__import__('os').system('touch PWNED')`: "
                                  "ValueError: __import__('os').system('touch PWNED') is not a type expression "
-                                 "(names, [], attributes and dim arithmetic)")
+                                 "(names, [], attributes, dim arithmetic and `| None`)")
     assert sandbox == []

@@ -11,8 +11,10 @@ from typing import TYPE_CHECKING
 from ..access import Gather, Load, Scatter, Store
 from ..core import DynSlice, IndexItem, Role, Slice, Value, shape_str
 from ..dims import DConst, Dim, dim_bin
+from ..dtypes import DType
 from ..layout import Reshape, SliceOp
-from ..pointwise import BinaryFn, Iota
+from ..pointwise import BinaryFn, Iota, literal_fits
+from .calls import CallArgs, spelling
 from .coerce import (
     WEAK_INT,
     broadcast_shapes,
@@ -378,3 +380,46 @@ def region_index(lw: Lowerer, ref: RefV, items: list[Item], node: ast.AST, what:
     if sum(1 for it in items if it.kind == "dyn") != 1:
         raise lw.error(node, f"{what}: a subregion has exactly one axis with runtime bounds b:e")
     return tuple(out)
+
+
+@spelling("gather")
+def _gather_call(lw: Lowerer, call: CallArgs) -> FValue:
+    """`intent.gather(src, index, fill)`: a masked read. `index` is one integer value per axis of `src` (a tuple
+    for rank > 1; scalars and tensors broadcast together); an element whose coordinates fall outside `src`
+    reads `fill`, which is part of the meaning, so `checks` does not report it."""
+    src = call.value("src")
+    if not isinstance(src, RefV):
+        raise lw.error(call.arg_node("src"), f"intent.gather reads from a tensor parameter or buffer, got "
+                                             f"{describe(src)}")
+    fill = call.value("fill")
+    if not isinstance(fill, Num):
+        raise lw.error(call.arg_node("fill"), f"intent.gather(): `fill` must be a number constant, got "
+                                              f"{describe(fill)}")
+    if not literal_fits(fill.value, src.type.dtype):
+        raise lw.error(call.arg_node("fill"), f"intent.gather(): the fill {fill.value!r} does not fit "
+                                              f"{src.type.dtype}")
+    inode = call.arg_node("index")
+    index = call.value("index")
+    parts = list(index.items) if isinstance(index, TupleV) else [index]
+    nodes = list(inode.elts) if isinstance(inode, ast.Tuple) else [inode] * len(parts)
+    shape = src.type.shape
+    what = f"intent.gather({src.name}, ...)"
+    if len(parts) != len(shape):
+        raise lw.error(inode, f"{what}: {len(parts)} indices for a rank-{len(shape)} tensor {shape_str(shape)}; give "
+                              f"one integer index per axis")
+    items = []
+    for ax, (fv, n) in enumerate(zip(parts, nodes)):
+        if isinstance(fv, TVal | RefV) and not is_int_like(to_tval(lw, fv, n, what).dtype):
+            raise lw.error(n, f"{what}: the index on axis {ax} is {describe(fv)}; indices must be integers")
+        it = _point(lw, fv, n, shape[ax], ax, what)
+        if it.kind == "point" and it.value is None:  # static: still a data-dependent coordinate here
+            it = Item("point", n, value=TVal(index_value(lw, it), weak=True))
+        items.append(it)
+    indices, _ = gather_indices(lw, items, call.node, what)
+    value = fill.value
+    dt = src.type.dtype
+    if isinstance(dt, DType) and dt.is_float:
+        value = float(value)
+    elif isinstance(dt, DType) and dt.is_pred:
+        value = bool(value)
+    return TVal(lw.add(Gather, call.node, src=src.value, indices=indices, fill=value, masked=True))

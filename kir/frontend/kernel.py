@@ -15,23 +15,34 @@ from ..solver import ShapeSolver
 from ..verify import verify
 from .lower import Lowerer, internal_error
 from .scope import Env
-from .signature import NO_DEFAULT, ConstSpec, KernelSignature, ScalarSpec, TensorSpec, const_fits, read_signature
+from .signature import (
+    NO_DEFAULT,
+    ConstSpec,
+    KernelSignature,
+    ScalarSpec,
+    TensorSpec,
+    const_fits,
+    read_signature,
+    symbols_in_dim,
+    symbols_in_pred,
+)
 from .source import SourceInfo, function_source
-from .values import DimExpr, Num, RefV, TVal
+from .values import DimExpr, NoneLit, Num, RefV, TVal
 
 
 def build(fn: object, *, requires: Iterable[object] | None = (), checks: bool = False,
           dtypes: Mapping[str, DType] | None = None, consts: Mapping[str, object] | None = None,
-          signature: KernelSignature | None = None) -> Kernel:
+          signature: KernelSignature | None = None, absent: Iterable[str] = ()) -> Kernel:
     """Compile the body of `fn` (never executing it) to a verified `kir.Kernel`.
 
     Without bindings the kernel is generic: dtype variables stay `DTypeVar`s and const int parameters are
-    shape symbols. `dtypes` (variable name -> dtype) and `consts` (parameter name -> value) specialise it.
+    shape symbols. `dtypes` (variable name -> dtype) and `consts` (parameter name -> value) specialise it;
+    `absent` names optional tensor parameters passed as None (they are not parameters of the result).
     Every failure is a `DiagnosticError` located in the author's source."""
     src = function_source(fn)
     try:
         sig = signature or read_signature(fn, src, requires)
-        return _build(fn, src, sig, checks, dict(dtypes or {}), dict(consts or {}))
+        return _build(fn, src, sig, checks, dict(dtypes or {}), dict(consts or {}), frozenset(absent))
     except DiagnosticError:
         raise
     except Exception as exc:  # the last resort: never a traceback from the compiler's internals
@@ -50,7 +61,11 @@ def signature(fn: object, requires: Iterable[object] | None = ()) -> KernelSigna
 
 
 def _build(fn: object, src: SourceInfo, sig: KernelSignature, checks: bool, dtypes: dict[str, DType],
-           consts: dict[str, object]) -> Kernel:
+           consts: dict[str, object], absent: frozenset[str] = frozenset()) -> Kernel:
+    optional = {p.name for p in sig.optional}
+    for name in sorted(absent - optional):
+        raise DiagnosticError(f"parameter `{name}` of {sig.name} is not an optional tensor (`f32[N] | None`), so it "
+                              f"cannot be absent", sig.loc)
     for name in dtypes:
         if name not in {v.name for v in sig.dtype_vars}:
             raise DiagnosticError(f"kernel {sig.name} has no dtype variable {name}", sig.loc)
@@ -76,14 +91,23 @@ def _build(fn: object, src: SourceInfo, sig: KernelSignature, checks: bool, dtyp
         if p.name not in const_values and p.spec.kind is not int:  # type: ignore[union-attr]
             raise DiagnosticError(f"const parameter `{p.name}` ({p.spec.kind.__name__}) has no value; give it a "  # type: ignore
                                   f"default or pass it when specialising", p.loc)
-    symbols = tuple(s for s in sig.symbols if s not in const_values)
+    # A shape symbol only an absent parameter names is not a symbol of this specialisation.
+    named: list[str] = []
+    for p in sig.params:
+        if isinstance(p.spec, TensorSpec) and p.name not in absent:
+            for d in p.spec.shape:
+                symbols_in_dim(d, named)
+    for q in sig.requires:
+        symbols_in_pred(q, named)
+    symbols = tuple(s for s in sig.symbols if s not in const_values and (s in named or s in
+                                                                           {c.name for c in sig.consts}))
 
     def subst(dt: ElemType) -> ElemType:
         return dtypes.get(dt.name, dt) if not isinstance(dt, DType) else dt
 
     solver = ShapeSolver(symbols, sig.requires)
     lw = Lowerer(solver, dtypes, sig.dtype_vars)
-    runtime = sig.runtime
+    runtime = tuple(p for p in sig.runtime if p.name not in absent)
     types: list[Type] = []
     for p in runtime:
         if isinstance(p.spec, TensorSpec):
@@ -95,6 +119,8 @@ def _build(fn: object, src: SourceInfo, sig: KernelSignature, checks: bool, dtyp
     env = Env()
     for p, a in zip(runtime, args):
         env.set(p.name, RefV(a, p.name) if isinstance(p.spec, TensorSpec) else TVal(a))
+    for name in absent:
+        env.set(name, NoneLit(name))
     for p in sig.consts:
         env.set(p.name, Num(const_values[p.name]) if p.name in const_values else DimExpr(DSym(p.name)))  # type: ignore
     body = list(src.tree.body)

@@ -26,7 +26,7 @@ from .coerce import (
     weak_to,
 )
 from .suggest import method_equivalent
-from .values import DimExpr, DTypeLit, FValue, Num, RefV, TupleV, TVal, a_type, describe
+from .values import DimExpr, DTypeLit, FValue, NoneLit, Num, RefV, TupleV, TVal, a_type, describe
 
 if TYPE_CHECKING:
     from .lower import Lowerer
@@ -187,6 +187,8 @@ def compare(lw: Lowerer, node: ast.Compare) -> FValue:
     left, left_node = lw.expr(node.left), node.left
     result: FValue | None = None
     for op, right_node in zip(node.ops, node.comparators):
+        if isinstance(op, ast.Is | ast.IsNot) and len(node.ops) == 1:
+            return _is_none(lw, left, lw.expr(right_node), isinstance(op, ast.IsNot), node)
         if type(op) not in CMPOPS:
             word = {ast.Is: "is", ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in"}.get(type(op), "?")
             raise lw.error(node, f"`{word}` is not supported in kernel bodies; compare values with == != < <= > >=")
@@ -196,6 +198,16 @@ def compare(lw: Lowerer, node: ast.Compare) -> FValue:
         left, left_node = right, right_node
     assert result is not None
     return result
+
+
+def _is_none(lw: Lowerer, a: FValue, b: FValue, negated: bool, node: ast.AST) -> Num:
+    """`w is None` / `w is not None`, decided at compile time: an optional tensor parameter passed as None is
+    None in the body; every tensor and number is not."""
+    if not (isinstance(a, NoneLit) or isinstance(b, NoneLit)):
+        raise lw.error(node, f"`{'is not' if negated else 'is'}` compares with None only (`w is None` for an "
+                             f"optional tensor parameter); compare values with == != < <= > >=")
+    same = isinstance(a, NoneLit) and isinstance(b, NoneLit)
+    return Num(same != negated)
 
 
 def compare_pair(lw: Lowerer, op: type, a: FValue, b: FValue, node: ast.AST, na: ast.AST, nb: ast.AST) -> FValue:
@@ -462,3 +474,42 @@ def _bitcast(lw: Lowerer, call: CallArgs) -> FValue:
     if isinstance(dtype, DTypeVar) or isinstance(tv.dtype, DTypeVar):
         raise lw.error(call.node, "intent.bitcast needs concrete dtypes, not dtype variables")
     return TVal(lw.add(Bitcast, call.node, x=tv.value, dtype=dtype))
+
+
+# ---------------------------------------------------------------------------------------------- compositions
+
+
+@spelling("clamp")
+def _clamp(lw: Lowerer, call: CallArgs) -> FValue:
+    """`intent.clamp(x, lo, hi)` is `minimum(maximum(x, lo), hi)` (torch.clamp: NaN in x stays NaN, and
+    `hi` wins when `lo > hi`); either bound may be None."""
+    if call.is_none("lo") and call.is_none("hi"):
+        raise lw.error(call.node, "intent.clamp() needs at least one of `lo` and `hi`")
+    x: FValue = call.value("x")
+    for pname, fn, sym in (("lo", BinaryFn.maximum, "intent.clamp (lo)"), ("hi", BinaryFn.minimum,
+                                                                          "intent.clamp (hi)")):
+        if not call.is_none(pname):
+            x = binary(lw, sym, fn, x, call.value(pname), call.node, call.arg_node("x"), call.arg_node(pname))
+    return x
+
+
+@spelling("lerp")
+def _lerp(lw: Lowerer, call: CallArgs) -> FValue:
+    """`intent.lerp(a, b, w)`: a + w * (b - a), computed as torch.lerp does (from `b` when w >= 0.5), so that
+    w = 1 gives b exactly."""
+    a, b, w = call.value("a"), call.value("b"), call.value("w")
+    na, nb, nw = call.arg_node("a"), call.arg_node("b"), call.arg_node("w")
+    node = call.node
+    for fv, n in ((a, na), (b, nb), (w, nw)):
+        if isinstance(fv, TVal | RefV) and not is_float_like(to_tval(lw, fv, n, "intent.lerp").dtype):
+            raise lw.error(n, f"intent.lerp needs float operands, got {describe(fv)}")
+    diff = binary(lw, "-", BinaryFn.sub, b, a, node, nb, na)
+    low = binary(lw, "+", BinaryFn.add, a, binary(lw, "*", BinaryFn.mul, w, diff, node, nw, node), node, na, node)
+    one_minus = binary(lw, "-", BinaryFn.sub, Num(1.0), w, node, node, nw)
+    high = binary(lw, "-", BinaryFn.sub, b, binary(lw, "*", BinaryFn.mul, diff, one_minus, node, node, node),
+                  node, nb, node)
+    if isinstance(w, Num):
+        return low if abs(w.value) < 0.5 else high
+    cond = compare_pair(lw, ast.Lt, unary_fn(lw, UnaryFn.abs, w, node, nw), Num(0.5), node, nw, node)
+    assert isinstance(cond, TVal)
+    return select(lw, cond, low, high, node, node, node)

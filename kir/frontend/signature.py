@@ -23,6 +23,9 @@ class TensorSpec:
     dtype: ElemType
     shape: tuple[Dim, ...]
     role: Role = Role.IN
+    # `f32[N] | None`: the caller may pass None; each presence pattern is its own specialisation, and in the
+    # body the name of an absent parameter is None (tested with `if w is not None:` at compile time).
+    optional: bool = False
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,11 @@ class KernelSignature:
     def runtime(self) -> tuple[ParamInfo, ...]:
         return tuple(p for p in self.params if not p.is_const)
 
+    @property
+    def optional(self) -> tuple[ParamInfo, ...]:
+        """The optional tensor parameters (`f32[N] | None`)."""
+        return tuple(p for p in self.params if isinstance(p.spec, TensorSpec) and p.spec.optional)
+
 
 def annotation_spec(obj: object) -> ParamSpec | None:
     """What an evaluated annotation means (None when it means nothing to Intent)."""
@@ -99,7 +107,7 @@ _ANNOTATION_HELP = "a tensor type like f32[M, N] (Out[...] / InOut[...] for outp
 
 def _eval_annotation(fn: object, text: str, where: Loc) -> object:
     """A postponed (string) annotation, evaluated like Python would but only as a type expression:
-    names, attributes, subscripts, tuples, constants and dim arithmetic; no calls, never `eval`."""
+    names, attributes, subscripts, tuples, constants, dim arithmetic and `| None`; no calls, never `eval`."""
     env = dict(getattr(fn, "__globals__", {}))
     env.update(closure_vars(fn))
     try:
@@ -111,7 +119,7 @@ def _eval_annotation(fn: object, text: str, where: Loc) -> object:
 
 _BUILTIN_TYPES: dict[str, type] = {"int": int, "float": float, "bool": bool, "str": str}
 _ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
-               ast.Mod: operator.mod}
+               ast.Mod: operator.mod, ast.BitOr: operator.or_}  # `|`: `f32[N] | None`
 
 
 def _type_expression(node: ast.expr, env: dict[str, object]) -> object:
@@ -134,27 +142,28 @@ def _type_expression(node: ast.expr, env: dict[str, object]) -> object:
         return _ARITHMETIC[type(node.op)](_type_expression(node.left, env), _type_expression(node.right, env))
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         return -_type_expression(node.operand, env)  # type: ignore[operator]
-    raise ValueError(f"{ast.unparse(node)} is not a type expression (names, [], attributes and dim arithmetic)")
+    raise ValueError(f"{ast.unparse(node)} is not a type expression (names, [], attributes, dim arithmetic and "
+                     f"`| None`)")
 
 
-def _symbols_in_dim(d: Dim, out: list[str]) -> None:
+def symbols_in_dim(d: Dim, out: list[str]) -> None:
     if isinstance(d, DSym):
         if d.name not in out:
             out.append(d.name)
     elif isinstance(d, DBin):
-        _symbols_in_dim(d.lhs, out)
-        _symbols_in_dim(d.rhs, out)
+        symbols_in_dim(d.lhs, out)
+        symbols_in_dim(d.rhs, out)
 
 
-def _symbols_in_pred(p: Pred, out: list[str]) -> None:
+def symbols_in_pred(p: Pred, out: list[str]) -> None:
     if isinstance(p, PCmp):
-        _symbols_in_dim(p.lhs, out)
-        _symbols_in_dim(p.rhs, out)
+        symbols_in_dim(p.lhs, out)
+        symbols_in_dim(p.rhs, out)
     elif isinstance(p, PAnd | POr):
         for q in p.items:
-            _symbols_in_pred(q, out)
+            symbols_in_pred(q, out)
     elif isinstance(p, PNot):
-        _symbols_in_pred(p.item, out)
+        symbols_in_pred(p.item, out)
 
 
 def _requires_nodes(src: SourceInfo) -> list[ast.AST]:
@@ -219,22 +228,29 @@ def read_signature(fn: object, src: SourceInfo, requires: Iterable[object] | Non
                                       f"scalar", where)
             raise DiagnosticError(f"parameter `{name}` has annotation {ann!r}, which is not a kernel parameter "
                                   f"type; use {_ANNOTATION_HELP}", where)
-        if p.default is not inspect.Parameter.empty and not isinstance(spec, ConstSpec):
+        optional = isinstance(spec, TensorSpec) and spec.optional
+        if optional and spec.role is Role.OUT:  # type: ignore[union-attr]
+            raise DiagnosticError(f"parameter `{name}`: an Out[...] parameter cannot be optional; an output "
+                                  f"that may be absent is a separate kernel (or an InOut[...] | None)", where)
+        if optional and p.default is not inspect.Parameter.empty and p.default is not None:
+            raise DiagnosticError(f"parameter `{name}` is an optional tensor; its default can only be None, got "
+                                  f"{p.default!r}", where)
+        if p.default is not inspect.Parameter.empty and not isinstance(spec, ConstSpec) and not optional:
             raise DiagnosticError(f"parameter `{name}` has a default value; only intent.const[...] parameters "
-                                  f"may have defaults", where)
+                                  f"and optional tensors (`f32[N] | None = None`) may have defaults", where)
         if isinstance(spec, ConstSpec) and p.default is not inspect.Parameter.empty \
                 and not _const_fits(p.default, spec.kind):
             raise DiagnosticError(f"the default of `{name}` is {p.default!r}, not a {spec.kind.__name__}", where)
         if isinstance(spec, TensorSpec):
             for d in spec.shape:
-                _symbols_in_dim(d, symbols)
+                symbols_in_dim(d, symbols)
         if isinstance(spec, TensorSpec | ScalarSpec) and isinstance(spec.dtype, DTypeVar) \
                 and spec.dtype not in dtype_vars:
             dtype_vars.append(spec.dtype)
         params.append(ParamInfo(name, spec, p.default, where))
     preds = read_requires(requires, src)
     for q in preds:
-        _symbols_in_pred(q, symbols)
+        symbols_in_pred(q, symbols)
     for p in params:
         if isinstance(p.spec, ConstSpec) and p.spec.kind is int:
             if p.name in symbols:

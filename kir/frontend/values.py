@@ -91,7 +91,7 @@ class StrLit:
 
 @dataclass(frozen=True)
 class NoneLit:
-    pass
+    absent: str = ""  # the optional tensor parameter this None stands for (passed as None), if any
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,8 @@ def describe(fv: FValue) -> str:
     if isinstance(fv, StrLit):
         return f"the string {fv.value!r}"
     if isinstance(fv, NoneLit):
-        return "None"
+        return f"None (the optional parameter `{fv.absent}` is absent in this specialisation: test `if " \
+               f"{fv.absent} is not None:` before using it)" if fv.absent else "None"
     if isinstance(fv, OpRef):
         return f"the operation intent.{fv.name}"
     if isinstance(fv, HelperRef):

@@ -55,6 +55,8 @@ def site_tags(op: Op, checks_on: bool) -> list[str]:
         return []
     if isinstance(op, RegionFold):
         return ["point", "subregion"]
+    if isinstance(op, Gather) and op.masked:
+        return []
     if isinstance(op, Gather | Scatter | Atomic):
         return ["index"]
     return []

@@ -88,7 +88,8 @@ def lower_gather(lw: Lowerer, op: KA.Gather) -> None:
     copy = lw.copy_index(buf, True)
     lanes = any(c.type.lanes for c in coords) or (copy is not None and copy.type.lanes)
     acc = lw.access(buf, coords, tile, lanes, data_dependent=True, fill=op.fill, effect=False, copy=copy)
-    check_indices(lw, "gather", buf, acc, tile, lanes, effect=False)
+    if not op.masked:
+        check_indices(lw, "gather", buf, acc, tile, lanes, effect=False)
     lw.bind(op.result, lw.add(P.Load, lw.natural(op.result.type, lanes), name=op.result.name, access=acc))
 
 

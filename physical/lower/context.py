@@ -52,6 +52,28 @@ class ProgramState:
         self.ref_buffer: dict[int, int] = {}       # kir ref value id -> buffer id
         self.notes: list[Note] = []
         self.workspaces: list[Any] = []
+        self.canonical: dict[Dim, Dim] = {}        # extent -> the first extent seen equal to it
+        self._extent_solver: ShapeSolver | None = None
+
+    def canonical_extent(self, extent: Dim) -> Dim:
+        """The first tile extent seen that the kernel's refinements prove equal to `extent` (`N // 2` for
+        `N - N // 2` under `N % 2 == 0`), so that values of equal extent share one tile axis and one block."""
+        extent = as_dim(extent)
+        hit = self.canonical.get(extent)
+        if hit is not None:
+            return hit
+        found = extent
+        if not isinstance(extent, DConst):
+            for seen in list(self.canonical.values()):
+                if seen == extent or (isinstance(seen, DConst) and not self.kernel.requires):
+                    continue
+                if self._extent_solver is None:
+                    self._extent_solver = self.kernel.solver()
+                if self._extent_solver.proves(PCmp("==", extent, seen)):
+                    found = seen
+                    break
+        self.canonical[extent] = found
+        return found
 
     def fresh(self) -> int:
         self.next_id += 1
@@ -216,7 +238,8 @@ class Lowerer:
 
     # ------------------------------------------------------------------ types
     def tile(self, shape: tuple[Dim, ...]) -> tuple[TileAxis, ...]:
-        return tuple(TileAxis(d, self.state.block_name(d)) for d in shape)
+        canon = tuple(self.state.canonical_extent(d) for d in shape)
+        return tuple(TileAxis(d, self.state.block_name(d)) for d in canon)
 
     def natural(self, t: K.TensorType, lanes: bool) -> Fragment:
         if not isinstance(t.dtype, DType):

@@ -43,8 +43,7 @@ INTENT_NAMES = [
     ("silu", "write `x * intent.sigmoid(x)`"),
     ("softmax", "write `e = intent.exp(x - intent.max(x))`, then `e / intent.sum(e)`"),
     ("logsumexp", "write `m = intent.max(x)`, then `m + intent.log(intent.sum(intent.exp(x - m)))`"),
-    ("clamp", "write `intent.minimum(intent.maximum(x, lo), hi)`"),
-    ("clip", "write `intent.minimum(intent.maximum(x, lo), hi)`"),
+    ("clip", "write `intent.clamp(x, lo, hi)`"),
     ("square", "write `x * x`"),
     ("reciprocal", "write `1.0 / x`"),
     ("tan", "write `intent.sin(x) / intent.cos(x)`"),
@@ -90,7 +89,6 @@ INTENT_NAMES = [
     ("expand", "write `intent.broadcast_to(x, shape)`"),
     ("atomic_sub", "write `intent.atomic_add(dst, index, -value)`"),
     ("scatter", "assign through the index (`out[idx[n]] = v`) or write `intent.store(dst, index, value, unique=True)`"),
-    ("gather", "index with the integer values (`x[idx[n]]`, `x[idx]`)"),
     ("load", "index the tensor (`x[i, :]`)"),
     ("program_id", "write `for i in parallel(N):` (each instance is one `i`)"),
     ("cdiv", "write `(a + b - 1) // b`"),
@@ -161,9 +159,9 @@ FOREIGN = [
     ("torch.where(x[n] > 0.0, x[n], 0.0)", "torch.where",
      "`torch.where` is torch's, not Intent's; write `intent.where(cond, ...)`"),
     ("torch.clamp(x[n], 0.0, 1.0)", "torch.clamp",
-     "`torch.clamp` is torch's, not Intent's; write `intent.minimum(intent.maximum(x, lo), hi)`"),
+     "`torch.clamp` is torch's, not Intent's; write `intent.clamp(x, ...)`"),
     ("np.clip(x[n], 0.0, 1.0)", "np.clip",
-     "`numpy.clip` is numpy's, not Intent's; write `intent.minimum(intent.maximum(x, lo), hi)`"),
+     "`numpy.clip` is numpy's, not Intent's; write `intent.clamp(x, lo, hi)`"),
     ("torch.nn.functional.relu(x[n])", "torch.nn",
      "`torch.nn.functional.relu` is torch's, not Intent's; write `intent.maximum(x, 0.0)`"),
     ("torch.sigmoid(x[n])", "torch.sigmoid", "`torch.sigmoid` is torch's, not Intent's; write `intent.sigmoid(x)`"),
@@ -226,7 +224,7 @@ def test_the_suggested_formulas_compute_what_they_replace(tmp_path) -> None:
                 relu[n] = intent.maximum(v, 0.0)
                 gelu[n] = 0.5 * v * (1.0 + intent.erf(v * 0.7071067811865476))
                 silu[n] = v * intent.sigmoid(v)
-                clamp[n] = intent.minimum(intent.maximum(v, -0.5), 0.5)
+                clamp[n] = intent.clamp(v, -0.5, 0.5)
                 square[n] = v * v
                 recip[n] = 1.0 / v
                 tan[n] = intent.sin(v) / intent.cos(v)

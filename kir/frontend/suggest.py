@@ -51,8 +51,7 @@ EQUIVALENTS: dict[str, str] = {
     "silu": "write `x * intent.sigmoid(x)`",
     "softmax": "write `e = intent.exp(x - intent.max(x))`, then `e / intent.sum(e)`",
     "logsumexp": "write `m = intent.max(x)`, then `m + intent.log(intent.sum(intent.exp(x - m)))`",
-    "clamp": "write `intent.minimum(intent.maximum(x, lo), hi)`",
-    "clip": "write `intent.minimum(intent.maximum(x, lo), hi)`",
+    "clip": "write `intent.clamp(x, lo, hi)`",
     "square": "write `x * x`",
     "reciprocal": "write `1.0 / x`",
     "tan": "write `intent.sin(x) / intent.cos(x)`",
@@ -100,7 +99,6 @@ EQUIVALENTS: dict[str, str] = {
     # memory and random numbers
     "atomic_sub": "write `intent.atomic_add(dst, index, -value)`",
     "scatter": "assign through the index (`out[idx[n]] = v`) or write `intent.store(dst, index, value, unique=True)`",
-    "gather": "index with the integer values (`x[idx[n]]`, `x[idx]`)",
     "load": "index the tensor (`x[i, :]`)",
     "program_id": "write `for i in parallel(N):` (each instance is one `i`)",
     "cdiv": "write `(a + b - 1) // b`",

@@ -121,8 +121,10 @@ from .ops import (
     zeros,
     zeros_like,
 )
+from .torch_autograd import AutogradKernel, autograd
 
-__all__ = ["kernel", "func", "combine", "dims", "Dim", "Pred", "parallel", "const", "dtype_var", "Out", "InOut",
+__all__ = ["kernel", "autograd", "AutogradKernel",
+           "func", "combine", "dims", "Dim", "Pred", "parallel", "const", "dtype_var", "Out", "InOut",
            "pred", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "bf16", "f32", "f64",
            "IntentError", "DiagnosticError", "LaunchError", "NotExpressible", "kernels_in_file", "KernelObject",
            "Helper", "DTypeObject", "DTypeVariable", "TensorAnnotation", "SPELLINGS", *sorted(SPELLINGS)]

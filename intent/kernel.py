@@ -62,6 +62,13 @@ def _launcher() -> Callable[..., Any]:
     return fn if callable(fn) else _stage("emit_triton", "launch", "launching")
 
 
+def _traced() -> bool:
+    """Whether PyTorch is tracing this call (Dynamo, or a dispatch mode such as fake tensors) instead of
+    running it; False without a check when torch was never imported (nothing can be tracing)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and (torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack() > 0)
+
+
 # Distinct call forms (positional count, keyword names) and specialisations remembered per kernel object.
 _MAX_CALL_FORMS = 64
 _MAX_SPECIALISATIONS = 256
@@ -270,6 +277,10 @@ class KernelObject:
 
     # ------------------------------------------------------------------------------------------ stages
     def __call__(self, *args: object, **kwargs: object) -> Any:
+        if _traced():  # torch.compile, fake tensors, make_fx: the call becomes the kernel's torch operator
+            from .torch_op import call
+
+            return call(self, args, kwargs)
         layout = self._call_layouts.get((len(args), tuple(kwargs)))
         if layout is not None:
             found = layout.specialisation(args, kwargs)

@@ -384,7 +384,7 @@ def _param_names(obj: Any) -> tuple[tuple[str, ...], frozenset[str]]:
 def _stand_in(kind: str, payload: Any) -> Any:
     if kind == "tensor":
         return torch.empty(0, dtype=payload, device="meta")
-    return 0 if kind == "scalar" else payload
+    return 0 if kind == "scalar" else payload  # "none" (an absent optional tensor) and "const": the value
 
 
 def stand_ins(positional: tuple[Any, ...], keywords: tuple[Any, ...]) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -418,6 +418,8 @@ def _resolve(obj: Any, positional: tuple[Any, ...], keywords: tuple[Any, ...]
 def _call_descriptor(name: str | None, value: Any, consts: frozenset[str]) -> tuple[str, Any]:
     if isinstance(value, torch.Tensor):
         return "tensor", value.dtype
+    if value is None:  # an optional tensor left out: its own specialisation
+        return "none", None
     if name is not None and name in consts:
         return "const", value
     return "scalar", None

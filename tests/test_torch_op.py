@@ -42,6 +42,15 @@ def add(x: f32[N], y: f32[N], z: Out[f32[N]]):
         z[i] = x[i] + y[i]
 
 
+@intent.kernel
+def maybe_scaled(x: f32[N], w: f32[N] | None, y: Out[f32[N]]):
+    for i in parallel(N):
+        if w is not None:
+            y[i] = x[i] * w[i]
+        else:
+            y[i] = x[i]
+
+
 @pytest.fixture(autouse=True)
 def _fresh_dynamo():
     torch._dynamo.reset()
@@ -142,6 +151,12 @@ def test_compile_with_given_outs_inout_and_scalars() -> None:
     torch.testing.assert_close(got, row.sum(1) + 1)
     torch.testing.assert_close(acc, acc0 + row)
     torch.testing.assert_close(y, -row)
+
+
+def test_optional_tensors_pick_their_specialisation_under_compile() -> None:
+    f = torch.compile(lambda x, w: maybe_scaled(x, w) + maybe_scaled(x, None), fullgraph=True, backend="aot_eager")
+    x, w = torch.randn(5), torch.randn(5)
+    torch.testing.assert_close(f(x, w), x * w + x)
 
 
 def test_derived_extents_bind_symbols_symbolically() -> None:

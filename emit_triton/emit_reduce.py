@@ -56,10 +56,11 @@ def reduce_axis(em: Emitter, cur: list[str], kind: ReduceKind, accs: tuple[DType
         # at the accumulator's width: Triton widens 8- and 16-bit integer sums to 32 bits, KIR wraps
         em.line(f"{x} = tl.sum({x}, axis={axis}, dtype={REGISTER_DTYPE[accs[0]]})")
     elif kind in (ReduceKind.max, ReduceKind.min):
-        em.line(f"{x} = tl.{kind}({x}, axis={axis})" if not accs[0].is_float else
+        native = f"tl.{kind}({x}, axis={axis}){_narrowed(accs[0])}"
+        em.line(f"{x} = {native}" if not accs[0].is_float else
                 # a typed NaN: the interpreter widens a 0-d select with a Python float to f32
                 f"{x} = tl.where(tl.max(({x} != {x}).to(tl.int8), axis={axis}) > 0, "
-                f"tl.full((), float(\"nan\"), {REGISTER_DTYPE[accs[0]]}), tl.{kind}({x}, axis={axis}))")
+                f"tl.full((), float(\"nan\"), {REGISTER_DTYPE[accs[0]]}), {native})")
     elif kind in (ReduceKind.any, ReduceKind.all):
         red = "max" if kind is ReduceKind.any else "min"
         em.line(f"{x} = tl.{red}({x}.to(tl.int8), axis={axis}) != 0")
@@ -74,13 +75,19 @@ def reduce_axis(em: Emitter, cur: list[str], kind: ReduceKind, accs: tuple[DType
             em.line(f"{v} = tl.where({v} != {v}, float(\"{worst}\"), {v})")
         em.line(f"{i} = tl.{'argmax' if kind is ReduceKind.argmax else 'argmin'}({v}, axis={axis}, "
                 f"tie_break_left=True).to(tl.int64)")
-        em.line(f"{v} = tl.{'max' if kind is ReduceKind.argmax else 'min'}({v}, axis={axis})")
+        em.line(f"{v} = tl.{'max' if kind is ReduceKind.argmax else 'min'}({v}, axis={axis}){_narrowed(accs[0])}")
         if accs[0].is_float:
             em.line(f"{i} = tl.where({nan} < {big}, {nan}, {i})")
             em.line(f"{v} = tl.where({nan} < {big}, float(\"nan\"), {v})")
     else:
         return fold_inline(em, combine, cur, axis, rank, valid)
     return None
+
+
+def _narrowed(acc: DType) -> str:
+    """The cast back to `acc` after Triton's `tl.max`/`tl.min`, which widen 8- and 16-bit operands to 32 bits
+    (an f16 maximum would come back f32, a u16 one i32, and meet the next operation at the wrong type)."""
+    return f".to({REGISTER_DTYPE[acc]})" if acc.bits < 32 and acc is not DType.bf16 and not acc.is_pred else ""
 
 
 @emits(P.Reduce)

@@ -2,7 +2,8 @@
 
 A case's parameters each have an `InputSpec` saying how its argument is drawn: plain values, indices
 with a share out of range, a permutation (unique indices, some out of range), monotone offsets
-(segments, empty ones included) or a runtime scalar. Inputs are a pure function of
+(segments, empty ones included) a runtime scalar, or
+zeros (a counter). Inputs are a pure function of
 (kernel, shapes, specs, seed), so a saved case replays exactly.
 """
 
@@ -24,7 +25,7 @@ from kir.text import parse_kernel, print_kernel
 
 Arg = np.ndarray | int | float | bool
 
-INPUT_KINDS = ("values", "index", "perm", "offsets", "scalar")
+INPUT_KINDS = ("values", "index", "perm", "offsets", "scalar", "zeros")
 # Share of index values drawn out of range: reads there give the fill value, writes are dropped.
 OUT_OF_RANGE_SHARE = 0.2
 # Share of float inputs replaced by a special value when the spec asks for specials.
@@ -105,6 +106,8 @@ def make_inputs(kernel: Kernel, env: Mapping[str, int], specs: Mapping[str, Inpu
             out[p.name] = _permutation(shape, bound, dtype, rng)
         elif spec.kind == "offsets":
             out[p.name] = _offsets(shape, bound, dtype, rng)
+        elif spec.kind == "zeros":  # a counter that starts at zero (stream compaction)
+            out[p.name] = np.zeros(shape, dtype=dtype.np)
         else:
             out[p.name] = _values(shape, dtype, spec, rng)
     return out

@@ -4,6 +4,7 @@
     python -m tests.fuzz --kernels 200 --no-stablehlo         launcher against oracle only
     python -m tests.fuzz --bad-inputs 20000 --seed 7          the bad-input fuzzers (.kir, Python, launch)
     python -m tests.fuzz --replay tests/fuzz_cases/case_x.json    rerun one saved case
+    python -m tests.fuzz --source --kernels 2000 --seed 11    generated Python source (tests/srcgen.py) instead
 
 Each failure (a mismatch, a crash, a launch error on valid arguments, an oracle error) is minimised by
 hypothesis' shrinker and saved as `tests/fuzz_cases/case_<hash>.kir` plus `.json` (shapes, input
@@ -303,6 +304,8 @@ def record(kir_path: Path, shapes: dict[str, int], inputs: dict[str, InputSpec],
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.fuzz", description=__doc__.split("\n\n")[0])
     ap.add_argument("--kernels", type=int, default=0, help="random kernels to run (differential)")
+    ap.add_argument("--source", action="store_true",
+                    help="generate Python source kernels with a torch reference (tests/srcgen.py) instead of KIR")
     ap.add_argument("--bad-inputs", type=int, default=0, help="mutated inputs to run (bad-input fuzzers)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-stablehlo", action="store_true", help="compare the launcher with the oracle only")
@@ -351,13 +354,28 @@ def _main(ap: argparse.ArgumentParser, opts: argparse.Namespace) -> int:
                                opts.name or Path(opts.record).stem, Path(opts.save_dir), not opts.no_stablehlo)
         print(f"saved {path}\n{outcome.text()}")
         return 0
+    if opts.replay and "source" in json.loads(Path(opts.replay).read_text(encoding="utf-8")):
+        from tests.srcrun import replay_source
+
+        outcome = replay_source(Path(opts.replay), not opts.no_stablehlo)
+        print(outcome.text())
+        return 1 if outcome.failed else 0
     if opts.replay:
         outcome = replay(Path(opts.replay), not opts.no_stablehlo)
         print(outcome.text())
         return 1 if outcome.failed else 0
     show = opts.progress == "on" or (opts.progress == "auto" and sys.stderr.isatty())
     status = 0
-    if opts.kernels:
+    if opts.kernels and opts.source:
+        from tests.srcrun import SOURCE_CASES_DIR, source_campaign
+
+        blocks = tuple(b for b in opts.blocks.split(",") if b) or None
+        save_dir = Path(opts.save_dir) if opts.save_dir != str(CASES_DIR) else SOURCE_CASES_DIR
+        summary = source_campaign(opts.kernels, opts.seed, stablehlo=not opts.no_stablehlo, save_dir=save_dir,
+                                  progress=show, blocks=blocks, log=lambda m: print(m, file=sys.stderr, flush=True))
+        print(summary.text(), flush=True)
+        status = 1 if summary.new_failures else 0
+    elif opts.kernels:
         blocks = tuple(b for b in opts.blocks.split(",") if b) or None
         summary = campaign(opts.kernels, opts.seed, stablehlo=not opts.no_stablehlo, save_dir=Path(opts.save_dir),
                            progress=show, shrink=not opts.no_shrink, blocks=blocks,

@@ -1,0 +1,173 @@
+"""The CI source-level campaign (`tests/srcgen.py`, `tests/srcrun.py`) and the regression cases it found.
+
+Generated `@intent.kernel` Python files are imported (so the real frontend parses them) and run
+through the oracle, the launcher (some arguments non-contiguous views), the StableHLO exit and the
+torch reference written alongside the kernel. A new failure is saved under the test's tmp dir; the
+assertion message holds the file and the replay command. `python -m tests.fuzz --source --kernels N
+--seed S` runs longer campaigns.
+"""
+
+from __future__ import annotations
+
+import random
+import textwrap
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from tests.srcblocks import BLOCKS
+from tests.srcgen import AVOID, random_source_case
+from tests.srcrun import SOURCE_CASES_DIR, import_module, load_source_case, run_source_case, source_campaign
+
+CI_SEED = 61800
+PARTS, PER_PART = 4, 26
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("INTENT_CACHE_DIR", str(tmp_path / "cache"))
+
+
+@pytest.mark.parametrize("part", range(PARTS))
+def test_generated_source_kernels_agree(part: int, tmp_path: Path) -> None:
+    summary = source_campaign(PER_PART, CI_SEED + part, save_dir=tmp_path / "cases")
+    assert summary.total == PER_PART, summary.text()
+    problems = [
+        f"{f.signature}\n{f.outcome.text()}\n{f.path.read_text() if f.path else ''}\n"
+        f"replay: python -m tests.fuzz --replay {f.path.with_suffix('.json') if f.path else ''}"
+        for f in summary.new_failures
+    ]
+    assert not problems, summary.text() + "\n\n" + "\n\n".join(problems)
+    assert summary.outcomes["ok"] == PER_PART, summary.text()
+
+
+def test_the_generator_reaches_what_authors_write() -> None:
+    notes: Counter = Counter()
+    for i in range(300):
+        notes.update(random_source_case(random.Random(f"reach/{i}")).notes)
+    wanted = [f"block {b}" for b in BLOCKS] + [
+        "view t",
+        "view s",
+        "many short rows",
+        "nested parallel",
+        "if/else",
+        "~pred",
+        "sum",
+        "max",
+        "argmax",
+        "cumsum",
+        "gather",
+        "scatter",
+        "hist",
+        "unique_atomic",
+        "compact",
+        "segment sum",
+        "segment max",
+        "local zeros (N)",
+        "local empty (3)",
+        "local full (2)",
+        "loop affine",
+        "loop if",
+        "int //",
+        "int %",
+        "pow",
+        "div",
+        "exp",
+        "where",
+    ]
+    missing = [w for w in wanted if not notes[w]]
+    assert not missing, f"never generated: {missing}"
+    assert sum(n for k, n in notes.items() if k.startswith("cast ")) > 100
+
+
+def test_a_case_replays_from_its_saved_files(tmp_path: Path) -> None:
+    from tests.srcrun import save_source_case
+
+    case = random_source_case(random.Random("replay/3"))
+    save_source_case(case, tmp_path, "one", {"signature": ""})
+    again, record = load_source_case(tmp_path / "one.json")
+    assert again == case and record["signature"] == ""
+    assert not run_source_case(again).failed
+
+
+def test_a_wrong_reference_is_caught(tmp_path: Path) -> None:
+    """The reference is compared with the oracle: an off-by-one there is a failure, not a pass."""
+    case = random_source_case(random.Random("wrong/1"), blocks=("loop",))
+    broken = case.source.replace("    return out\n", "    out = {k: v + 1 for k, v in out.items()}\n    return out\n")
+    from dataclasses import replace
+
+    outcome = run_source_case(replace(case, source=broken))
+    assert outcome.reference == "mismatch" and outcome.failed
+    assert outcome.signatures()[-1].startswith("source-reference-mismatch")
+
+
+def test_the_reference_rounds_like_ieee() -> None:
+    from tests.srcref import PRELUDE
+
+    ns: dict = {}
+    exec(compile(PRELUDE, "prelude", "exec"), ns)  # noqa: S102 - the generator's own helper text
+    x = np.random.default_rng(0).standard_normal(2000) * 1e3
+    for dt, np_dt in (("f16", np.float16), ("f32", np.float32)):
+        got = ns["rnd"](torch.from_numpy(x), dt).numpy()
+        assert (got == x.astype(np_dt).astype(np.float64)).all()
+    bf = torch.from_numpy(x.astype(np.float32)).to(torch.bfloat16).double().numpy()  # f32 -> bf16 is exact here
+    assert (ns["rnd"](torch.from_numpy(x.astype(np.float32).astype(np.float64)), "bf16").numpy() == bf).all()
+    assert ns["rnd"](torch.tensor([65520.0, 65519.0, 2.0**-25, 3 * 2.0**-26]), "f16").tolist() == [
+        float("inf"),
+        65504.0,
+        0.0,
+        2.0**-24,
+    ]
+    assert ns["cast"](torch.tensor([1e10, -1e10, float("nan"), -2.7]), "f32", "i8").tolist() == [127, -128, 0, -2]
+    assert ns["wrap"](torch.tensor([255, 128, -129]), "i8").tolist() == [-1, -128, 127]
+
+
+def test_known_bug_switches_name_the_four_patterns() -> None:
+    assert AVOID <= {"float_floordiv_mod", "float_pow_small_int", "not_of_0d_compare", "local_init_tile"}
+
+
+# ---------------------------------------------------------------------------------------------- regressions
+
+REGRESSIONS = sorted(SOURCE_CASES_DIR.glob("*.json")) if SOURCE_CASES_DIR.is_dir() else []
+
+
+@pytest.mark.parametrize("path", REGRESSIONS, ids=[p.stem for p in REGRESSIONS])
+def test_saved_source_case_agrees(path: Path) -> None:
+    case, _ = load_source_case(path)
+    outcome = run_source_case(case)
+    assert not outcome.failed, outcome.text()
+
+
+def _kernel(tmp_path: Path, text: str):
+    path = tmp_path / "k.py"
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return import_module(path).k
+
+
+def test_narrow_max_min_keep_their_dtype(tmp_path: Path) -> None:
+    """Triton's tl.max/tl.min widen 8- and 16-bit operands to 32 bits; a u16 minimum then met `// 7` as an
+    int32 and the interpreter refused the mixed signedness (found by the source-level generator)."""
+    k = _kernel(
+        tmp_path,
+        """
+        import intent
+        from intent import Out, dims, parallel, u16, f16
+        M, N = dims("M N")
+
+        @intent.kernel(requires=[N >= 2])
+        def k(x: u16[M, N], h: f16[M, N], o: Out[u16[M]], oh: Out[f16[M]]):
+            for i in parallel(M):
+                o[i] = intent.min(x[i, :]) // 7
+                oh[i] = intent.max(h[i, :]) * h[i, 0] * h[i, 1]
+    """,
+    )
+    x = torch.randint(0, 60000, (5, 7)).to(torch.uint16)
+    h = (torch.randn(5, 7) * 30).half()
+    o, oh = torch.zeros(5, dtype=torch.uint16), torch.zeros(5, dtype=torch.float16)
+    k(x, h, o, oh)
+    want = k.oracle(x=x.numpy(), h=h.numpy(), o=o.numpy(), oh=oh.numpy())
+    assert (o.numpy() == want["o"]).all() and (o.long() == x.long().amin(1) // 7).all()
+    assert (oh.numpy() == want["oh"]).all()

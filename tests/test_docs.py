@@ -1,4 +1,5 @@
-"""Every code block of docs/*.md runs; every public name of `intent` is documented in docs/language.md."""
+"""Every code block of README.md and docs/*.md runs; every public name of `intent` is documented in
+docs/language.md."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import intent
 from tests.docblocks import DocBlockError, blocks, run_page, untagged
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PAGES = sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
+PAGES = [os.path.join(ROOT, "README.md"), *sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))]
 
 
 def _page_id(path: str) -> str:

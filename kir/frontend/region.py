@@ -88,8 +88,11 @@ def find_region(lw: Lowerer, nodes: list[ast.AST], node: ast.AST, what: str) -> 
     if not found:
         return None
     if len({ast.dump(s) for s, _, _ in found}) > 1:
-        raise lw.error(found[1][0], f"{what} reads more than one data-dependent subregion; a region fold reads one "
-                                    f"subregion x[b:e] (compute per-element expressions of it inside the call)")
+        first, second = (ast.unparse(s) for s, _, _ in found[:2])
+        raise lw.error(found[1][0], f"{what} reads two data-dependent subregions, `{first}` and `{second}`; a region "
+                                    f"fold reads one subregion and maps each of its elements. To combine several "
+                                    f"arrays over one range (a CSR row's values and column indices), write an "
+                                    f"ordered loop: `for k in range(b, e): acc += ...`")
     sub, ref, items = found[0]
     index = region_index(lw, ref, items, sub, what)
     return RegionAccess(ref, index, [s for s, _, _ in found])

@@ -46,7 +46,7 @@ def triton_stubbed() -> Iterator[list[int]]:
     grids: list[int] = []
     original = targets.run
 
-    def stub(fn: Any, target: Any, grid: int, positional: Any, keywords: Any) -> None:
+    def stub(fn: Any, target: Any, grid: int, positional: Any, keywords: Any, info: Any = None) -> None:
         grids.append(grid)
 
     targets.run = stub

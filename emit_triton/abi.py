@@ -72,3 +72,5 @@ class EmittedKernel:
     # libdevice), the source reads this constexpr: True when compiled for a GPU, False under the interpreter.
     device_flag: str | None = None
     notes: tuple[str, ...] = field(default=())  # performance notes carried to `explain`
+    # ("bytes" | "flops" | "exact", launch expression): what one launch moves and computes (the profiler)
+    counts: tuple[tuple[str, LaunchExpr], ...] = field(default=())

@@ -4,7 +4,8 @@ Used when `triton` was imported in the caller with `TRITON_INTERPRET=1`: Triton'
 functions (`tl.sum`, ...) are then interpreter objects for the life of that process and cannot
 be compiled there. This script starts with interpretation off, loads the cache entry's kernel.py
 (after checking its sha256), compiles it with the specialisation the caller computed, and prints
-one JSON object: `{"ptx": ..., "cubin": base64 or null}` or `{"error": ...}`.
+one JSON object: `{"ptx": ..., "cubin": base64 or null, "metadata": Triton's kernel metadata}` or
+`{"error": ...}`.
 
 It depends on the standard library and `triton` only, so it starts quickly and needs no path setup.
 """
@@ -52,7 +53,10 @@ def main() -> int:
         src = ASTSource(fn, request["signature"], _paths(request["constexprs"]), _paths(request["attrs"]))
         compiled = triton.compile(src, target=GPUTarget("cuda", request["arch"], 32), options=request["options"])
         cubin = compiled.asm.get("cubin")
-        reply = {"ptx": compiled.asm["ptx"], "cubin": base64.b64encode(cubin).decode("ascii") if cubin else None}
+        metadata = json.loads(json.dumps(compiled.metadata._asdict(),
+                                         default=lambda v: v.__dict__ if hasattr(v, "__dict__") else repr(v)))
+        reply = {"ptx": compiled.asm["ptx"], "cubin": base64.b64encode(cubin).decode("ascii") if cubin else None,
+                 "metadata": metadata}
     except Exception as exc:  # reported to the caller, which raises it as an IntentError
         reply = {"error": f"{type(exc).__name__}: {exc}"}
     sys.stdout.write(json.dumps(reply))

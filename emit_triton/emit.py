@@ -17,6 +17,7 @@ from collections.abc import Callable
 from kir.dims import DBin, DConst, Dim, DSym
 from kir.dtypes import DType
 from physical import ops as P
+from physical.counts import operation_counts
 from physical.launch_expr import (
     LaunchExpr,
     LBin,
@@ -416,7 +417,13 @@ def emit(program: Program) -> EmittedKernel:
     return EmittedKernel(name=kname, source="\n".join(src) + "\n", args=tuple(args), constexprs=tuple(consts),
                          grid=program.grid, num_warps=program.num_warps, num_stages=2,
                          notes=tuple(str(n) for n in program.notes),
-                         device_flag=DEVICE_FLAG if em.uses_device_flag else None)
+                         device_flag=DEVICE_FLAG if em.uses_device_flag else None, counts=_counts(program))
+
+
+def _counts(program: Program) -> tuple[tuple[str, LaunchExpr], ...]:
+    """The launch's bytes and FLOPs as launch expressions, for the profiler (`physical.counts`)."""
+    counted = operation_counts(program)
+    return (("bytes", counted.bytes), ("flops", counted.flops), ("exact", LConst(int(counted.exact))))
 
 
 from . import (  # noqa: E402,F401  (each module registers its emitters)

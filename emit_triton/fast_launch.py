@@ -79,6 +79,7 @@ class _Geometry:
     overlap_pairs: tuple[tuple[int, int, int, int], ...]
     outputs: tuple[tuple[tuple[int, ...], tuple[int, ...], torch.dtype], ...]  # (ABI positions, shape, dtype)
     workspaces: tuple[tuple[int, int, int | float | None, torch.dtype], ...]  # (position, count, fill, dtype)
+    info: Any = None  # the profiler's description of these launches (`intent.runtime.profiling.LaunchInfo`)
 
 
 @dataclass
@@ -165,7 +166,7 @@ class Plan:
             positional[position] = torch.empty(count, dtype=dtype, device=self.device) if fill is None \
                 else torch.full((count,), fill, dtype=dtype, device=self.device)
         if geometry.grid > 0:
-            targets.run(fn, target, geometry.grid, positional, geometry.keywords)
+            targets.run(fn, target, geometry.grid, positional, geometry.keywords, geometry.info)
         if not outputs:
             return None
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
@@ -295,7 +296,8 @@ def _geometry(plan: Plan, launched: LaunchPlan, spans: list[int]) -> _Geometry |
     if any(isinstance(v, torch.Tensor) for v in positional):  # an ABI value this module does not know
         return None
     pairs = tuple((i, j, spans[i], spans[j]) for i, j in plan.overlap_pairs if spans[i] and spans[j])
-    return _Geometry(positional, dict(launched.keywords), launched.grid, pairs, tuple(outputs), tuple(workspaces))
+    return _Geometry(positional, dict(launched.keywords), launched.grid, pairs, tuple(outputs), tuple(workspaces),
+                     launched.info)
 
 
 def _span(t: torch.Tensor) -> int:

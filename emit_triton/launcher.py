@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from intent.runtime.profiling import LaunchInfo, specialisation_text
 from kir.core import Kernel
 from kir.errors import IntentError, LaunchError
 from physical.launch_expr import DEVICE_SMS
@@ -56,6 +57,7 @@ class LaunchPlan:
     outputs: tuple[torch.Tensor, ...]  # omitted Out parameters, allocated (empty when not materialised)
     # symbols, integer scalars, workspace sizes and integer constexprs, by name
     launch_values: dict[str, int] = field(default_factory=dict)
+    info: LaunchInfo | None = None  # what a profile records of this launch
 
 
 def launch(kernel: Kernel, args: Mapping[str, Any], *, autotune: bool = False
@@ -79,7 +81,7 @@ def launch(kernel: Kernel, args: Mapping[str, Any], *, autotune: bool = False
             best, _ = autotune_mod.tune(kernel, plan.emitted, plan.key, fn, target, plan.grid, plan.positional,
                                         plan.keywords)
             plan.keywords.update(num_warps=best.num_warps, num_stages=best.num_stages)
-        targets.run(fn, target, plan.grid, plan.positional, plan.keywords)
+        targets.run(fn, target, plan.grid, plan.positional, plan.keywords, plan.info)
         plan.bound.finish()
     fast_launch.record(kernel, args, plan, target, fn)
     if not plan.outputs:
@@ -187,7 +189,11 @@ def plan_launch(kernel: Kernel, args: Mapping[str, Any], *, materialise: bool) -
     keywords.update(COMPILE_OPTIONS)
     if kernel.checks:  # device checks (tl.device_assert) are compiled in only under Triton's debug option
         keywords.update(CHECKED_OPTIONS)
-    return LaunchPlan(kernel, emitted, key, bound, positional, keywords, grid, width, tuple(outputs), launch_values)
+    info = LaunchInfo(kernel.name, specialisation_text({p.name: str(p.type.dtype) for p in kernel.params},
+                                                       {c.name: keywords[c.name] for c in emitted.constexprs}),
+                      emitted.counts, launch_values)
+    return LaunchPlan(kernel, emitted, key, bound, positional, keywords, grid, width, tuple(outputs), launch_values,
+                      info)
 
 
 def launch_env(bound: BoundArgs) -> dict[str, int]:

@@ -13,20 +13,18 @@ The module executed is the verified text of the cache entry's `kernel.py` and no
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
-import linecache
 import os
 import re
 import sys
-import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from intent.runtime import profiling as profile_mod
+from intent.runtime import triton_adapter as adapter
+from intent.runtime.triton_adapter import Mode, library_mode, triton_interpret  # noqa: F401  (re-exported)
 from kir.errors import IntentError
 from physical.ops.access import DEVICE_CHECK
 
@@ -36,13 +34,6 @@ from .compile import artifact_key, describe_abi, intent_version, invalidate_plan
 from .safety import check_generated
 
 AOT_ARCHES = (80, 90)
-
-
-class Mode(Enum):
-    """How the generated module is loaded: interpreted functions or compiled JIT functions."""
-
-    INTERPRETED = "interpreted"
-    COMPILED = "compiled"
 
 
 @dataclass(frozen=True)
@@ -99,60 +90,14 @@ def simulated_multiprocessors(count: int) -> Iterator[None]:
 
 
 def _user_wants_interpreter() -> bool:
-    from triton import knobs
-
-    return bool(knobs.runtime.interpret)
-
-
-_MISSING = object()
-
-
-@contextmanager
-def triton_interpret(on: bool) -> Iterator[None]:
-    """Switch Triton's interpreter on or off for the duration of the block, then restore it."""
-    from triton import knobs
-
-    previous_env = os.environ.get("TRITON_INTERPRET")
-    previous_override = knobs.runtime.__dict__.pop("interpret", _MISSING)
-    os.environ["TRITON_INTERPRET"] = "1" if on else "0"
-    try:
-        yield
-    finally:
-        if previous_env is None:
-            os.environ.pop("TRITON_INTERPRET", None)
-        else:
-            os.environ["TRITON_INTERPRET"] = previous_env
-        if previous_override is not _MISSING:
-            knobs.runtime.__dict__["interpret"] = previous_override
+    return adapter.user_wants_interpreter()
 
 
 # ---------------------------------------------------------------------------------------------- loading
 
 
-class _VerifiedSourceLoader(importlib.machinery.SourceFileLoader):
-    """Loads a cache entry's kernel.py from the text that was verified, never from a re-read."""
-
-    def __init__(self, fullname: str, path: str, text: str) -> None:
-        super().__init__(fullname, path)
-        self._text = text
-
-    def get_data(self, path: str) -> bytes:
-        if path == self.path:
-            return self._text.encode("utf-8")
-        raise OSError(f"{path} is not part of this generated module")
-
-    def get_source(self, fullname: str) -> str:
-        return self._text
-
-    def get_code(self, fullname: str) -> Any:
-        return compile(self._text, self.path, "exec", dont_inherit=True)
-
-    def set_data(self, path: str, data: bytes, *, _mode: int = 0o666) -> None:
-        """No bytecode is written next to cache entries."""
-
-
 _modules: dict[tuple[str, str, Mode], Any] = {}  # (cache root, entry key, mode) -> jit function
-_load_lock = threading.RLock()
+_load_lock = adapter.INTERPRETER_LOCK
 
 
 def entry_meta(emitted: EmittedKernel) -> dict[str, Any]:
@@ -173,7 +118,8 @@ def jit_function(emitted: EmittedKernel, key: str, mode: Mode) -> Any:
         check_generated(emitted.source, emitted.name)  # refuse, never run, text of the wrong shape
         path = cache_mod.DiskCache(root).source_file(key, emitted.source, entry_meta(emitted))
         unique = cache_mod.sha256_text(f"{root}\0{key}")[:16]
-        module = _import_generated(path, emitted.source, f"_intent_kernel_{emitted.name}_{unique}_{mode.value}", mode)
+        module = adapter.import_source(path, emitted.source, f"_intent_kernel_{emitted.name}_{unique}_{mode.value}",
+                                       mode)
         fn = getattr(module, emitted.name, None)
         if fn is None:
             raise IntentError(f"the generated module for kernel {emitted.name} defines no function {emitted.name}")
@@ -188,76 +134,11 @@ def clear_loaded() -> None:
         invalidate_plans()
 
 
-def _import_generated(path: Path, text: str, name: str, mode: Mode) -> Any:
-    loader = _VerifiedSourceLoader(name, str(path), text)
-    spec = importlib.util.spec_from_file_location(name, str(path), loader=loader)
-    if spec is None:  # pragma: no cover - only for paths importlib refuses outright
-        raise IntentError(f"cannot load the generated module {path}")
-    module = importlib.util.module_from_spec(spec)
-    # Triton reads the jit function's source through `inspect`, i.e. linecache: serve it the
-    # verified text (an entry with no mtime is never re-read from disk).
-    linecache.cache[str(path)] = (len(text), None, text.splitlines(True), str(path))
-    sys.modules[name] = module
-    try:
-        with triton_interpret(mode is Mode.INTERPRETED):
-            loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(name, None)
-        raise
-    return module
-
-
 # ---------------------------------------------------------------------------------------------- launching
 
-_interpreted_library: dict[int, tuple[Any, Any]] = {}  # id(jit function) -> (it, its interpreted form)
-
-
-@contextmanager
-def _library_functions_interpreted() -> Iterator[None]:
-    """Run Triton's own `@jit` library functions (`tl.sum`, `tl.rand`, ...) under the interpreter.
-
-    They were decorated when `triton` was imported, normally with interpretation off, so they are
-    compiled JIT functions that refuse to be called from Python. Had `TRITON_INTERPRET=1` been set
-    before that import they would be interpreted functions; while an interpreted kernel runs, calls
-    to them go to exactly that interpreted form (built once per function).
-
-    Calling an interpreted function patches `triton.language` for the interpreter and never undoes
-    it (harmless in a process that only interprets, fatal to later compiles here), so every such
-    nested call patches within a scope that is restored when it returns.
-    """
-    from triton.runtime.interpreter import InterpretedFunction, _patch_lang
-    from triton.runtime.jit import JITFunction
-
-    def interpreted_form(fn: Any) -> Any:
-        # Keyed by identity: a JIT function's own hash walks its source and dependencies.
-        known = _interpreted_library.get(id(fn))
-        if known is None or known[0] is not fn:
-            known = _interpreted_library[id(fn)] = (fn, InterpretedFunction(fn.fn))
-        return known[1]
-
-    def call_scoped(interpreted: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        scope = _patch_lang(interpreted.fn)
-        try:
-            return interpreted.rewrite()(*args, **kwargs)
-        finally:
-            scope.restore()
-
-    def call_jit(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return call_scoped(interpreted_form(self), args, kwargs)
-
-    def call_interpreted(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return call_scoped(self, args, kwargs)
-
-    originals = (JITFunction.__call__, InterpretedFunction.__call__)
-    JITFunction.__call__, InterpretedFunction.__call__ = call_jit, call_interpreted
-    try:
-        yield
-    finally:
-        JITFunction.__call__, InterpretedFunction.__call__ = originals
-
-
-def run(fn: Any, target: Target, grid: int, positional: Sequence[Any], keywords: Mapping[str, Any]) -> None:
-    """Launch `fn` once over a 1-D grid of `grid` programs.
+def run(fn: Any, target: Target, grid: int, positional: Sequence[Any], keywords: Mapping[str, Any],
+        info: Any = None) -> None:
+    """Launch `fn` once over a 1-D grid of `grid` programs (`info`: what a profile records of it).
 
     With device checks compiled in (`debug` set), a failed check becomes an `IntentError` with the
     check's own message (the op and its source line) instead of the provider's traceback.
@@ -265,9 +146,7 @@ def run(fn: Any, target: Target, grid: int, positional: Sequence[Any], keywords:
     checked = bool(keywords.get("debug"))
     try:
         if target.mode is Mode.INTERPRETED:
-            # The interpreter keeps global state and the switches below are process-wide: one at a time.
-            with _load_lock, triton_interpret(True), _library_functions_interpreted(), _interpreter_checks(checked):
-                fn[(grid,)](*positional, **keywords)
+            adapter.run_interpreted(fn, grid, positional, keywords)
             return
         import torch
 
@@ -278,6 +157,21 @@ def run(fn: Any, target: Target, grid: int, positional: Sequence[Any], keywords:
         if failed is None:
             raise
         raise IntentError(failed) from None
+
+
+def _profiled(original: Any) -> Any:
+    """`run` while a profile records (`intent.runtime.profiling.instrument`)."""
+
+    def run(fn: Any, target: Target, grid: int, positional: Sequence[Any], keywords: Mapping[str, Any],
+            info: Any = None) -> None:
+        path = "interpreter" if target.mode is Mode.INTERPRETED else "jit"
+        profile_mod.record(info, grid, target.device, path,
+                           lambda: original(fn, target, grid, positional, keywords, info))
+
+    return run
+
+
+profile_mod.instrument(sys.modules[__name__], "run", _profiled)
 
 
 _CHECK_TOKEN = re.compile(r"intent_check_[0-9a-f]{16}")
@@ -299,34 +193,19 @@ def device_check_failure(exc: BaseException) -> str | None:
     return None
 
 
-@contextmanager
-def _interpreter_checks(on: bool) -> Iterator[None]:
-    """The interpreter honours `tl.device_assert` only under its debug option (fixed per process)."""
-    if not on:
-        yield
-        return
-    import dataclasses
-
-    from triton.runtime.interpreter import interpreter_builder
-
-    previous = interpreter_builder.options
-    interpreter_builder.options = dataclasses.replace(previous, debug=True, sanitize_overflow=False)
-    try:
-        yield
-    finally:
-        interpreter_builder.options = previous
-
-
 # ---------------------------------------------------------------------------------------------- ahead of time
 
 
 @dataclass(frozen=True)
 class Artifacts:
-    """What an ahead-of-time compile produced for one specialisation."""
+    """What an ahead-of-time compile produced for one specialisation (`raw`: Triton's own
+    signature, constexprs and attrs, which a launcher of the cubin is built from)."""
 
     ptx: str
     cubin: bytes | None
     specialisation: dict[str, Any]
+    metadata: dict[str, Any] | None = None  # Triton's kernel metadata (shared memory, warps, name, ...)
+    raw: tuple[Any, ...] = ()
 
 
 _artifacts: dict[str, Artifacts] = {}
@@ -334,28 +213,24 @@ WORKER_TIMEOUT_S = 600
 
 
 def compile_ahead_of_time(emitted: EmittedKernel, fn: Any, key: str, arch: int, positional: Sequence[Any],
-                          keywords: Mapping[str, Any]) -> Artifacts:
+                          keywords: Mapping[str, Any], *, portable: bool = False) -> Artifacts:
     """Compile `fn` for sm_<arch> with the specialisation a real launch with these values gets.
 
     Triton's own binder for the target derives argument types, the 16-byte alignment of pointers
     and divisibility by 16 of integers (`tt.divisibility`), and equal-to-1 integers as constants,
     exactly as a launch would; no GPU is needed. Results are cached in memory and in the entry's
     directory on disk, keyed by the specialisation.
-    """
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import make_backend
-    from triton.runtime.jit import create_function_from_signature
 
-    library = library_mode()
-    target = GPUTarget("cuda", arch, 32)
-    options_in = dict(keywords, debug=bool(keywords.get("debug", False)))
+    `portable`: drop the divisibility assumptions about integer arguments (pointer alignment stays),
+    so that the cubin serves every size with the same constexprs (`kirc build`).
+    """
     if emitted.device_flag:  # compiled for the device, whatever tensors the specialisation came from
-        options_in[emitted.device_flag] = True
-    with _load_lock, triton_interpret(library is Mode.INTERPRETED):
-        backend = make_backend(target)
-        binder = create_function_from_signature(fn.signature, fn.params, backend)
-        bound, specialisation, options = binder(*positional, **options_in)
-        options, signature, constexprs, attrs = fn._pack_args(backend, options_in, bound, specialisation, options)
+        keywords = {**keywords, emitted.device_flag: True}
+    options, signature, constexprs, attrs = adapter.specialisation(fn, arch, positional, keywords)
+    if portable:
+        names = list(signature)
+        attrs = {path: (found if signature[names[path[0]]].startswith("*") else [])
+                 for path, found in attrs.items()}
     spec = {"signature": signature, "constexprs": constexprs, "attrs": attrs,
             "options": {k: v for k, v in sorted(options.__dict__.items()) if k != "extern_libs"}}
     akey = artifact_key(key, f"cuda:sm_{arch}", spec)
@@ -364,60 +239,42 @@ def compile_ahead_of_time(emitted: EmittedKernel, fn: Any, key: str, arch: int, 
         return found
     disk = cache_mod.default_cache()
     name = f"sm{arch}-{akey[:32]}"
-    found = _read_artifacts(disk, key, name, spec)
+    raw = (signature, constexprs, attrs)
+    found = _read_artifacts(disk, key, name, spec, raw)
     if found is None:
-        if library is Mode.COMPILED:
-            ptx, cubin = _compile_here(fn, target, signature, constexprs, attrs, options)
+        what = f"Triton could not compile {emitted.name} for sm_{arch}"
+        if library_mode() is Mode.COMPILED:
+            try:
+                ptx, cubin, metadata = adapter.compile_for(fn, arch, signature, constexprs, attrs, options.__dict__)
+            except Exception as exc:
+                raise IntentError(f"{what}: {exc}") from exc
         else:
+            options_in = dict(keywords, debug=bool(keywords.get("debug", False)))
             compile_options = {k: v for k, v in options_in.items() if k not in signature}
-            ptx, cubin = _compile_in_worker(emitted, key, arch, signature, constexprs, attrs, compile_options)
-        found = Artifacts(ptx, cubin, jsonable(spec))
+            ptx, cubin, metadata = _compile_in_worker(emitted, key, arch, signature, constexprs, attrs,
+                                                      compile_options)
+        found = Artifacts(ptx, cubin, jsonable(spec), metadata, raw)
         disk.write_artifact(key, name, {"ptx": ptx, "cubin": cache_mod.encode_bytes(cubin) if cubin else None,
-                                        "arch": arch, "specialisation": found.specialisation})
+                                        "arch": arch, "specialisation": found.specialisation, "metadata": metadata})
     _artifacts[akey] = found
     return found
 
 
-def library_mode() -> Mode:
-    """How Triton's own `@jit` library (`tl.sum`, ...) was built when `triton` was first imported.
-
-    With `TRITON_INTERPRET=1` set at that import it consists of interpreter objects for the life
-    of the process, and kernels that call it can only be compiled in a fresh process.
-    """
-    import triton.language as tl
-    from triton.runtime.interpreter import InterpretedFunction
-
-    return Mode.INTERPRETED if isinstance(tl.sum, InterpretedFunction) else Mode.COMPILED
-
-
-def _read_artifacts(disk: cache_mod.DiskCache, key: str, name: str, spec: Mapping[str, Any]) -> Artifacts | None:
+def _read_artifacts(disk: cache_mod.DiskCache, key: str, name: str, spec: Mapping[str, Any],
+                    raw: tuple[Any, ...]) -> Artifacts | None:
     record = disk.read_artifact(key, name)
-    if record is None or not isinstance(record.get("ptx"), str):
+    if record is None or not isinstance(record.get("ptx"), str) or not isinstance(record.get("metadata"), dict):
         return None
     try:
         cubin = cache_mod.decode_bytes(record["cubin"]) if record.get("cubin") else None
     except ValueError:
         return None
-    return Artifacts(record["ptx"], cubin, jsonable(spec))
-
-
-def _compile_here(fn: Any, target: Any, signature: Any, constexprs: Any, attrs: Any,
-                  options: Any) -> tuple[str, bytes | None]:
-    import triton
-    from triton.compiler import ASTSource
-
-    try:
-        with _load_lock, triton_interpret(False):
-            compiled = triton.compile(ASTSource(fn, signature, constexprs, attrs), target=target,
-                                      options=options.__dict__)
-    except Exception as exc:
-        raise IntentError(f"Triton could not compile {fn.__name__} for sm_{target.arch}: {exc}") from exc
-    return compiled.asm["ptx"], compiled.asm.get("cubin")
+    return Artifacts(record["ptx"], cubin, jsonable(spec), record["metadata"], raw)
 
 
 def _compile_in_worker(emitted: EmittedKernel, key: str, arch: int, signature: Mapping[str, str],
                        constexprs: Mapping[Any, Any], attrs: Mapping[Any, Any],
-                       options: Mapping[str, Any]) -> tuple[str, bytes | None]:
+                       options: Mapping[str, Any]) -> tuple[str, bytes | None, dict[str, Any] | None]:
     import json
     import subprocess
 
@@ -445,4 +302,5 @@ def _compile_in_worker(emitted: EmittedKernel, key: str, arch: int, signature: M
         raise IntentError(f"{what}: the compile worker failed: {last[0]}") from None
     if "error" in reply:
         raise IntentError(f"{what}: {reply['error']}")
-    return reply["ptx"], cache_mod.decode_bytes(reply["cubin"]) if reply.get("cubin") else None
+    cubin = cache_mod.decode_bytes(reply["cubin"]) if reply.get("cubin") else None
+    return reply["ptx"], cubin, reply.get("metadata")

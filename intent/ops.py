@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from kir.errors import IntentError
+from .errors import IntentError
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -81,6 +81,22 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                      help="cpu runs the Triton interpreter (default); cuda runs on the GPU")
 
+    build = sub.add_parser("build", help="compile specialisations into a directory for intent.load",
+                           description="Compile the chosen specialisations of the kernels of FILE (or just --kernel) "
+                                       "into DIR: per dtype signature the Triton source, per specialisation a cubin "
+                                       "(with PTX and Triton's metadata), and registry.json, which intent.load(DIR) "
+                                       "runs without the compiler.")
+    build.add_argument("file", metavar="FILE", help="a .kir file, or a .py file with @intent.kernel functions")
+    build.add_argument("--kernel", metavar="NAME", action="append", default=[],
+                       help="a kernel to build (repeatable; default: every kernel of FILE)")
+    build.add_argument("--dtype", metavar="T=DTYPE[,DTYPE...]", action="extend", nargs="+", default=[],
+                       help="the dtypes to build for a dtype variable (default: all its choices)")
+    build.add_argument("--shape", metavar="S=N[,N...]", action="extend", nargs="+", default=[],
+                       help="the sizes to build for (every combination; a symbol not named takes 1024): they "
+                            "choose the constexprs (tile sizes) each cubin is compiled with")
+    build.add_argument("--arch", type=int, default=90, help="the CUDA architecture (80 or 90; default 90)")
+    build.add_argument("-o", "--output", metavar="DIR", required=True, help="the build directory")
+
     explain = sub.add_parser("explain", help="show the physical plan",
                              description="Worksets, groups, segments, buffers, bounds proofs and performance notes.")
     common(explain)
@@ -315,6 +331,28 @@ def _cmd_explain(opts: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_build(opts: argparse.Namespace) -> int:
+    kernels = _load(opts.file)
+    chosen = [pair for name in opts.kernel for pair in _select(kernels, name, opts.file)] if opts.kernel \
+        else _select(kernels, None, opts.file)
+    dtypes: dict[str, list[DType]] = {}
+    for name, value in _assignments(opts.dtype, "dtype").items():
+        try:
+            dtypes[name] = [DType.parse(v) for v in value.split(",")]
+        except ValueError as exc:
+            raise UsageError(f"--dtype {name}={value}: {exc}") from None
+    shapes: dict[str, list[int]] = {}
+    for name, value in _assignments(opts.shape, "shape").items():
+        try:
+            shapes[name] = [int(v) for v in value.split(",")]
+        except ValueError:
+            raise UsageError(f"--shape {name}={value}: the values must be integers") from None
+    build = _stage("emit_triton.aot", "build", "ahead-of-time builds (emit_triton.aot.build)")
+    path = build(chosen, opts.output, dtypes=dtypes, shapes=shapes, arch=opts.arch)
+    print(f"wrote {path}")
+    return 0
+
+
 def _cmd_run(opts: argparse.Namespace) -> int:
     name, obj = _one(_load(opts.file), opts.kernel, opts.file)
     k = _specialised(obj, _dtypes(opts.dtype))
@@ -395,7 +433,7 @@ def _compare(p: Param, got: np.ndarray, want: np.ndarray, tf32: bool = False) ->
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "check": _cmd_check, "lower": _cmd_lower, "run": _cmd_run, "explain": _cmd_explain}
+    "check": _cmd_check, "lower": _cmd_lower, "run": _cmd_run, "explain": _cmd_explain, "build": _cmd_build}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -271,7 +271,7 @@ def test_a_planned_launch_touches_no_file_system(monkeypatch):
     def forbidden(*a, **kw):
         raise AssertionError("the file system was consulted on a planned launch")
 
-    monkeypatch.setattr(targets, "run", lambda fn, target, grid, positional, keywords: launched.append(grid))
+    monkeypatch.setattr(targets, "run", lambda fn, target, grid, positional, keywords, info=None: launched.append(grid))
     monkeypatch.setattr(os, "stat", forbidden)
     monkeypatch.setattr(Path, "home", forbidden)
     monkeypatch.setattr(Path, "stat", forbidden)

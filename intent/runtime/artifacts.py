@@ -1,0 +1,701 @@
+"""`intent.load(DIR)`: kernels prebuilt by `kirc build`, launched from their registry without the compiler.
+
+A build directory holds `registry.json` and, per kernel and dtype signature, the generated Triton
+source and one cubin (with its PTX and Triton's metadata) per compiled specialisation. The registry
+records everything a launch needs as data: the parameters and their symbolic shapes, the `requires`
+predicates (with the symbols' lower bounds and the kernel's axioms), the ABI, the grid, the
+constexprs and the operation counts, all in the expression format of `intent.runtime.expr`.
+
+A loaded kernel checks its arguments as the compiler's launcher does (dtypes, ranks, devices,
+shape-symbol consistency, refinements, scalar ranges, overlap of written memory), with errors that
+name the parameter, then launches: on CUDA the stored cubin of the matching specialisation (Triton's
+runtime, no compile), else Triton's JIT over the stored source; on CPU the stored source under
+Triton's interpreter. Every registry entry carries a sha256 of its own content, which includes the
+sha256 of every file it names: an entry or file that does not match is refused, never executed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import sys
+import threading
+import warnings
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import IntentError, LaunchError
+from . import expr as E
+from . import profiling as profile_mod
+from .index_width import TensorExtent, choose_index_width
+
+FORMAT = "intent-aot/1"
+REGISTRY = "registry.json"
+MAX_GRID = 2**31 - 1
+MAX_GEOMETRIES = 256
+
+
+def entry_hash(entry: Mapping[str, Any]) -> str:
+    """The sha256 an entry records of itself: its canonical JSON without the `hash` field."""
+    body = {k: v for k, v in entry.items() if k != "hash"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8")).hexdigest()
+
+
+def load(directory: str | Path, *, jit_fallback: bool = True) -> Prebuilt:
+    """The kernels of a `kirc build` directory, as callables: `lib = intent.load(DIR); lib.softmax(x)`.
+
+    `jit_fallback=False` refuses (with a `LaunchError`) a CUDA launch whose specialisation has no
+    prebuilt cubin instead of compiling the stored source with Triton's JIT."""
+    root = Path(directory)
+    path = root / REGISTRY
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise IntentError(f"{root} is not a kernel build directory: it has no {REGISTRY} (make one with kirc build)") \
+            from None
+    except (OSError, ValueError) as exc:
+        raise IntentError(f"cannot read {path}: {exc}") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("kernels"), dict):
+        raise IntentError(f"{path} is not a registry of format {FORMAT} (found {data.get('format')!r}); rebuild it "
+                          f"with this version's kirc build" if isinstance(data, dict) else f"{path} is not a registry")
+    kernels = {name: PrebuiltKernel(name, [Entry(root, name, e, jit_fallback) for e in entries])
+               for name, entries in data["kernels"].items()}
+    return Prebuilt(root, data.get("triton"), kernels)
+
+
+class Prebuilt:
+    """The kernels of one build directory, by name (attributes, `lib["name"]`, iteration)."""
+
+    def __init__(self, root: Path, triton: str | None, kernels: dict[str, PrebuiltKernel]) -> None:
+        self.root = root
+        self.triton_version = triton
+        self._kernels = kernels
+        for name, k in kernels.items():
+            if name.isidentifier() and not hasattr(type(self), name):
+                setattr(self, name, k)
+
+    def __getitem__(self, name: str) -> PrebuiltKernel:
+        try:
+            return self._kernels[name]
+        except KeyError:
+            raise KeyError(f"{self.root} has no kernel {name} (kernels: {', '.join(self._kernels) or 'none'})") \
+                from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._kernels)
+
+    def __len__(self) -> int:
+        return len(self._kernels)
+
+    def __repr__(self) -> str:
+        return f"<intent prebuilt kernels from {self.root}: {', '.join(self._kernels)}>"
+
+
+class PrebuiltKernel:
+    """One kernel of a build directory: call it like the `@intent.kernel` it was built from."""
+
+    def __init__(self, name: str, entries: list[Entry]) -> None:
+        self.__name__ = name
+        self.entries = entries
+        self.params = [p["name"] for p in entries[0].data["params"]] if entries else []
+
+    @property
+    def signatures(self) -> list[str]:
+        return [e.signature for e in self.entries]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if len(args) > len(self.params):
+            raise LaunchError(f"{self.__name__}() takes {len(self.params)} arguments ({', '.join(self.params)}) but "
+                              f"{len(args)} were given")
+        given = dict(zip(self.params, args))
+        for k, v in kwargs.items():
+            if k not in self.params:
+                raise LaunchError(f"unexpected argument {k}: kernel {self.__name__} has no parameter {k} "
+                                  f"(parameters: {', '.join(self.params)})")
+            if k in given:
+                raise LaunchError(f"{self.__name__}() got multiple values for argument '{k}'")
+            given[k] = v
+        return self._entry_for(given).launch(given)
+
+    def _entry_for(self, given: Mapping[str, Any]) -> Entry:
+        if len(self.entries) == 1:
+            return self.entries[0]
+        for e in self.entries:
+            if e.accepts_dtypes(given):
+                return e
+        seen = ", ".join(f"{n}:{_dtype_name(v)}" for n, v in given.items() if _dtype_name(v) is not None)
+        raise LaunchError(f"kernel {self.__name__}: no prebuilt specialisation for {seen or 'these arguments'} "
+                          f"(built: {'; '.join(self.signatures)})")
+
+    def __repr__(self) -> str:
+        return f"<intent prebuilt kernel {self.__name__} ({'; '.join(self.signatures)})>"
+
+
+# ---------------------------------------------------------------------------------------------- dtypes
+
+_TORCH_DTYPES = {"bool": "pred", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64", "uint8": "u8",
+                 "uint16": "u16", "uint32": "u32", "uint64": "u64", "float16": "f16", "bfloat16": "bf16",
+                 "float32": "f32", "float64": "f64"}
+_INT_RANGES = {f"{s}{b}": ((-(1 << (b - 1)), (1 << (b - 1)) - 1) if s == "i" else (0, (1 << b) - 1))
+               for s in "iu" for b in (8, 16, 32, 64)}
+_FLOAT_MAX = {"f16": 65504.0, "bf16": 3.3895313892515355e38, "f32": 3.4028234663852886e38,
+              "f64": 1.7976931348623157e308}
+
+
+def _dtype_name(value: Any) -> str | None:
+    dt = getattr(value, "dtype", None)
+    if dt is None or type(value).__module__.split(".")[0] != "torch":
+        return None
+    return _TORCH_DTYPES.get(str(dt).removeprefix("torch."), str(dt))
+
+
+def _torch_dtype(name: str) -> Any:
+    import torch
+
+    for t, n in _TORCH_DTYPES.items():
+        if n == name:
+            return getattr(torch, t)
+    raise IntentError(f"unknown dtype {name} in a registry")
+
+
+def _type_name(value: Any) -> str:
+    t = type(value)
+    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
+# ---------------------------------------------------------------------------------------------- entries
+
+
+@dataclass
+class _Geometry:
+    """What follows from the shapes, strides and integer scalars of a call (memoised per entry)."""
+
+    env: dict[str, int]
+    out_shapes: dict[str, tuple[int, ...]]
+    workspaces: dict[str, int]
+    constexprs: dict[str, Any]
+    grid: int
+    keywords: dict[str, Any]
+    info: profile_mod.LaunchInfo | None = None  # what a profile records of launches of this geometry
+
+
+@dataclass
+class _Loaded:
+    functions: dict[str, Any] = field(default_factory=dict)  # "interpreted" | "compiled" -> jit function
+    compiled: dict[str, Any] = field(default_factory=dict)  # variant key -> Triton CompiledKernel
+    warned: set[str] = field(default_factory=set)
+
+
+class Entry:
+    """One kernel's dtype signature in a registry."""
+
+    def __init__(self, root: Path, kernel: str, data: Mapping[str, Any], jit_fallback: bool) -> None:
+        self.root, self.kernel, self.data, self.jit_fallback = root, kernel, data, jit_fallback
+        self.signature = str(data.get("signature", "?"))
+        self.problem: str | None = None
+        recorded, computed = data.get("hash"), entry_hash(data)
+        if recorded != computed:
+            self.problem = f"its registry entry does not match its hash (recorded {recorded}, computed {computed})"
+        else:
+            try:
+                self._check_shape()
+            except (KeyError, TypeError, ValueError) as exc:
+                self.problem = f"its registry entry is malformed: {exc}"
+        self._geometries: dict[tuple[Any, ...], _Geometry] = {}
+        self._loaded = _Loaded()
+        self._lock = threading.Lock()
+
+    def _check_shape(self) -> None:
+        d = self.data
+        for p in d["params"]:
+            for k, s in enumerate(p.get("shape", [])):
+                E.validate(s, f"shape of {p['name']} axis {k}")
+        for r in d["requires"]:
+            E.validate(r["expr"], r["text"])
+        abi = d["abi"]
+        for x in [a.get("expr") for a in abi["args"]] + [c["expr"] for c in abi["constexprs"]] + \
+                [abi["grid"], abi["num_warps"], abi["num_stages"]] + list(d.get("counts", {}).values()):
+            if x is not None and not isinstance(x, bool):
+                E.validate(x, "the ABI")
+
+    def describe(self) -> str:
+        return f"prebuilt kernel {self.kernel} ({self.signature}) in {self.root}"
+
+    def accepts_dtypes(self, given: Mapping[str, Any]) -> bool:
+        for p in self.data["params"]:
+            if p["kind"] == "tensor" and p["name"] in given:
+                found = _dtype_name(given[p["name"]])
+                if found is not None and found != p["dtype"]:  # not a tensor: the argument check reports it
+                    return False
+        return True
+
+    # ------------------------------------------------------------------------------------------ checks
+    def _refuse(self) -> None:
+        if self.problem is not None:
+            raise IntentError(f"{self.describe()}: {self.problem}; refusing to run it (rebuild the directory with "
+                              f"kirc build)")
+
+    def _bind(self, given: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], Any]:
+        import torch
+
+        tensors: dict[str, Any] = {}
+        scalars: dict[str, Any] = {}
+        device = None
+        first = ""
+        for p in self.data["params"]:
+            name, text = p["name"], p["type"]
+            if name not in given:
+                if p["kind"] == "tensor" and p["role"] == "out":
+                    continue
+                what = f"a tensor ({text})" if p["kind"] == "tensor" else f"a {p['dtype']} scalar"
+                raise LaunchError(f"missing argument {name}: expected {what}")
+            value = given[name]
+            if p["kind"] == "scalar":
+                scalars[name] = _check_scalar(name, p["dtype"], value)
+                continue
+            if not isinstance(value, torch.Tensor):
+                raise LaunchError(f"parameter {name}: expected a tensor ({text}), got "
+                                  f"{'None' if value is None else _type_name(value)}")
+            if value.layout != torch.strided:
+                raise LaunchError(f"parameter {name}: expected a dense (strided) tensor ({text}), got a tensor with "
+                                  f"layout {value.layout}")
+            if _dtype_name(value) != p["dtype"]:
+                raise LaunchError(f"parameter {name}: expected {p['dtype']}, got {value.dtype}")
+            if value.dim() != len(p["shape"]):
+                raise LaunchError(f"parameter {name}: expected rank {len(p['shape'])} ({text}), got a tensor of "
+                                  f"shape {tuple(value.shape)}")
+            if device is None:
+                device, first = value.device, name
+            elif value.device != device:
+                raise LaunchError(f"parameter {name}: on {value.device} but parameter {first} is on {device}; all "
+                                  f"tensors of one launch must be on one device")
+            tensors[name] = value
+        if device is None:
+            device = torch.device("cpu")
+        if device.type not in ("cpu", "cuda"):
+            raise LaunchError(f"parameter {first}: tensors on {device} cannot be launched; expected cpu tensors "
+                              f"(Triton interpreter) or cuda tensors")
+        return tensors, scalars, device
+
+    def _geometry(self, tensors: Mapping[str, Any], scalars: Mapping[str, Any], on_gpu: bool, sms: int
+                  ) -> _Geometry:
+        d = self.data
+        env: dict[str, int] = {}
+        origin: dict[str, str] = {}
+        pending: list[tuple[str, int, Any, int]] = []
+        for p in d["params"]:
+            t = tensors.get(p["name"])
+            if t is None:
+                continue
+            for axis, (dim, extent) in enumerate(zip(p["shape"], t.shape)):
+                extent = int(extent)
+                if isinstance(dim, int):
+                    if extent != dim:
+                        raise LaunchError(f"parameter {p['name']}: axis {axis} has extent {extent} but the kernel "
+                                          f"expects {dim}")
+                elif isinstance(dim, str):
+                    if dim not in env:
+                        env[dim], origin[dim] = extent, f"parameter {p['name']}"
+                    elif env[dim] != extent:
+                        raise LaunchError(f"parameter {p['name']}: axis {axis} has extent {extent} but {dim} = "
+                                          f"{env[dim]} from {origin[dim]}")
+                else:
+                    pending.append((p["name"], axis, dim, extent))
+        _solve_pending(pending, env, origin)
+        for p in d["params"]:
+            if p["kind"] == "tensor" and p["name"] not in tensors:
+                unbound = sorted({n for s in p["shape"] for n in E.names(s)} - env.keys())
+                if unbound:
+                    verb = "is" if len(unbound) == 1 else "are"
+                    raise LaunchError(f"out parameter {p['name']} was omitted and its shape {p['type']} cannot be "
+                                      f"inferred: {', '.join(unbound)} {verb} not bound by any input")
+        for param, axis, dim, extent in pending:
+            unbound = sorted(set(E.names(dim)) - env.keys())
+            if unbound:
+                raise LaunchError(f"parameter {param}: axis {axis} has extent {extent} = {E.render(dim)}, which does "
+                                  f"not determine {', '.join(unbound)}; pass a parameter whose shape gives it directly")
+        for s in d["symbols"]:
+            if s not in env:
+                raise LaunchError(f"shape symbol {s} of kernel {self.kernel} is not bound by any argument")
+        for r in d["requires"]:
+            _check_pred(r, env, origin)
+        out_shapes: dict[str, tuple[int, ...]] = {}
+        for p in d["params"]:
+            if p["kind"] == "tensor" and p["name"] not in tensors:
+                shape = tuple(E.evaluate(s, env) for s in p["shape"])
+                if any(e < 0 for e in shape):
+                    raise LaunchError(f"out parameter {p['name']} was omitted and its shape {p['type']} evaluates "
+                                      f"to {shape}, which has a negative extent")
+                out_shapes[p["name"]] = shape
+        for name, value in scalars.items():
+            if isinstance(value, int) and not isinstance(value, bool) and name not in env:
+                env[name] = value
+        env[E.DEVICE_SMS] = sms
+        return self._plan(env, tensors, out_shapes, on_gpu)
+
+    def _plan(self, env: dict[str, int], tensors: Mapping[str, Any], out_shapes: dict[str, tuple[int, ...]],
+              on_gpu: bool) -> _Geometry:
+        abi = self.data["abi"]
+        what = ""
+        try:
+            values = dict(env)
+            workspaces: dict[str, int] = {}
+            extents = [TensorExtent(n, tuple(t.shape), tuple(t.stride())) for n, t in tensors.items()]
+            extents += [TensorExtent(n, s, _contiguous(s)) for n, s in out_shapes.items()]
+            for a in abi["args"]:
+                if a["kind"] == "symbol":
+                    what = f"ABI argument {a['name']}"
+                    values[a["name"]] = E.evaluate(a["expr"], env)
+                elif a["kind"] == "workspace":
+                    what = f"the size of workspace {a['name']}"
+                    workspaces[a["name"]] = values[a["name"]] = E.evaluate(a["expr"], env)
+                    extents.append(TensorExtent(a["name"], (workspaces[a["name"]],), (1,)))
+            constexprs: dict[str, Any] = {}
+            for c in abi["constexprs"]:
+                what = f"constexpr {c['name']}"
+                constexprs[c["name"]] = E.evaluate(c["expr"], env)
+            what = "the grid"
+            grid = E.evaluate(abi["grid"], env)
+            what = "num_warps"
+            keywords: dict[str, Any] = dict(constexprs)
+            ints = {k: v for k, v in constexprs.items() if isinstance(v, int) and not isinstance(v, bool)}
+            values.update(ints)
+            width = choose_index_width(extents, values, grid, tile=max(ints.values(), default=1))
+            if abi.get("index64_flag"):
+                keywords[abi["index64_flag"]] = width.index64
+            if abi.get("device_flag"):  # generated code that differs between the device and the interpreter
+                keywords[abi["device_flag"]] = on_gpu
+            keywords["num_warps"] = E.evaluate(abi["num_warps"], env)
+            what = "num_stages"
+            keywords["num_stages"] = E.evaluate(abi["num_stages"], env)
+        except (KeyError, ZeroDivisionError) as exc:
+            raise IntentError(f"{self.describe()}: {what} cannot be evaluated: {exc}") from None
+        if grid > MAX_GRID:
+            raise LaunchError(f"kernel {self.kernel}: these shapes need {grid} programs, more than the {MAX_GRID} one "
+                              f"launch may have")
+        keywords.update(self.data.get("options", {}))
+        return _Geometry(env, out_shapes, workspaces, constexprs, grid, keywords)
+
+    # ------------------------------------------------------------------------------------------ launch
+    def launch(self, given: Mapping[str, Any]) -> Any:
+        import torch
+
+        self._refuse()
+        tensors, scalars, device = self._bind(given)
+        key = tuple((n, tuple(t.shape), t.stride()) for n, t in tensors.items()) + \
+            tuple((n, v) for n, v in scalars.items() if isinstance(v, int))
+        on_gpu = device.type == "cuda" and not _interpreting()
+        geometry = self._geometries.get((key, on_gpu))
+        if geometry is None:
+            geometry = self._geometry(tensors, scalars, on_gpu, _multiprocessors(device) if on_gpu else 0)
+            if len(self._geometries) >= MAX_GEOMETRIES:
+                self._geometries.clear()
+            self._geometries[(key, on_gpu)] = geometry
+        outputs = {n: torch.empty(s, dtype=_torch_dtype(self._param(n)["dtype"]), device=device)
+                   for n, s in geometry.out_shapes.items()}
+        _check_overlap(self.data["params"], {**tensors, **outputs})
+        positional: list[Any] = []
+        for a in self.data["abi"]["args"]:
+            kind = a["kind"]
+            if kind == "tensor":
+                positional.append(tensors[a["param"]] if a["param"] in tensors else outputs[a["param"]])
+            elif kind == "stride":
+                t = tensors[a["param"]] if a["param"] in tensors else outputs[a["param"]]
+                positional.append(t.stride(a["axis"]))
+            elif kind == "scalar":
+                positional.append(_scalar_argument(a["dtype"], scalars[a["param"]]))
+            elif kind == "symbol":
+                positional.append(E.evaluate(a["expr"], geometry.env))
+            else:
+                count, fill = geometry.workspaces[a["name"]], a.get("fill")
+                dtype = _torch_dtype(a["dtype"])
+                positional.append(torch.empty(count, dtype=dtype, device=device) if fill is None
+                                  else torch.full((count,), fill, dtype=dtype, device=device))
+        if geometry.grid > 0:
+            self._run(device, on_gpu, geometry, positional)
+        made = [outputs[p["name"]] for p in self.data["params"] if p["name"] in outputs]
+        if not made:
+            return None
+        return made[0] if len(made) == 1 else tuple(made)
+
+    def _param(self, name: str) -> Mapping[str, Any]:
+        return next(p for p in self.data["params"] if p["name"] == name)
+
+    def _run(self, device: Any, on_gpu: bool, geometry: _Geometry, positional: list[Any]) -> None:
+        from . import triton_adapter as adapter
+
+        if not on_gpu:
+            fn = self._function(adapter.Mode.INTERPRETED)
+            _execute(self, geometry, device, "interpreter",
+                     lambda: adapter.run_interpreted(fn, geometry.grid, positional, geometry.keywords))
+            return
+        import torch
+
+        fn = self._function(adapter.Mode.COMPILED)
+        compiled, label = self._variant(fn, device, positional, geometry)
+        with torch.cuda.device(device):
+            if compiled is not None:
+                args = positional + [geometry.keywords[n] for n in self.data["arg_names"][len(positional):]]
+                _execute(self, geometry, device, label, lambda: compiled[(geometry.grid, 1, 1)](*args))
+            else:
+                _execute(self, geometry, device, label, lambda: fn[(geometry.grid,)](*positional, **geometry.keywords))
+
+    def info(self, geometry: _Geometry) -> profile_mod.LaunchInfo:
+        """What a profile records of a launch of this entry with `geometry` (made once per geometry)."""
+        if geometry.info is None:
+            ints = {k: int(v) for k, v in geometry.constexprs.items() if isinstance(v, int)}
+            geometry.info = profile_mod.LaunchInfo(
+                self.kernel, profile_mod.specialisation_text(self.data["dtypes"], geometry.constexprs),
+                self.data.get("counts", {}).items(), {**geometry.env, **ints})
+        return geometry.info
+
+    def _function(self, mode: Any) -> Any:
+        from . import triton_adapter as adapter
+
+        found = self._loaded.functions.get(mode.value)
+        if found is not None:
+            return found
+        with self._lock:
+            src = self.data["source"]
+            text = self._read(src, "the Triton source").decode("utf-8")
+            name = f"_intent_prebuilt_{self.kernel}_{src['sha256'][:16]}_{mode.value}"
+            module = adapter.import_source(self.root / src["file"], text, name, mode)
+            fn = getattr(module, self.data["abi"]["name"])
+            self._loaded.functions[mode.value] = fn
+            return fn
+
+    def _read(self, ref: Mapping[str, str], what: str) -> bytes:
+        path = self.root / ref["file"]
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise IntentError(f"{self.describe()}: cannot read {what} {path}: {exc.strerror or exc}") from None
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != ref["sha256"]:
+            raise IntentError(f"{self.describe()}: {what} {path} does not match its recorded sha256 (recorded "
+                              f"{ref['sha256']}, computed {digest}); refusing to run it (rebuild the directory with "
+                              f"kirc build)")
+        return data
+
+    def _variant(self, fn: Any, device: Any, positional: list[Any], geometry: _Geometry) -> tuple[Any, str]:
+        """The prebuilt cubin for this call's specialisation, or (None, "jit") to compile the stored source."""
+        import torch
+
+        from . import triton_adapter as adapter
+
+        major, minor = torch.cuda.get_device_capability(device)
+        arch = major * 10 + minor
+        _, signature, constexprs, attrs = adapter.specialisation(fn, arch, positional, geometry.keywords)
+        call = spec_json(signature, constexprs, attrs)
+        for v in self.data["variants"]:
+            if v["arch"] == arch and _covers(v, call):
+                compiled = self._loaded.compiled.get(v["key"])
+                if compiled is None:
+                    for ref, what in ((v["cubin"], "cubin"), (v["metadata"], "Triton metadata")):
+                        self._read(ref, what)  # refuse files that do not match before Triton reads them
+                    compiled = adapter.load_compiled(self.root, self.data["abi"]["name"], v["metadata"]["file"],
+                                                     v["cubin"]["file"], self.data["arg_names"], dict(v["signature"]),
+                                                     {tuple(k): c for k, c in v["constexprs"]}, v["key"])
+                    self._loaded.compiled[v["key"]] = compiled
+                return compiled, f"cubin sm_{arch}"
+        built = ", ".join(f"sm_{v['arch']} {v['constexpr_values']}" for v in self.data["variants"]) or "none"
+        wanted = {k: geometry.constexprs[k] for k in sorted(geometry.constexprs)}
+        if not self.jit_fallback:
+            raise LaunchError(f"{self.describe()}: no prebuilt cubin for sm_{arch} with {wanted} (built: {built}); "
+                              f"add these shapes to kirc build --shape, or load with jit_fallback=True")
+        if str(wanted) not in self._loaded.warned:
+            self._loaded.warned.add(str(wanted))
+            warnings.warn(f"{self.describe()}: no prebuilt cubin for sm_{arch} with {wanted} (built: {built}); "
+                          f"compiling the stored Triton source", stacklevel=4)
+        return None, "jit"
+
+
+def _execute(entry: Entry, geometry: _Geometry, device: Any, path: str, run: Any) -> None:
+    """Run one launch (`run`); the profiler replaces this function while it records."""
+    run()
+
+
+def _profiled(original: Any) -> Any:
+    def execute(entry: Entry, geometry: _Geometry, device: Any, path: str, run: Any) -> None:
+        profile_mod.record(entry.info(geometry), geometry.grid, device, path, run)
+
+    return execute
+
+
+profile_mod.instrument(sys.modules[__name__], "_execute", _profiled)
+
+
+def spec_json(signature: Mapping[str, str], constexprs: Mapping[Any, Any], attrs: Mapping[Any, Any]
+               ) -> dict[str, Any]:
+    """A specialisation as JSON data: (name, type) pairs in argument order, constexpr and attribute values by
+    argument path."""
+    return {"signature": [[k, v] for k, v in signature.items()],
+            "constexprs": sorted([list(k), v if isinstance(v, (bool, int, float, str)) or v is None else repr(v)]
+                                 for k, v in constexprs.items()),
+            "attrs": sorted([list(k), [list(a) for a in v]] for k, v in attrs.items() if v)}
+
+
+def _covers(variant: Mapping[str, Any], call: Mapping[str, Any]) -> bool:
+    """Whether a cubin compiled for `variant` is valid for a call specialised as `call`: the same argument
+    types and constant values, and no assumption (alignment, divisibility) the call does not satisfy."""
+    if variant["signature"] != call["signature"] or variant["constexprs"] != call["constexprs"]:
+        return False
+    have = {json.dumps(k): v for k, v in call["attrs"]}
+    return all(all(a in have.get(json.dumps(k), []) for a in v) for k, v in variant["attrs"])
+
+
+def _interpreting() -> bool:
+    from . import triton_adapter as adapter
+
+    return adapter.user_wants_interpreter() or adapter.library_mode() is adapter.Mode.INTERPRETED
+
+
+_multiprocessor_counts: dict[int, int] = {}
+
+
+def _multiprocessors(device: Any) -> int:
+    import torch
+
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _multiprocessor_counts:
+        _multiprocessor_counts[index] = int(torch.cuda.get_device_properties(index).multi_processor_count)
+    return _multiprocessor_counts[index]
+
+
+# ---------------------------------------------------------------------------------------------- checks
+
+
+def _solve_pending(pending: list[tuple[str, int, Any, int]], env: dict[str, int], origin: dict[str, str]) -> None:
+    """Bind symbols that compound extents determine (`S + 1`, `2 * S`), then check the others."""
+    progress = True
+    while pending and progress:
+        progress = False
+        for item in list(pending):
+            param, axis, dim, extent = item
+            unbound = sorted(set(E.names(dim)) - env.keys())
+            if not unbound:
+                try:
+                    want: int | None = E.evaluate(dim, env)
+                except ZeroDivisionError:
+                    want = None
+                if want != extent:
+                    given = ", ".join(f"{s} = {env[s]} from {origin[s]}" for s in sorted(set(E.names(dim))))
+                    shown = "cannot be evaluated (division by zero)" if want is None else f"= {want}"
+                    raise LaunchError(f"parameter {param}: axis {axis} has extent {extent} but {E.render(dim)} "
+                                      f"{shown} ({given})")
+                pending.remove(item)
+                progress = True
+            elif len(unbound) == 1:
+                value = _solve_for(dim, unbound[0], extent, env)
+                if value is not None:
+                    env[unbound[0]], origin[unbound[0]] = value, f"parameter {param}"
+                    pending.remove(item)
+                    progress = True
+
+
+def _solve_for(dim: Any, symbol: str, extent: int, env: Mapping[str, int]) -> int | None:
+    """`dim == extent` solved for `symbol` when `dim` is affine in it (as `kir.dims.solve_for`)."""
+
+    def at(v: int) -> int:
+        return E.evaluate(dim, {**env, symbol: v})
+
+    try:
+        base, slope = at(0), at(1) - at(0)
+        if slope == 0 or (extent - base) % slope:
+            return None
+        value = (extent - base) // slope
+        return value if at(value) == extent and at(value + 1) - at(value) == slope else None
+    except ZeroDivisionError:
+        return None
+
+
+def _check_pred(r: Mapping[str, Any], env: Mapping[str, int], origin: Mapping[str, str]) -> None:
+    symbols = sorted(set(E.names(r["expr"])))
+    try:
+        ok = bool(E.evaluate(r["expr"], env))
+        failure = None if ok else f"{r['text']} failed: " + ", ".join(f"{s} = {env[s]}" for s in symbols)
+    except (KeyError, ZeroDivisionError) as exc:
+        failure = f"{r['text']} cannot be evaluated: {exc}"
+    if failure is None:
+        return
+    whence = "; ".join(f"{s} from {origin[s]}" for s in symbols if s in origin)
+    if r["word"] == "bound":
+        raise LaunchError(f"{failure} ({whence}; a shape symbol is >= 1 unless the kernel states {symbols[0]} >= 0)")
+    raise LaunchError(f"{r['word']} {failure} ({whence})")
+
+
+def _check_scalar(name: str, dtype: str, value: Any) -> Any:
+    if value is None:
+        raise LaunchError(f"parameter {name}: expected a {dtype} scalar, got None")
+    if dtype == "pred":
+        if not isinstance(value, bool):
+            raise LaunchError(f"parameter {name}: expected a bool (pred scalar), got {_type_name(value)}")
+        return value
+    if dtype in _INT_RANGES:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise LaunchError(f"parameter {name}: expected an int ({dtype} scalar), got {_type_name(value)}")
+        lo, hi = _INT_RANGES[dtype]
+        if not lo <= value <= hi:
+            raise LaunchError(f"parameter {name}: {value} does not fit {dtype} (range {lo}..{hi})")
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise LaunchError(f"parameter {name}: expected a float or int ({dtype} scalar), got {_type_name(value)}")
+    number = float(value)
+    if math.isfinite(number) and abs(number) > _FLOAT_MAX[dtype]:
+        raise LaunchError(f"parameter {name}: {value} does not fit {dtype} (largest finite value "
+                          f"{_FLOAT_MAX[dtype]:g})")
+    return number
+
+
+def _scalar_argument(dtype: str, value: Any) -> Any:
+    """As `emit_triton.abi.scalar_argument`: an f64 scalar travels as its 64-bit pattern."""
+    if dtype == "f64":
+        import struct
+
+        return struct.unpack("<q", struct.pack("<d", float(value)))[0]
+    return value
+
+
+def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, acc = [], 1
+    for e in reversed(shape):
+        strides.append(acc)
+        acc *= max(e, 1)
+    return tuple(reversed(strides))
+
+
+def _check_overlap(params: list[Mapping[str, Any]], tensors: Mapping[str, Any]) -> None:
+    """Memory a kernel writes is reached through one parameter only (as `emit_triton.arguments`)."""
+    present = [p for p in params if p["name"] in tensors]
+    spans: dict[str, tuple[int, int] | None] = {}
+    for p in present:
+        t = tensors[p["name"]]
+        if t.numel() == 0:
+            spans[p["name"]] = None
+            continue
+        reach = sum((e - 1) * abs(s) for e, s in zip(t.shape, t.stride())) + 1
+        spans[p["name"]] = (t.data_ptr(), t.data_ptr() + reach * t.element_size())
+        if p["role"] != "in":
+            axes = sorted((s, e, a) for a, (e, s) in enumerate(zip(t.shape, t.stride())) if e > 1)
+            covered = 0
+            for s, e, a in axes:
+                why = "has stride 0 (a broadcast view)" if s == 0 else \
+                    f"has stride {s}, which revisits elements of the faster axes" if s <= covered else None
+                if why is not None:
+                    raise LaunchError(f"parameter {p['name']}: axis {a} {why}; the elements of a parameter that the "
+                                      f"kernel writes must not share memory")
+                covered += (e - 1) * s
+    for i, p in enumerate(present):
+        for q in present[i + 1:]:
+            if p["role"] == "in" and q["role"] == "in":
+                continue
+            a, b = spans[p["name"]], spans[q["name"]]
+            if a is None or b is None or a[1] <= b[0] or b[1] <= a[0]:
+                continue
+            writer, other = (q, p) if q["role"] != "in" else (p, q)
+            raise LaunchError(f"parameter {writer['name']}: its memory overlaps parameter {other['name']}; memory the "
+                              f"kernel writes may be reached through one parameter only (pass the tensor once, as an "
+                              f"inout parameter, to read and write it)")

@@ -1,0 +1,252 @@
+"""Every use of Triton's private (underscored or undocumented) API, in one place.
+
+Intent drives Triton in ways its public `fn[grid](...)` does not cover: switching the interpreter on
+and off within one process, running Triton's own library functions interpreted, computing the
+specialisation a launch gets without launching (for ahead-of-time compiles), and launching a cubin
+compiled earlier from its stored metadata. Both the compiler's launcher (`emit_triton.targets`) and
+the compiler-free runtime (`intent.load`) go through this module; `tests/test_triton_adapter.py`
+fails loudly when a Triton release changes what is used here.
+
+It imports the standard library only; `triton` is imported inside the functions that need it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.machinery
+import importlib.util
+import json
+import linecache
+import os
+import sys
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from enum import Enum
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+# Triton's interpreter keeps global state and the switches below are process-wide: one at a time.
+INTERPRETER_LOCK = threading.RLock()
+
+
+class Mode(Enum):
+    """How a generated module is loaded: interpreted functions or compiled JIT functions."""
+
+    INTERPRETED = "interpreted"
+    COMPILED = "compiled"
+
+
+_MISSING = object()
+
+
+def user_wants_interpreter() -> bool:
+    """`TRITON_INTERPRET=1` set by the user: Triton's own debugging convention."""
+    from triton import knobs
+
+    return bool(knobs.runtime.interpret)
+
+
+@contextmanager
+def triton_interpret(on: bool) -> Iterator[None]:
+    """Switch Triton's interpreter on or off for the duration of the block, then restore it."""
+    from triton import knobs
+
+    previous_env = os.environ.get("TRITON_INTERPRET")
+    previous_override = knobs.runtime.__dict__.pop("interpret", _MISSING)
+    os.environ["TRITON_INTERPRET"] = "1" if on else "0"
+    try:
+        yield
+    finally:
+        if previous_env is None:
+            os.environ.pop("TRITON_INTERPRET", None)
+        else:
+            os.environ["TRITON_INTERPRET"] = previous_env
+        if previous_override is not _MISSING:
+            knobs.runtime.__dict__["interpret"] = previous_override
+
+
+def library_mode() -> Mode:
+    """How Triton's own `@jit` library (`tl.sum`, ...) was built when `triton` was first imported.
+
+    With `TRITON_INTERPRET=1` set at that import it consists of interpreter objects for the life
+    of the process, and kernels that call it can only be compiled in a fresh process.
+    """
+    import triton.language as tl
+    from triton.runtime.interpreter import InterpretedFunction
+
+    return Mode.INTERPRETED if isinstance(tl.sum, InterpretedFunction) else Mode.COMPILED
+
+
+# ---------------------------------------------------------------------------------------------- loading
+
+
+class _VerifiedSourceLoader(importlib.machinery.SourceFileLoader):
+    """Loads a module from the text that was verified, never from a re-read of its file."""
+
+    def __init__(self, fullname: str, path: str, text: str) -> None:
+        super().__init__(fullname, path)
+        self._text = text
+
+    def get_data(self, path: str) -> bytes:
+        if path == self.path:
+            return self._text.encode("utf-8")
+        raise OSError(f"{path} is not part of this generated module")
+
+    def get_source(self, fullname: str) -> str:
+        return self._text
+
+    def get_code(self, fullname: str) -> Any:
+        return compile(self._text, self.path, "exec", dont_inherit=True)
+
+    def set_data(self, path: str, data: bytes, *, _mode: int = 0o666) -> None:
+        """No bytecode is written next to generated modules."""
+
+
+def import_source(path: str | Path, text: str, name: str, mode: Mode) -> Any:
+    """Execute `text` (the verified contents of `path`) as module `name`, its `@triton.jit` functions
+    decorated interpreted or compiled as `mode` says."""
+    loader = _VerifiedSourceLoader(name, str(path), text)
+    spec = importlib.util.spec_from_file_location(name, str(path), loader=loader)
+    if spec is None:  # pragma: no cover - only for paths importlib refuses outright
+        raise ImportError(f"cannot load the generated module {path}")
+    module = importlib.util.module_from_spec(spec)
+    # Triton reads the jit function's source through `inspect`, i.e. linecache: serve it the
+    # verified text (an entry with no mtime is never re-read from disk).
+    linecache.cache[str(path)] = (len(text), None, text.splitlines(True), str(path))
+    sys.modules[name] = module
+    try:
+        with INTERPRETER_LOCK, triton_interpret(mode is Mode.INTERPRETED):
+            loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
+
+
+# ---------------------------------------------------------------------------------------------- interpreted runs
+
+_interpreted_library: dict[int, tuple[Any, Any]] = {}  # id(jit function) -> (it, its interpreted form)
+
+
+@contextmanager
+def _library_functions_interpreted() -> Iterator[None]:
+    """Run Triton's own `@jit` library functions (`tl.sum`, `tl.rand`, ...) under the interpreter.
+
+    They were decorated when `triton` was imported, normally with interpretation off, so they are
+    compiled JIT functions that refuse to be called from Python. Had `TRITON_INTERPRET=1` been set
+    before that import they would be interpreted functions; while an interpreted kernel runs, calls
+    to them go to exactly that interpreted form (built once per function).
+
+    Calling an interpreted function patches `triton.language` for the interpreter and never undoes
+    it (harmless in a process that only interprets, fatal to later compiles here), so every such
+    nested call patches within a scope that is restored when it returns.
+    """
+    from triton.runtime.interpreter import InterpretedFunction, _patch_lang
+    from triton.runtime.jit import JITFunction
+
+    def interpreted_form(fn: Any) -> Any:
+        # Keyed by identity: a JIT function's own hash walks its source and dependencies.
+        known = _interpreted_library.get(id(fn))
+        if known is None or known[0] is not fn:
+            known = _interpreted_library[id(fn)] = (fn, InterpretedFunction(fn.fn))
+        return known[1]
+
+    def call_scoped(interpreted: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        scope = _patch_lang(interpreted.fn)
+        try:
+            return interpreted.rewrite()(*args, **kwargs)
+        finally:
+            scope.restore()
+
+    def call_jit(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return call_scoped(interpreted_form(self), args, kwargs)
+
+    def call_interpreted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return call_scoped(self, args, kwargs)
+
+    originals = (JITFunction.__call__, InterpretedFunction.__call__)
+    JITFunction.__call__, InterpretedFunction.__call__ = call_jit, call_interpreted
+    try:
+        yield
+    finally:
+        JITFunction.__call__, InterpretedFunction.__call__ = originals
+
+
+@contextmanager
+def _interpreter_checks(on: bool) -> Iterator[None]:
+    """The interpreter honours `tl.device_assert` only under its debug option (fixed per process)."""
+    if not on:
+        yield
+        return
+    from triton.runtime.interpreter import interpreter_builder
+
+    previous = interpreter_builder.options
+    interpreter_builder.options = dataclasses.replace(previous, debug=True, sanitize_overflow=False)
+    try:
+        yield
+    finally:
+        interpreter_builder.options = previous
+
+
+def run_interpreted(fn: Any, grid: int, positional: Sequence[Any], keywords: Mapping[str, Any]) -> None:
+    """Run an interpreted `@triton.jit` function over a 1-D grid of `grid` programs."""
+    with INTERPRETER_LOCK, triton_interpret(True), _library_functions_interpreted(), \
+            _interpreter_checks(bool(keywords.get("debug"))):
+        fn[(grid,)](*positional, **keywords)
+
+
+# ---------------------------------------------------------------------------------------------- ahead of time
+
+
+def specialisation(fn: Any, arch: int, positional: Sequence[Any], keywords: Mapping[str, Any]
+                   ) -> tuple[Any, dict[str, str], dict[Any, Any], dict[Any, Any]]:
+    """What Triton compiles a launch of the compiled JIT function `fn` with these arguments for on
+    sm_<arch>: (options, signature, constexprs, attrs), from Triton's own binder (argument types,
+    16-byte alignment of pointers, divisibility by 16 of integers). No GPU is needed."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import make_backend
+    from triton.runtime.jit import create_function_from_signature
+
+    options_in = dict(keywords, debug=bool(keywords.get("debug", False)))
+    with INTERPRETER_LOCK, triton_interpret(library_mode() is Mode.INTERPRETED):
+        backend = make_backend(GPUTarget("cuda", arch, 32))
+        binder = create_function_from_signature(fn.signature, fn.params, backend)
+        bound, spec, options = binder(*positional, **options_in)
+        return fn._pack_args(backend, options_in, bound, spec, options)
+
+
+def compile_for(fn: Any, arch: int, signature: Any, constexprs: Any, attrs: Any,
+                options: Mapping[str, Any]) -> tuple[str, bytes | None, dict[str, Any]]:
+    """Compile `fn` for sm_<arch>: (PTX, cubin, Triton's metadata as JSON-ready data)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    with INTERPRETER_LOCK, triton_interpret(False):
+        compiled = triton.compile(ASTSource(fn, signature, constexprs, attrs), target=GPUTarget("cuda", arch, 32),
+                                  options=dict(options))
+    return compiled.asm["ptx"], compiled.asm.get("cubin"), metadata_json(compiled.metadata)
+
+
+def metadata_json(metadata: Any) -> dict[str, Any]:
+    """Triton's kernel metadata (a namedtuple) as JSON data, as Triton's own cache stores it."""
+    data = metadata._asdict() if hasattr(metadata, "_asdict") else dict(metadata)
+    return json.loads(json.dumps(data, default=lambda v: v.__dict__ if hasattr(v, "__dict__") else repr(v)))
+
+
+def load_compiled(folder: Path, name: str, metadata_file: str, cubin_file: str, arg_names: Sequence[str],
+                  signature: Mapping[str, str], constants: Mapping[Any, Any], key: str) -> Any:
+    """A launchable kernel from a stored cubin and its metadata (no compile): Triton's `CompiledKernel`.
+
+    Triton builds its launcher from the compile source's `signature`, `constants` and argument
+    names; a namespace with exactly those stands in for the `ASTSource` of the original compile.
+    Launch with `kernel[(grid, 1, 1)](*every_argument_in_signature_order)`.
+    """
+    from triton.compiler import CompiledKernel
+
+    src = SimpleNamespace(signature=dict(signature), constants=dict(constants),
+                          fn=SimpleNamespace(arg_names=list(arg_names), launch_metadata=None))
+    group = {f"{name}.json": str(folder / metadata_file), f"{name}.cubin": str(folder / cubin_file)}
+    return CompiledKernel(src, group, key)

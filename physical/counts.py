@@ -1,0 +1,170 @@
+"""Operation counts of a physical program: global-memory bytes and floating-point operations per launch,
+as launch expressions in the shape symbols (seed 004: "operation-count expressions become profiler code").
+
+Every memory access is an explicit access relation, so the bytes a launch moves are the sum over
+accesses of (how many times the access runs) x (its active elements) x (element size):
+
+* an op whose values vary across a group's instances (a *lanes* fragment) runs once per instance,
+  `prod(domain)` times; a uniform op runs once per program (once per block of a persistent group);
+* its elements are the product of its fragment's tile extents (logical extents: padding past an
+  extent is never a member);
+* inside a `for` with bounds the program knows (constants, shape values, integer scalars) the count
+  is multiplied by the trip count; a looped body (a row walked in chunks) replaces the group body
+  when its constexpr flag is set, so the count selects between the two with that flag;
+* atomics read and write their elements (twice the bytes).
+
+FLOPs count float arithmetic only: one per element of a float unary or binary op, of a reduction's
+or scan's float input, and two per multiply-add of a contraction. Index arithmetic, comparisons,
+selects and casts are not counted.
+
+A count is *exact* only where every trip count is known; `while` loops, `if` branches (both are
+counted), data-dependent `for` bounds and region folds over data-dependent ranges make it an
+estimate (`Counts.exact` is False): the loop body counted once, both branches counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from .launch_expr import LaunchExpr, LBin, LConst, LConstexpr, LMinMax, LScalar, ladd, ldim, lmul, lprod, lsum
+from .model import AccessRelation, Fragment, POp, PRegion, Program, PValue
+from .ops import access as A
+from .ops import atomic as T
+from .ops import contract as C
+from .ops import control as F
+from .ops import pointwise as P
+from .ops import program as G
+from .ops import reduce as R
+from .ops import scan as S
+
+
+@dataclass(frozen=True)
+class Counts:
+    bytes: LaunchExpr
+    flops: LaunchExpr
+    exact: bool
+
+
+@dataclass
+class _Walk:
+    program: Program
+    instances: LaunchExpr
+    programs: LaunchExpr
+    defs: dict[int, POp]
+    exact: bool = True
+
+
+def operation_counts(program: Program) -> Counts:
+    """Bytes moved and FLOPs of one launch of `program` (see the module doc)."""
+    total_bytes: list[LaunchExpr] = []
+    total_flops: list[LaunchExpr] = []
+    exact = True
+    lengths = {s.group: s.length for s in program.segments}
+    for g in program.groups:
+        instances = lprod(tuple(ldim(d) for d in g.domain))
+        programs = g.persistent.blocks if g.persistent is not None else lengths.get(g.id, LConst(1))
+        bodies = [g.body] + ([g.looped.body] if g.looped is not None else [])
+        counted = []
+        for body in bodies:
+            w = _Walk(program, instances, programs, {v.id: op for op in body.walk() for v in op.results})
+            counted.append(_region(w, body, LConst(1)))
+            exact &= w.exact
+        if g.looped is not None:
+            flag = LConstexpr(g.looped.flag)
+            (b0, f0), (b1, f1) = counted
+            counted = [(_choose(flag, b1, b0), _choose(flag, f1, f0))]
+        total_bytes.append(counted[0][0])
+        total_flops.append(counted[0][1])
+    return Counts(lsum(tuple(total_bytes)), lsum(tuple(total_flops)), exact)
+
+
+def _choose(flag: LaunchExpr, when_set: LaunchExpr, otherwise: LaunchExpr) -> LaunchExpr:
+    return ladd(lmul(flag, when_set), lmul(LBin("-", LConst(1), flag), otherwise))
+
+
+def _region(w: _Walk, region: PRegion, trips: LaunchExpr) -> tuple[LaunchExpr, LaunchExpr]:
+    moved: list[LaunchExpr] = []
+    flops: list[LaunchExpr] = []
+    for op in region.ops:
+        b, f = _op(w, op, trips)
+        moved.append(b)
+        flops.append(f)
+    return lsum(tuple(moved)), lsum(tuple(flops))
+
+
+def _elements(frag: Fragment) -> LaunchExpr:
+    return lprod(tuple(ldim(t.extent) for t in frag.tile))
+
+
+def _runs(w: _Walk, frags: Iterable[Fragment], trips: LaunchExpr) -> LaunchExpr:
+    """How many element-operations an op over these fragments performs: per instance or per program."""
+    frags = list(frags)
+    widest = max(frags, key=lambda f: len(f.tile))
+    per = w.instances if any(f.lanes for f in frags) else w.programs
+    return lmul(lmul(trips, per), _elements(widest))
+
+
+def _bytes(w: _Walk, access: AccessRelation, extra: Iterable[PValue], trips: LaunchExpr, times: int = 1
+           ) -> LaunchExpr:
+    size = w.program.buffer(access.buffer).dtype.bits // 8
+    return lmul(LConst(size * times), _runs(w, [v.type for v in (*access.coords, *extra)], trips))
+
+
+def _op(w: _Walk, op: POp, trips: LaunchExpr) -> tuple[LaunchExpr, LaunchExpr]:
+    zero = LConst(0)
+    if isinstance(op, A.Load):
+        return _bytes(w, op.access, op.results, trips), zero
+    if isinstance(op, A.Store):
+        return _bytes(w, op.access, (op.value,), trips), zero
+    if isinstance(op, (T.AtomicRMW, T.AtomicCAS)):
+        return _bytes(w, op.access, (op.value,), trips, times=2), zero
+    if isinstance(op, (P.Unary, P.Binary)):
+        frag = op.result.type
+        if frag.dtype.is_float and not frag.index:
+            return zero, _runs(w, [frag], trips)
+        return zero, zero
+    if isinstance(op, (R.Reduce, S.Scan)):
+        inputs = [v.type for v in op.inputs if v.type.dtype.is_float]
+        return zero, _runs(w, inputs, lmul(trips, LConst(len(inputs)))) if inputs else zero
+    if isinstance(op, C.Contract):
+        return zero, lmul(LConst(2), _runs(w, [op.lhs.type], trips))
+    if isinstance(op, C.MatMul):
+        cols = op.rhs.type.tile[-1].extent if op.rhs.type.tile else 1
+        return zero, lmul(LConst(2), lmul(ldim(cols), _runs(w, [op.lhs.type], trips)))
+    if isinstance(op, F.For):
+        inner = _trip_count(w, op)
+        if inner is None:
+            w.exact = False
+            inner = LConst(1)
+        return _region(w, op.body, lmul(trips, inner))
+    if op.regions():  # while, if (both branches), region folds: each region counted once
+        w.exact = False
+        counted = [_region(w, r, trips) for r in op.regions()]
+        return lsum(tuple(b for b, _ in counted)), lsum(tuple(f for _, f in counted))
+    return zero, zero
+
+
+def _trip_count(w: _Walk, op: F.For) -> LaunchExpr | None:
+    bounds = [_known(w, v) for v in (op.start, op.stop, op.step)]
+    if any(b is None for b in bounds):
+        return None
+    start, stop, step = bounds
+    assert start is not None and stop is not None and step is not None
+    return LMinMax("max", (LConst(0), LBin("cdiv", LBin("-", stop, start), step)))
+
+
+def _known(w: _Walk, v: PValue) -> LaunchExpr | None:
+    """`v` as a launch expression, when it is a uniform constant, shape value or integer scalar."""
+    if v.type.lanes or v.type.tile:
+        return None
+    op = w.defs.get(v.id)
+    if isinstance(op, P.Const) and isinstance(op.value, int) and not isinstance(op.value, bool):
+        return LConst(op.value)
+    if isinstance(op, G.ShapeValue):
+        return op.expr
+    if isinstance(op, G.ScalarParam):
+        return LScalar(op.param)
+    if isinstance(op, P.Cast):
+        return _known(w, op.x)
+    return None

@@ -9,7 +9,7 @@ from physical import ops as P
 from physical.model import Fragment, PValue
 
 from .emit import REGISTER_DTYPE, TL_DTYPE, Emitter, emits, literal
-from .numerics import as_int1, convert, float_rule, library, narrow_result, round_bf16_value
+from .numerics import as_int1, convert, float_pow, float_rule, library, narrow_result, round_bf16_value
 
 _LITERAL_DTYPES = (DType.f32, DType.i32, DType.pred)
 
@@ -107,8 +107,9 @@ def emit_binary(em: Emitter, op: P.Binary) -> None:
         _emit_int_binary(em, op)
         return
     fn = op.fn
-    wide = dt is DType.bf16 or (dt is DType.f16 and fn in _F16_IN_F32)
-    compute = "tl.float32" if wide else em.dtype(t)
+    wide = dt is DType.bf16 or (dt is DType.f16 and fn in _F16_IN_F32) or (fn is BinaryFn.pow and dt is DType.f32)
+    # pow computes in f64 (rounded once to the result: within one ulp of the correctly rounded value)
+    compute = "tl.float64" if fn is BinaryFn.pow else "tl.float32" if wide else em.dtype(t)
     if wide or fn in (BinaryFn.div, BinaryFn.floordiv, BinaryFn.mod, BinaryFn.pow, BinaryFn.maximum,
                       BinaryFn.minimum):
         a, b = _float_operand(em, op.lhs, t, compute), _float_operand(em, op.rhs, t, compute)
@@ -122,27 +123,18 @@ def emit_binary(em: Emitter, op: P.Binary) -> None:
     elif fn in (BinaryFn.floordiv, BinaryFn.mod):  # torch's and Python's rule (kir.float_rules)
         e = float_rule(em, fn.value, a, b, compute)
     elif fn is BinaryFn.pow:
-        m = em.fresh("mag")
-        em.line(f"{m} = tl.exp2({b} * tl.log2(tl.abs({a})))")
-        integral = f"(tl.floor({b}) == {b})"
-        odd = f"(tl.floor({b} * 0.5) * 2.0 != {b})"
-        # C pow: a negative base needs an integral exponent; -0.0 keeps its sign for odd ones (nested
-        # selects, no `&` of predicates: a 0-d one does not mix under the interpreter)
-        signed = f"tl.where({odd}, -{m}, {m})"
-        zero = f"tl.where(1.0 / {a} < 0.0, tl.where({integral}, {signed}, {m}), {m})"
-        negative = f"tl.where({integral}, {signed}, tl.where({a} == float(\"-inf\"), {m}, float(\"nan\")))"
-        r = em.fresh("pw")
-        em.line(f"{r} = tl.where({a} < 0, {negative}, tl.where({a} == 0.0, {zero}, {m}))")
-        # pow(x, 0) == pow(1, y) == pow(-1, +-inf) == 1, even for NaN operands
-        e = (f"tl.where({b} == 0.0, 1.0, tl.where({a} == 1.0, 1.0, tl.where(tl.abs({b}) == float(\"inf\"), "
-             f"tl.where({a} == -1.0, 1.0, {r}), {r})))")
+        e = float_pow(em, a, b, compute)
     elif fn in (BinaryFn.maximum, BinaryFn.minimum):
         cmp = ">" if fn is BinaryFn.maximum else "<"
         # NaN propagates from either side (no `|` of predicates: a 0-d one does not mix under the interpreter)
         e = f"tl.where({a} != {a}, {a}, tl.where({a} {cmp} {b}, {a}, {b}))"
     else:
         raise AssertionError(f"no emission for binary {fn}")
-    if wide and fn not in (BinaryFn.maximum, BinaryFn.minimum):
+    if fn is BinaryFn.pow and dt is not DType.f64:  # one rounding from f64 (bf16 through f32, innocuous)
+        e = f"({e}).to(tl.float32)" if dt in (DType.f32, DType.bf16) else f"({e}).to(tl.float16)"
+        if dt is DType.bf16:
+            e = narrow_result(em, e, dt)
+    elif wide and fn not in (BinaryFn.maximum, BinaryFn.minimum):
         e = narrow_result(em, e, dt)
     em.line(f"{em.define(op.result)} = {e}")
 

@@ -131,6 +131,39 @@ def float_rule(em: Emitter, rule: str, a: str, b: str, compute: str) -> str:
     return f"{em.helper_keys[key]}({a}, {b}, {DEVICE_FLAG})"
 
 
+_POW = f'''@triton.jit
+def _intent_pow(a, b, {DEVICE_FLAG}: tl.constexpr):
+    # f64 operands. The device: libdevice's pow (C99's special cases, within 2 ulp in f64). The
+    # interpreter (no libdevice): exp2(b * log2|a|) in f64 with C's special cases.
+    if {DEVICE_FLAG}:
+        r = tl.extra.cuda.libdevice.pow(a, b)
+    else:
+        m = tl.exp2(b * tl.log2(tl.abs(a)))
+        integral = tl.floor(b) == b
+        odd = tl.floor(b * 0.5) * 2.0 != b
+        # a negative base needs an integral exponent; -0.0 keeps its sign for odd ones (nested selects,
+        # no `&` of predicates: a 0-d one does not mix under the interpreter)
+        signed = tl.where(odd, -m, m)
+        zero = tl.where(1.0 / a < 0.0, tl.where(integral, signed, m), m)
+        negative = tl.where(integral, signed, tl.where(a == float("-inf"), m, float("nan")))
+        pw = tl.where(a < 0, negative, tl.where(a == 0.0, zero, m))
+        # pow(x, 0) == pow(1, y) == pow(-1, +-inf) == 1, even for NaN operands
+        r = tl.where(b == 0.0, 1.0, tl.where(a == 1.0, 1.0, tl.where(tl.abs(b) == float("inf"),
+                                                                      tl.where(a == -1.0, 1.0, pw), pw)))
+    return r
+'''
+
+
+def float_pow(em: Emitter, a: str, b: str, compute: str) -> str:
+    """KIR float `pow` of two `compute` (f64) operands (see `_POW`)."""
+    assert compute == "tl.float64"
+    if "library:pow" not in em.helper_keys:
+        em.helper_keys["library:pow"] = "_intent_pow"
+        em.helpers.append(_POW)
+    em.uses_device_flag = True
+    return f"_intent_pow({a}, {b}, {DEVICE_FLAG})"
+
+
 def library(em: Emitter, name: str) -> str:
     """The name of a fixed helper, added to the module on first use."""
     key = f"library:{name}"
@@ -199,6 +232,6 @@ def _float_to_int(em: Emitter, expr: str, src: DType, dst: DType) -> str:
             f"tl.full((), {lo}, {t}), {inside}))")
 
 
-__all__ = ["REGISTER_DTYPE", "library", "float_rule",
+__all__ = ["REGISTER_DTYPE", "library", "float_rule", "float_pow",
            "as_int1", "convert", "from_storage", "to_storage", "narrow_result",
            "round_bf16_value"]

@@ -18,6 +18,7 @@ rounded in f32, and double rounding through f32 is innocuous for them).
 
 from __future__ import annotations
 
+import math
 from typing import Generic, Protocol, TypeVar
 
 V = TypeVar("V")
@@ -68,4 +69,43 @@ def mod(o: FloatOps[V], a: V, b: V) -> V:
     return _differs_in_sign(o, m, b, o.add(m, b), m)
 
 
-__all__ = ["FloatOps", "floordiv", "mod"]
+class PythonOps:
+    """The rules on Python floats (f64), for constant folding."""
+
+    def const(self, value: float, like: float) -> float:
+        return value
+
+    def add(self, a: float, b: float) -> float:
+        return a + b
+
+    def sub(self, a: float, b: float) -> float:
+        return a - b
+
+    def div(self, a: float, b: float) -> float:
+        if b == 0:  # IEEE, where Python raises
+            return math.nan if a == 0 or math.isnan(a) else math.copysign(math.inf, a) * math.copysign(1.0, b)
+        return a / b
+
+    def fmod(self, a: float, b: float) -> float:
+        return math.nan if math.isinf(a) or b == 0 or math.isnan(a) or math.isnan(b) else math.fmod(a, b)
+
+    def floor(self, a: float) -> float:
+        return a if math.isinf(a) or math.isnan(a) else float(math.floor(a))
+
+    def lt(self, a: float, b: float) -> bool:
+        return a < b
+
+    def gt(self, a: float, b: float) -> bool:
+        return a > b
+
+    def ne(self, a: float, b: float) -> bool:
+        return a != b
+
+    def eq(self, a: float, b: float) -> bool:
+        return a == b
+
+    def where(self, cond: bool, a: float, b: float) -> float:
+        return a if cond else b
+
+
+__all__ = ["FloatOps", "PythonOps", "floordiv", "mod"]

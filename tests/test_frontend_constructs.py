@@ -427,7 +427,7 @@ def test_every_operator(tmp_path):
                 x = a[n]
                 y = b[n]
                 out[n] = ((x + y - x * y) // 3 % 5 ** 2 & 7 | 8 ^ 9) << 1 >> 1
-                o2[n] = -f[n] / 2 + +f[n] ** 2
+                o2[n] = -f[n] / 2 + +f[n] ** 2 + f[n] ** 2.5
                 o3[n] = (~(x != y)) & (x <= y) | (x >= y) ^ (x < y)
     """)
     fns = {o.fn for o in ops(k, Binary)}
@@ -436,6 +436,22 @@ def test_every_operator(tmp_path):
     assert {o.fn.value for o in ops(k, Unary)} >= {"neg", "not"}
     # 5 ** 2 folded at compile time
     assert any(isinstance(o, Constant) and o.value == 25 for o in k.walk())
+    # f ** 2 is a multiplication (exact); f ** 2.5 the one float pow
+    assert len([o for o in ops(k, Binary) if o.fn is BinaryFn.pow and o.results[0].type.dtype == DType.f32]) == 1
+
+
+def test_small_integer_float_powers_are_multiplications(tmp_path):
+    k = build(tmp_path, """
+        @intent.kernel
+        def k(f: f32[N], o: Out[f32[N]]):
+            for n in parallel(N):
+                o[n] = f[n] ** 3 + f[n] ** -2 + intent.pow(f[n], 4.0) + f[n] ** 1 + f[n] ** 5 + f[n] ** 0
+    """)
+    fns = [o.fn for o in ops(k, Binary)]
+    # 3: two muls; -2: a mul and a div; 4: two muls; 1: nothing; 5 and 0: pow (5 is beyond the limit)
+    assert fns.count(BinaryFn.pow) == 2
+    assert fns.count(BinaryFn.div) == 1
+    assert fns.count(BinaryFn.mul) == 5
 
 
 # ---------------------------------------------------------------------------------------------- helpers

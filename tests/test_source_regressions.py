@@ -3,6 +3,7 @@ the launcher on CPU tensors (Triton's interpreter) and, where expressible, the S
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -207,11 +208,103 @@ def test_float_floordiv_and_mod_follow_torch_at_every_width(tmp_path, w):
         assert got["q"][2] == 17.0 and want["q"][2] == 17.0
 
 
+def assert_self_contained(ptx: str) -> None:
+    """Every function the PTX calls is defined in it (libdevice is linked in, nothing is left external)."""
+    called = set(re.findall(r"call(?:\.uni)?\s+(?:\([^)]*\),\s*)?(\w+)", ptx))
+    defined = set(re.findall(r"\.func\s+(?:\([^)]*\)\s*)?(\w+)", ptx))
+    assert called <= defined, called - defined
+
+
 def test_float_floordiv_compiles_for_sm90_with_the_exact_remainder(tmp_path):
     k = kernel(tmp_path, DIVMOD.format(w="f32"))
     args = {"a": torch.zeros(8), "b": torch.ones(8), "q": torch.zeros(8), "r": torch.zeros(8)}
     source = k.triton_source(**args)
     assert "tl.extra.cuda.libdevice.fmod" in source and "ON_DEVICE: tl.constexpr" in source
     text = emit_triton.ptx(k.kir, args, arch=90)
-    assert not any(line.strip().startswith("call") for line in text.splitlines())  # libdevice is inlined
+    assert_self_contained(text)
     assert ".target sm_90" in text
+
+
+# ---------------------------------------------------------------------------------------------- float **
+
+POWERS = """
+@intent.kernel
+def powers_{w}(x: {w}[N], p2: Out[{w}[N]], p3: Out[{w}[N]], p4: Out[{w}[N]], m1: Out[{w}[N]], m2: Out[{w}[N]],
+               one: Out[{w}[N]], zero: Out[{w}[N]]):
+    for i in parallel(N):
+        v = x[i]
+        p2[i] = v ** 2
+        p3[i] = v ** 3.0
+        p4[i] = intent.pow(v, 4)
+        m1[i] = v ** -1
+        m2[i] = v ** -2
+        one[i] = v ** 1
+        zero[i] = v ** 0
+"""
+
+
+@pytest.mark.parametrize("w", ["f16", "bf16", "f32", "f64"])
+def test_small_integer_powers_are_multiplications_bit_for_bit(tmp_path, w):
+    k = kernel(tmp_path, POWERS.format(w=w))
+    g = torch.Generator().manual_seed(3)
+    x = torch.cat([torch.tensor([5.0, 10.0, 3.0, -3.0, -5.0, 0.0, -0.0, 1.5, float("inf"), float("nan")]),
+                   torch.randn(40, generator=g) * 4]).to(_TORCH[w])
+    n = len(x)
+    outs = {name: torch.empty(n, dtype=x.dtype) for name in ("p2", "p3", "p4", "m1", "m2", "one", "zero")}
+    want, got, xla = three_ways(k, {"x": x, **outs})
+    # the reference: the same multiplications in torch, each rounded to the dtype
+    sq = x * x
+    ref = {"p2": sq, "p3": sq * x, "p4": sq * sq, "m1": 1.0 / x, "m2": 1.0 / sq, "one": x,
+           "zero": torch.ones_like(x)}
+    ref = {name: (v.float() if w == "bf16" else v).numpy() for name, v in ref.items()}
+    for backend, result in (("oracle", want), ("launch", got), ("stablehlo", xla)):
+        assert result is not None
+        for name, expect in ref.items():
+            have = result[name].astype(np.float32) if w == "bf16" else result[name]
+            bad = np.flatnonzero(_bits(have) != _bits(expect))
+            assert bad.size == 0, \
+                f"{backend} {name}: x={x[bad[:4]].tolist()} got {have[bad[:4]]} want {expect[bad[:4]]}"
+    assert got["p2"][:3].tolist() == [25.0, 100.0, 9.0] and got["p3"][2:4].tolist() == [27.0, -27.0]
+
+
+GENERAL_POW = """
+@intent.kernel
+def gpow_{w}(a: {w}[N], b: {w}[N], out: Out[{w}[N]]):
+    for i in parallel(N):
+        out[i] = a[i] ** b[i]
+"""
+
+
+def _ulps(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """Distance in units in the last place of `got`'s dtype (same-sign finite values)."""
+    dt = got.dtype
+    u = {8: np.int64, 4: np.int32, 2: np.int16}[dt.itemsize]
+    g, w = got.view(u).astype(np.int64), want.astype(dt).view(u).astype(np.int64)
+    return np.abs(g - w)
+
+
+@pytest.mark.parametrize("w", ["f16", "f32"])
+def test_general_float_pow_is_within_two_ulp_under_the_interpreter(tmp_path, w):
+    k = kernel(tmp_path, GENERAL_POW.format(w=w))
+    g = torch.Generator().manual_seed(11)
+    big = 6.0 if w == "f16" else 30.0
+    a = torch.cat([torch.rand(300, generator=g) * 20, torch.tensor([2.0, 10.0, 0.5, 7.0])]).to(_TORCH[w])
+    b = torch.cat([(torch.rand(300, generator=g) - 0.5) * big, torch.tensor([0.5, 2.5, -3.5, 1.0 / 3.0])]).to(_TORCH[w])
+    args = {"a": a, "b": b, "out": torch.empty(len(a), dtype=a.dtype)}
+    out = dict(args, out=args["out"].clone())
+    k(**out)
+    got = out["out"].numpy()
+    exact = np.power(a.numpy().astype(np.float64), b.numpy().astype(np.float64))  # f64: exact to ~1e-16
+    finite = np.isfinite(exact) & (np.abs(exact) < np.finfo(got.dtype).max) & (np.abs(exact) > np.finfo(got.dtype).tiny)
+    assert _ulps(got[finite], exact[finite]).max() <= 2
+    oracle_out = oracle.run(k.kir, args)["out"]
+    assert _ulps(oracle_out[finite], exact[finite]).max() <= 2
+
+
+def test_general_float_pow_compiles_to_libdevice_pow_for_sm90(tmp_path):
+    k = kernel(tmp_path, GENERAL_POW.format(w="f32"))
+    args = {"a": torch.ones(8), "b": torch.ones(8), "out": torch.zeros(8)}
+    assert "tl.extra.cuda.libdevice.pow" in k.triton_source(**args)
+    text = emit_triton.ptx(k.kir, args, arch=90)
+    assert ".target sm_90" in text and "ex2.approx" not in text  # the f64 pow, not exp2(b * log2 a)
+    assert_self_contained(text)

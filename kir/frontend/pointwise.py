@@ -7,6 +7,7 @@ import ast
 import math
 from typing import TYPE_CHECKING
 
+from .. import float_rules
 from ..dims import DConst, Dim, PCmp, dim_bin
 from ..dtypes import DType, DTypeVar, ElemType
 from ..layout import Transpose
@@ -86,7 +87,8 @@ def fold_binary(lw: Lowerer, sym: str, a: int | float | bool, b: int | float | b
             if ints:
                 q = c_div(int(a), int(b))
                 return Num(q if sym == "//" else int(a) - int(b) * q)
-            return Num(float(math.floor(a / b)) if sym == "//" else math.fmod(a, b))
+            rule = float_rules.floordiv if sym == "//" else float_rules.mod  # torch's and Python's
+            return Num(rule(float_rules.PythonOps(), float(a), float(b)))
         if sym == "**":
             if ints and (b < 0 or b > 64 or abs(a) > INT_LIMIT):
                 if b < 0:
@@ -148,6 +150,10 @@ def binary(lw: Lowerer, sym: str, fn: BinaryFn, a: FValue, b: FValue, node: ast.
     if sym == "/" and da is not None and db is not None:
         raise lw.error(node, "`/` is true division and both operands are integers; write `//` for integer division "
                              "(truncating toward zero), or convert with `.to(f32)`")
+    if fn is BinaryFn.pow and isinstance(a, TVal) and is_float_like(a.dtype) and isinstance(b, Num) \
+            and not isinstance(b.value, bool) and math.isfinite(b.value) and float(b.value).is_integer() \
+            and 1 <= abs(b.value) <= MULTIPLIED_POWER:
+        return _power_by_multiplication(lw, a, int(b.value), node, na, nb)
     (x, y), weak = unify(lw, [a, b], [na, nb], node, f"`{sym}`")
     dt = x.dtype
     if fn is BinaryFn.div and not is_float_like(dt):
@@ -161,6 +167,28 @@ def binary(lw: Lowerer, sym: str, fn: BinaryFn, a: FValue, b: FValue, node: ast.
     x, y = broadcast_all(lw, [x, y], node, f"`{sym}`")
     v = lw.add(Binary, node, fn=fn, lhs=x.value, rhs=y.value)
     return TVal(v, weak=weak, affine=binary_affine(lw, fn, x, y))
+
+
+MULTIPLIED_POWER = 4  # float `x ** n` for a constant integer 1 <= |n| <= 4 is written as multiplications
+
+
+def _power_by_multiplication(lw: Lowerer, x: TVal, n: int, node: ast.AST, na: ast.AST, nb: ast.AST) -> TVal:
+    """Float `x ** n` for a small constant integer `n` as IEEE multiplications, exact wherever they are
+    (`5.0 ** 2 == 25.0`, `3.0 ** 3 == 27.0`, negative bases alike): `x * x`, `(x * x) * x`,
+    `(x * x) * (x * x)`; a negative `n` is `1 / x ** -n`. Every backend then computes the same bits."""
+
+    def mul(p: TVal, q: TVal) -> TVal:
+        return TVal(lw.add(Binary, node, fn=BinaryFn.mul, lhs=p.value, rhs=q.value))
+
+    power = x
+    if abs(n) >= 2:
+        square = mul(x, x)
+        power = square if abs(n) == 2 else mul(square, x) if abs(n) == 3 else mul(square, square)
+    if n < 0:
+        (one, _), _ = unify(lw, [Num(1.0), x], [nb, na], node, "`**`")
+        one, power = broadcast_all(lw, [one, power], node, "`**`")
+        power = TVal(lw.add(Binary, node, fn=BinaryFn.div, lhs=one.value, rhs=power.value))
+    return TVal(power.value, weak=x.weak)
 
 
 def binary_affine(lw: Lowerer, fn: BinaryFn, x: TVal, y: TVal) -> Dim | None:

@@ -9,6 +9,8 @@ the symbols' lower bounds; memory overlap between parameters and within written 
 
 from __future__ import annotations
 
+import functools
+
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -322,6 +324,39 @@ def _byte_range(t: torch.Tensor) -> tuple[int, int] | None:
     return start, start + span * t.element_size()
 
 
+def views_share_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether some byte of an element of `a` is a byte of an element of `b`, decided exactly from their
+    shapes, strides, element sizes and offsets (`_lattices_meet`)."""
+    def geometry(t: torch.Tensor) -> tuple[tuple[tuple[int, int], ...], int]:
+        return tuple((e, st) for e, st in zip(t.shape, t.stride()) if e > 1), t.element_size()
+
+    return _lattices_meet(geometry(a), geometry(b), b.data_ptr() - a.data_ptr())
+
+
+@functools.lru_cache(maxsize=256)
+def _lattices_meet(a: tuple[tuple[tuple[int, int], ...], int], b: tuple[tuple[tuple[int, int], ...], int],
+                   delta: int) -> bool:
+    """Is there an element index `i` of `a`, `j` of `b` and bytes `u < size(a)`, `v < size(b)` with
+    `sum(i * stride(a)) + u == delta + sum(j * stride(b)) + v` (byte offsets; `delta` = start(b) - start(a))?
+    A bounded integer linear problem, given to Z3; an answer it cannot give counts as meeting."""
+    import z3
+
+    solver = z3.Solver()
+    solver.set("timeout", 2000)
+    sides = []
+    for tag, (axes, size), start in (("a", a, 0), ("b", b, delta)):
+        offset = z3.IntVal(start)
+        for k, (e, st) in enumerate(axes):
+            i = z3.Int(f"{tag}{k}")
+            solver.add(i >= 0, i < e)
+            offset = offset + i * (st * size)
+        byte = z3.Int(f"{tag}_byte")
+        solver.add(byte >= 0, byte < size)
+        sides.append(offset + byte)
+    solver.add(sides[0] == sides[1])
+    return solver.check() != z3.unsat
+
+
 def _self_overlap(t: torch.Tensor) -> str | None:
     """Why two elements of `t` may share memory, or None when its strides keep them apart."""
     axes = sorted(((s, e, a) for a, (e, s) in enumerate(zip(t.shape, t.stride())) if e > 1), key=lambda x: x[0])
@@ -351,6 +386,8 @@ def _check_overlap(kernel: Kernel, tensors: Mapping[str, torch.Tensor]) -> None:
             a, b = ranges[p.name], ranges[q.name]
             if a is None or b is None or a[1] <= b[0] or b[1] <= a[0]:
                 continue
+            if not views_share_memory(tensors[p.name], tensors[q.name]):
+                continue  # interleaved but disjoint: y[:, :N] and y[:, N:], or the even and odd columns
             writer, other = (q, p) if q.role is not Role.IN else (p, q)
             raise LaunchError(f"parameter {writer.name}: its memory overlaps parameter {other.name}; memory the "
                               f"kernel writes may be reached through one parameter only (pass the tensor once, "

@@ -18,7 +18,8 @@ from kir import core as K
 from kir import region as KG
 from kir.dims import DConst, Dim, DSym, PAnd, PCmp, PNot, POr, dim_bin
 from kir.dtypes import DType
-from kir.pointwise import Binary, BinaryFn, Cast, Constant, DimValue
+from kir.layout import Broadcast
+from kir.pointwise import Binary, BinaryFn, Cast, Constant, DimValue, Iota
 from kir.solver import ShapeSolver
 
 # ---------------------------------------------------------------------------------------------- def-use
@@ -166,6 +167,9 @@ def variant_values(region: K.Region, seeds: Iterable[int], lanes_context: bool) 
 # ---------------------------------------------------------------------------------------------- disjoint writes
 
 
+_POS = "_P{}"  # the position of an element along axis {} of an index tensor (see AffineForms.coords)
+
+
 class AffineForms:
     """Affine forms of KIR integer values in terms of named symbols (parallel indices, loop ivs)."""
 
@@ -211,6 +215,14 @@ class AffineForms:
             self.forms[r.id] = DConst(int(op.value))
         elif isinstance(op, DimValue):
             self.forms[r.id] = op.dim
+        elif isinstance(op, Iota):
+            # An index vector: element k is k. `_P{axis}` stands for the position of an element in the tensor
+            # (`coords` gives each access its own positions), so `2 * iota + 1` is the affine form `2 * _P0 + 1`.
+            self.forms[r.id] = DSym(_POS.format(0))
+            self.facts.append(PCmp(">=", DSym(_POS.format(0)), DConst(0)))
+        elif isinstance(op, Broadcast) and op.x.id in self.forms:
+            env: dict[str, Dim] = {_POS.format(k): DSym(_POS.format(d)) for k, d in enumerate(op.dims)}
+            self.forms[r.id] = self.forms[op.x.id].substitute(env)
         elif isinstance(op, Cast) and op.x.id in self.forms and isinstance(op.dtype, DType) and op.dtype.is_int:
             self.forms[r.id] = self.forms[op.x.id]
         elif isinstance(op, Binary) and op.lhs.id in self.forms and op.rhs.id in self.forms:
@@ -226,11 +238,21 @@ class AffineForms:
 
     def coords(self, index: K.Index, tag: str) -> list[Dim] | None:
         out: list[Dim] = []
+        positions: dict[str, Dim] = {}
         for ax, it in enumerate(index):
             if isinstance(it, K.Value):
                 f = self.forms.get(it.id)
                 if f is None:
                     return None
+                shape = it.type.shape if isinstance(it.type, K.TensorType) else ()
+                for k, extent in enumerate(shape):  # this access's own element positions
+                    name = _POS.format(k)
+                    if name in f.symbols() and name not in positions:
+                        q = DSym(f"_q{k}{tag}{self.suffix}")
+                        positions[name] = q
+                        self.facts += [PCmp(">=", q, DConst(0)), PCmp("<", q, extent)]
+                if f.symbols() & {_POS.format(k) for k in range(len(shape))}:
+                    f = f.substitute(positions)
                 out.append(f)
             elif isinstance(it, K.Slice):
                 s = DSym(f"_s{ax}{tag}{self.suffix}")
@@ -250,8 +272,14 @@ def _reads(body: K.Region, bufs: set[int]) -> list[K.Op]:
 
 
 def _index_of(op: K.Op) -> K.Index | None:
+    """The coordinates an access reaches: its index, or the index tensors of a gather/scatter (affine when they
+    are built from `iota`, as a strided-slice store `out[i, 0:D:2] = v` is)."""
     if isinstance(op, KA.Store | KA.Load):
         return op.index
+    if isinstance(op, KA.Scatter):
+        return op.indices
+    if isinstance(op, KA.Gather):
+        return op.indices
     return None
 
 

@@ -322,12 +322,12 @@ CASES = {
     """, "a[n]:", "an if condition needs a condition (pred), got an i32 value; compare it, e.g. `x != 0`"),
     "runtime_index_of_value": ("""
         @intent.kernel
-        def k(x: f32[M, N], j: i64, out: Out[f32[M]]):
+        def k(x: f32[M, N], j: i64[N], out: Out[f32[M, N]]):
             for i in parallel(M):
                 row = x[i, :] * 2
-                out[i] = row[j]
-    """, "j]", "a computed value can be indexed with constant indices and slices only; index the tensor parameter "
-               "itself (x[i, j]) or store the value into a buffer (buf = intent.empty(...)) and index that"),
+                out[i, :] = row[j[:]]
+    """, "j[:]]", "a computed value can be indexed with scalar indices and slices only; index the tensor parameter "
+                  "itself (x[idx]) or store the value into a buffer (buf = intent.empty(...)) and index that"),
 }
 
 

@@ -5,6 +5,7 @@ here and lowered by region.py."""
 from __future__ import annotations
 
 import ast
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -231,10 +232,14 @@ def value_subscript(lw: Lowerer, tv: TVal, node: ast.Subscript) -> FValue:
         raise lw.error(node, "a scalar value cannot be indexed")
     items = resolve_index(lw, tv.shape, node.slice, node, "indexing a value")
     for it in items:
-        if it.kind in ("tensor", "dyn") or (it.kind == "point" and it.static is None):
-            raise lw.error(it.node, "a computed value can be indexed with constant indices and slices only; index the "
-                                    "tensor parameter itself (x[i, j]) or store the value into a buffer "
+        if it.kind in ("tensor", "dyn"):
+            raise lw.error(it.node, "a computed value can be indexed with scalar indices and slices only; index the "
+                                    "tensor parameter itself (x[idx]) or store the value into a buffer "
                                     "(buf = intent.empty(...)) and index that")
+    if any(it.kind == "point" and it.static is None for it in items):
+        tv, items = _select_points(lw, tv, items, node)
+        if not items:
+            return tv
     starts = tuple(it.static if it.kind == "point" else it.start for it in items)
     stops = tuple(dim_bin("+", it.static, 1) if it.kind == "point" else it.stop for it in items)  # type: ignore
     steps = tuple(it.step for it in items)
@@ -247,6 +252,48 @@ def value_subscript(lw: Lowerer, tv: TVal, node: ast.Subscript) -> FValue:
         shape = tuple(it.extent for it in items if it.kind == "slice")
         out = TVal(lw.add(Reshape, node, x=out.value, shape=shape), weak=tv.weak)
     return out
+
+
+def _select_points(lw: Lowerer, tv: TVal, items: list[Item], node: ast.AST) -> tuple[TVal, list[Item]]:
+    """`row[t[i]]` on a computed value: the element at data-dependent scalar points, selected in registers as
+    `max(where(iota == t, row, lowest))` over those axes (exact: only the selected element competes with the
+    lowest value, so NaN, -0.0 and the extremes come through), then 0 where a point lies outside its axis, as
+    a gather from memory reads. Returns the selection and the items left for the other axes."""
+    from ..layout import Broadcast
+    from ..reduce import Reduce, ReduceKind
+    from .pointwise import compare_pair, logical, select
+
+    dt = tv.dtype
+    if not isinstance(dt, DType):
+        raise lw.error(node, "indexing a computed value at data-dependent points needs a concrete dtype, not a "
+                             "dtype variable")
+    lowest: int | float | bool = False if dt.is_pred else -math.inf if dt.is_float else dt.int_range[0]
+    shape = tv.shape
+    axes = tuple(ax for ax, it in enumerate(items) if it.kind == "point" and it.static is None)
+    mask: FValue | None = None
+    inside: FValue | None = None
+    for ax in axes:
+        it = items[ax]
+        assert it.value is not None
+        iota = TVal(lw.add(Iota, it.node, extent=shape[ax], dtype=WEAK_INT), weak=True)
+        if len(shape) > 1:
+            iota = TVal(lw.add(Broadcast, it.node, x=iota.value, shape=shape, dims=(ax,)), weak=True)
+        hit = compare_pair(lw, ast.Eq, iota, it.value, it.node, it.node, it.node)
+        mask = hit if mask is None else logical(lw, "and", mask, hit, it.node)
+        ok = logical(lw, "and", compare_pair(lw, ast.GtE, it.value, Num(0), it.node, it.node, it.node),
+                     compare_pair(lw, ast.Lt, it.value, DimExpr(shape[ax]), it.node, it.node, it.node), it.node)
+        inside = ok if inside is None else logical(lw, "and", inside, ok, it.node)
+    assert isinstance(mask, TVal) and isinstance(inside, TVal)
+    kept = select(lw, mask, tv, constant(lw, lowest, dt, node), node, node, node)
+    kind = ReduceKind.any if dt.is_pred else ReduceKind.max
+    picked = TVal(lw.add(Reduce, node, inputs=(kept.value,), axes=axes, kind=kind), weak=tv.weak)
+    zero = False if dt.is_pred else 0.0 if dt.is_float else 0
+    picked = select(lw, inside, picked, constant(lw, zero, dt, node), node, node, node)
+    rest = [it for ax, it in enumerate(items) if ax not in axes]
+    if all(it.kind == "slice" and it.start == DConst(0) and it.stop == d and it.step == 1
+           for it, d in zip(rest, picked.shape)):
+        rest = []
+    return picked, rest
 
 
 def tuple_subscript(lw: Lowerer, base: TupleV, node: ast.Subscript) -> FValue:

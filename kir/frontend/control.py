@@ -331,6 +331,11 @@ def lower_if(lw: Lowerer, node: ast.If) -> None:
             raise lw.error(node, f"`{name}` is assigned different non-value objects in the branches of this if "
                                  f"({describe(a)} / {describe(b)}); only tensor values and numbers can depend on a "
                                  f"runtime condition")
+        if isinstance(a, TVal) and isinstance(b, TVal) and not a.weak and not b.weak and a.dtype != b.dtype:
+            # A branch-local value: fine as long as nothing reads it after the if.
+            lw.env.kill(name, f"it is {a.dtype} in one branch and {b.dtype} in the other of the if at line {line}; "
+                              f"convert one with `.to({a.dtype})` to use it after the if")
+            continue
         results.append((name, a, b))
     types = [_join(lw, name, a, b, node) for name, a, b in results]
     regions = []

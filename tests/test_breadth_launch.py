@@ -1,0 +1,181 @@
+"""Ported-kernel forms around memory and control: disjoint views of one tensor, strided-slice stores as
+affine writes, data-dependent indices into computed values, and branch-local types."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import intent
+from emit_triton.arguments import views_share_memory
+from intent import Out, dims, f32, i32, i64, parallel
+from kir.errors import LaunchError
+from tests.breadth_support import three_ways
+from tests.frontend_support import diagnostic
+
+M, N, D = dims("M N D")
+g = torch.Generator().manual_seed(3)
+
+
+def rand(*shape: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=g)
+
+
+# ---------------------------------------------------------------------------------------------- overlap
+
+
+@intent.kernel
+def two_outputs(x: f32[M, N], a: Out[f32[M, N]], b: Out[f32[M, N]]):
+    for i in parallel(M):
+        a[i, :] = x[i, :] * 2.0
+        b[i, :] = x[i, :] + 1.0
+
+
+def test_disjoint_views_of_one_tensor_are_accepted() -> None:
+    x = rand(3, 4)
+    y = torch.zeros(3, 8)
+    two_outputs(x, y[:, :4], y[:, 4:])
+    torch.testing.assert_close(y[:, :4], x * 2)
+    torch.testing.assert_close(y[:, 4:], x + 1)
+    z = torch.zeros(3, 8)
+    two_outputs(x, z[:, 0::2], z[:, 1::2])  # interleaved columns: never the same element
+    torch.testing.assert_close(z[:, 0::2], x * 2)
+    torch.testing.assert_close(z[:, 1::2], x + 1)
+
+
+def test_overlapping_views_are_refused() -> None:
+    x = rand(3, 4)
+    y = torch.zeros(3, 8)
+    with pytest.raises(LaunchError) as info:
+        two_outputs(x, y[:, :4], y[:, 3:7])
+    assert str(info.value) == ("parameter b: its memory overlaps parameter a; memory the kernel writes may be "
+                               "reached through one parameter only (pass the tensor once, as an inout parameter, to "
+                               "read and write it)")
+    with pytest.raises(LaunchError):
+        two_outputs(y[:, 4:], y[:, :4], y[:, 0::2][:, :4])
+
+
+def test_views_share_memory_is_exact() -> None:
+    y = torch.zeros(6, 10)
+    assert not views_share_memory(y[:, :5], y[:, 5:])
+    assert views_share_memory(y[:, :5], y[:, 4:9])
+    assert not views_share_memory(y[0::2], y[1::2])
+    assert views_share_memory(y[0::2], y[2::2])
+    assert not views_share_memory(y[:, 0::3], y[:, 1::3])
+    assert views_share_memory(y.T[:3], y[:, :1])
+    b = torch.zeros(8, dtype=torch.int16)
+    bytes_ = b.view(torch.int8)
+    assert views_share_memory(b[1:2], bytes_[3:4])  # byte 3 is the high byte of element 1
+    assert not views_share_memory(b[1:2], bytes_[4:5])
+
+
+# ---------------------------------------------------------------------------------------------- strided stores
+
+
+@intent.kernel(requires=[D % 2 == 0])
+def rope(q: f32[M, D], c: f32[M, D // 2], s: f32[M, D // 2], out: Out[f32[M, D]]):
+    for i in parallel(M):
+        x1 = q[i, 0:D:2]
+        x2 = q[i, 1:D:2]
+        out[i, 0:D:2] = x1 * c[i, :] - x2 * s[i, :]
+        out[i, 1:D:2] = x1 * s[i, :] + x2 * c[i, :]
+
+
+def test_strided_slice_stores_are_affine_writes() -> None:
+    """A constant-step slice store writes `2 * k + 1`: an affine function of the element position, so different
+    rows provably write different elements and the rows run in parallel (they ran in one program, in order)."""
+    q, c, s = rand(4, 8), rand(4, 4), rand(4, 4)
+    got = three_ways(rope, {"q": q, "c": c, "s": s, "out": torch.empty(4, 8)}, ("out",), rtol=1e-6, atol=1e-6)
+    x1, x2 = q[:, 0::2], q[:, 1::2]
+    np.testing.assert_allclose(got["out"][:, 0::2], (x1 * c - x2 * s).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(got["out"][:, 1::2], (x1 * s + x2 * c).numpy(), rtol=1e-6)
+    plan = rope.explain(q, c, s, torch.empty(4, 8))
+    assert "group 0 (parallel at" in plan and "workset over (M)" in plan
+    assert "may conflict" not in plan and "a single instance" not in plan
+
+
+# ---------------------------------------------------------------------------------------------- computed values
+
+
+@intent.kernel
+def pick(x: f32[M, N], t: i64[M], w: f32[M, N, D], u: i32[M], out: Out[f32[M]], rows: Out[f32[M, D]],
+         ints: Out[i32[M]]):
+    for i in parallel(M):
+        row = intent.exp(x[i, :])
+        out[i] = row[t[i]]
+        m = w[i, :, :] * 2.0
+        rows[i, :] = m[t[i], :]
+        k = (x[i, :] * 4.0).to(i32)
+        ints[i] = k[u[i]]
+
+
+def test_data_dependent_index_into_a_computed_value() -> None:
+    m, n, d = 5, 6, 3
+    x, w = rand(m, n), rand(m, n, d)
+    x[1, 2] = float("nan")
+    x[3, 0] = -float("inf")
+    t = torch.tensor([0, 2, 5, 0, 9])       # 9 is out of range: 0, as a gather reads
+    u = torch.tensor([1, 0, 5, -1, 3], dtype=torch.int32)
+    args = {"x": x, "t": t, "w": w, "u": u, "out": torch.empty(m), "rows": torch.empty(m, d),
+            "ints": torch.empty(m, dtype=torch.int32)}
+    got = three_ways(pick, args, ("out", "rows", "ints"), rtol=0, atol=0)
+    r = torch.arange(m)
+    inside = t < n
+    want = torch.where(inside, x.exp()[r, t.clamp(max=n - 1)], 0.0)
+    np.testing.assert_array_equal(got["out"], want.numpy())
+    assert np.isnan(got["out"][1]) and got["out"][3] == 0.0 and got["out"][4] == 0.0
+    want_rows = torch.where(inside[:, None], (w * 2)[r, t.clamp(max=n - 1)], 0.0)
+    np.testing.assert_array_equal(got["rows"], want_rows.numpy())
+    ku = (x * 4).nan_to_num(0.0).to(torch.int32)
+    ok = (u >= 0) & (u < n)
+    want_ints = torch.where(ok, ku[r, u.clamp(0, n - 1).long()], 0)
+    np.testing.assert_array_equal(got["ints"][[0, 1, 3, 4]], want_ints.numpy()[[0, 1, 3, 4]])
+
+
+def test_tensor_index_into_a_computed_value_is_refused(tmp_path) -> None:
+    diagnostic(tmp_path, """
+        @intent.kernel
+        def k(x: f32[N], idx: i64[N], out: Out[f32[N]]):
+            for _ in parallel(1):
+                v = intent.exp(x[:])
+                out[:] = v[idx[:]]
+        """, "idx[:]]", "a computed value can be indexed with scalar indices and slices only; index the tensor "
+                        "parameter itself (x[idx]) or store the value into a buffer (buf = intent.empty(...)) and "
+                        "index that")
+
+
+# ---------------------------------------------------------------------------------------------- branch-local types
+
+
+@intent.kernel
+def branch_local(x: f32[N], flag: i32, out: Out[f32[N]]):
+    for i in parallel(N):
+        if flag > 0:
+            v = x[i] * 2.0
+            out[i] = v
+        else:
+            v = (x[i] > 0.0).to(i32)
+            out[i] = v.to(f32)
+
+
+def test_branch_local_types() -> None:
+    x = rand(6)
+    for flag in (1, 0):
+        got = three_ways(branch_local, {"x": x, "flag": flag, "out": torch.empty(6)}, ("out",), rtol=0, atol=0)
+        want = x * 2 if flag else (x > 0).float()
+        np.testing.assert_array_equal(got["out"], want.numpy())
+
+
+def test_a_branch_local_value_read_after_the_if(tmp_path) -> None:
+    diagnostic(tmp_path, """
+        @intent.kernel
+        def k(x: f32[N], flag: i32, out: Out[f32[N]]):
+            for i in parallel(N):
+                if flag > 0:
+                    v = x[i]
+                else:
+                    v = (x[i] > 0.0).to(i32)
+                out[i] = v
+        """, "v\n", "`v` has no value here: it is f32 in one branch and i32 in the other of the if at line 9; "
+                    "convert one with `.to(f32)` to use it after the if")

@@ -10,7 +10,6 @@ the symbols' lower bounds; memory overlap between parameters and within written 
 from __future__ import annotations
 
 import functools
-
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from intent.runtime.checks import byte_range, self_overlap
 from kir.core import Kernel, Param, RefType, Role, TensorType, shape_str
 from kir.dims import DConst, Dim, DSym, solve_for
 from kir.dtypes import DType, bf16_rounded_bits
@@ -315,14 +316,6 @@ def _check_refinements(kernel: Kernel, bound: BoundArgs) -> None:
 # ---------------------------------------------------------------------------------------------- memory
 
 
-def _byte_range(t: torch.Tensor) -> tuple[int, int] | None:
-    if t.numel() == 0:
-        return None
-    span = sum((e - 1) * abs(s) for e, s in zip(t.shape, t.stride())) + 1
-    start = t.data_ptr()
-    return start, start + span * t.element_size()
-
-
 def views_share_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether some byte of an element of `a` is a byte of an element of `b`, decided exactly from their
     shapes, strides, element sizes and offsets (`_lattices_meet`)."""
@@ -356,28 +349,15 @@ def _lattices_meet(a: tuple[tuple[tuple[int, int], ...], int], b: tuple[tuple[tu
     return solver.check() != z3.unsat
 
 
-def _self_overlap(t: torch.Tensor) -> str | None:
-    """Why two elements of `t` may share memory, or None when its strides keep them apart."""
-    axes = sorted(((s, e, a) for a, (e, s) in enumerate(zip(t.shape, t.stride())) if e > 1), key=lambda x: x[0])
-    reach = 0  # the largest offset the faster axes span
-    for s, e, a in axes:
-        if s == 0:
-            return f"axis {a} has stride 0 (a broadcast view)"
-        if s <= reach:
-            return f"axis {a} has stride {s}, which revisits elements of the faster axes"
-        reach += (e - 1) * s
-    return None
-
-
 def _check_overlap(kernel: Kernel, tensors: Mapping[str, torch.Tensor]) -> None:
     params = [p for p in kernel.params if p.name in tensors]
     for p in params:
         if p.role is not Role.IN and tensors[p.name].numel() > 0:
-            why = _self_overlap(tensors[p.name])
+            why = self_overlap(tensors[p.name])
             if why is not None:
                 raise LaunchError(f"parameter {p.name}: {why}; the elements of a parameter that the kernel "
                                   f"writes must not share memory")
-    ranges = {p.name: _byte_range(tensors[p.name]) for p in params}
+    ranges = {p.name: byte_range(tensors[p.name]) for p in params}
     for i, p in enumerate(params):
         for q in params[i + 1:]:
             if p.role is Role.IN and q.role is Role.IN:

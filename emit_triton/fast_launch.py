@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from intent.runtime.checks import byte_range
 from kir.core import Kernel, RefType, Role
 from kir.dtypes import DType
 
@@ -301,10 +302,9 @@ def _geometry(plan: Plan, launched: LaunchPlan, spans: list[int]) -> _Geometry |
 
 
 def _span(t: torch.Tensor) -> int:
-    """The bytes `t` reaches from its data pointer (as `arguments._byte_range`); 0 when empty."""
-    if t.numel() == 0:
-        return 0
-    return (sum((e - 1) * abs(s) for e, s in zip(t.shape, t.stride())) + 1) * t.element_size()
+    """The bytes `t` reaches from its data pointer (`intent.runtime.checks.byte_range`); 0 when empty."""
+    reach = byte_range(t)
+    return 0 if reach is None else reach[1] - reach[0]
 
 
 def _scalar_check(dtype: DType, kind: type) -> Callable[[Any], Any]:

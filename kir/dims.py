@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from intent.runtime.checks import solve_affine
+
 DIM_OPS = ("+", "-", "*", "//", "%")
 CMP_OPS = ("==", "!=", "<", "<=", ">", ">=")
 
@@ -306,15 +308,4 @@ def pred_to_z3(p: Pred, env: Mapping[str, object]):
 def solve_for(d: Dim, symbol: str, extent: int, env: Mapping[str, int]) -> int | None:
     """Solve `d == extent` for `symbol` (every other symbol of `d` bound in `env`) when `d` is affine in
     it (`S`, `S + c`, `2 * S - c`, `S + S`, ...); None when there is no such integer or `d` is not."""
-
-    def at(v: int) -> int:
-        return d.evaluate({**env, symbol: v})
-
-    try:
-        base, slope = at(0), at(1) - at(0)
-        if slope == 0 or (extent - base) % slope:
-            return None
-        value = (extent - base) // slope
-        return value if at(value) == extent and at(value + 1) - at(value) == slope else None
-    except ZeroDivisionError:
-        return None
+    return solve_affine(lambda v: d.evaluate({**env, symbol: v}), extent)

@@ -30,6 +30,7 @@ from typing import Any
 from ..errors import IntentError, LaunchError
 from . import expr as E
 from . import profiling as profile_mod
+from .checks import check_overlap, solve_affine
 from .index_width import TensorExtent, choose_index_width
 
 FORMAT = "intent-aot/1"
@@ -381,6 +382,16 @@ class Entry:
 
     # ------------------------------------------------------------------------------------------ launch
     def launch(self, given: Mapping[str, Any]) -> Any:
+        device, on_gpu, geometry, positional, outputs = self.prepare(given)
+        if geometry.grid > 0:
+            self._run(device, on_gpu, geometry, positional)
+        made = [outputs[p["name"]] for p in self.data["params"] if p["name"] in outputs]
+        if not made:
+            return None
+        return made[0] if len(made) == 1 else tuple(made)
+
+    def prepare(self, given: Mapping[str, Any]) -> tuple[Any, bool, _Geometry, list[Any], dict[str, Any]]:
+        """Check `given` and compute a launch: (device, on a GPU, geometry, runtime arguments, allocated outputs)."""
         import torch
 
         self._refuse()
@@ -396,7 +407,7 @@ class Entry:
             self._geometries[(key, on_gpu)] = geometry
         outputs = {n: torch.empty(s, dtype=_torch_dtype(self._param(n)["dtype"]), device=device)
                    for n, s in geometry.out_shapes.items()}
-        _check_overlap(self.data["params"], {**tensors, **outputs})
+        check_overlap([(p["name"], p["role"]) for p in self.data["params"]], {**tensors, **outputs})
         positional: list[Any] = []
         for a in self.data["abi"]["args"]:
             kind = a["kind"]
@@ -414,12 +425,7 @@ class Entry:
                 dtype = _torch_dtype(a["dtype"])
                 positional.append(torch.empty(count, dtype=dtype, device=device) if fill is None
                                   else torch.full((count,), fill, dtype=dtype, device=device))
-        if geometry.grid > 0:
-            self._run(device, on_gpu, geometry, positional)
-        made = [outputs[p["name"]] for p in self.data["params"] if p["name"] in outputs]
-        if not made:
-            return None
-        return made[0] if len(made) == 1 else tuple(made)
+        return device, on_gpu, geometry, positional, outputs
 
     def _param(self, name: str) -> Mapping[str, Any]:
         return next(p for p in self.data["params"] if p["name"] == name)
@@ -480,6 +486,15 @@ class Entry:
                               f"kirc build)")
         return data
 
+    def find_variant(self, fn: Any, arch: int, positional: list[Any], keywords: Mapping[str, Any]
+                     ) -> Mapping[str, Any] | None:
+        """The prebuilt variant whose cubin is valid for a call specialised by Triton's rules, if any."""
+        from . import triton_adapter as adapter
+
+        _, signature, constexprs, attrs = adapter.specialisation(fn, arch, positional, keywords)
+        call = spec_json(signature, constexprs, attrs)
+        return next((v for v in self.data["variants"] if v["arch"] == arch and _covers(v, call)), None)
+
     def _variant(self, fn: Any, device: Any, positional: list[Any], geometry: _Geometry) -> tuple[Any, str]:
         """The prebuilt cubin for this call's specialisation, or (None, "jit") to compile the stored source."""
         import torch
@@ -488,19 +503,17 @@ class Entry:
 
         major, minor = torch.cuda.get_device_capability(device)
         arch = major * 10 + minor
-        _, signature, constexprs, attrs = adapter.specialisation(fn, arch, positional, geometry.keywords)
-        call = spec_json(signature, constexprs, attrs)
-        for v in self.data["variants"]:
-            if v["arch"] == arch and _covers(v, call):
-                compiled = self._loaded.compiled.get(v["key"])
-                if compiled is None:
-                    for ref, what in ((v["cubin"], "cubin"), (v["metadata"], "Triton metadata")):
-                        self._read(ref, what)  # refuse files that do not match before Triton reads them
-                    compiled = adapter.load_compiled(self.root, self.data["abi"]["name"], v["metadata"]["file"],
-                                                     v["cubin"]["file"], self.data["arg_names"], dict(v["signature"]),
-                                                     {tuple(k): c for k, c in v["constexprs"]}, v["key"])
-                    self._loaded.compiled[v["key"]] = compiled
-                return compiled, f"cubin sm_{arch}"
+        v = self.find_variant(fn, arch, positional, geometry.keywords)
+        if v is not None:
+            compiled = self._loaded.compiled.get(v["key"])
+            if compiled is None:
+                for ref, what in ((v["cubin"], "cubin"), (v["metadata"], "Triton metadata")):
+                    self._read(ref, what)  # refuse files that do not match before Triton reads them
+                compiled = adapter.load_compiled(self.root, self.data["abi"]["name"], v["metadata"]["file"],
+                                                 v["cubin"]["file"], self.data["arg_names"], dict(v["signature"]),
+                                                 {tuple(k): c for k, c in v["constexprs"]}, v["key"])
+                self._loaded.compiled[v["key"]] = compiled
+            return compiled, f"cubin sm_{arch}"
         built = ", ".join(f"sm_{v['arch']} {v['constexpr_values']}" for v in self.data["variants"]) or "none"
         wanted = {k: geometry.constexprs[k] for k in sorted(geometry.constexprs)}
         if not self.jit_fallback:
@@ -598,18 +611,7 @@ def _solve_pending(pending: list[tuple[str, int, Any, int]], env: dict[str, int]
 
 def _solve_for(dim: Any, symbol: str, extent: int, env: Mapping[str, int]) -> int | None:
     """`dim == extent` solved for `symbol` when `dim` is affine in it (as `kir.dims.solve_for`)."""
-
-    def at(v: int) -> int:
-        return E.evaluate(dim, {**env, symbol: v})
-
-    try:
-        base, slope = at(0), at(1) - at(0)
-        if slope == 0 or (extent - base) % slope:
-            return None
-        value = (extent - base) // slope
-        return value if at(value) == extent and at(value + 1) - at(value) == slope else None
-    except ZeroDivisionError:
-        return None
+    return solve_affine(lambda v: E.evaluate(dim, {**env, symbol: v}), extent)
 
 
 def _check_pred(r: Mapping[str, Any], env: Mapping[str, int], origin: Mapping[str, str]) -> None:
@@ -665,37 +667,3 @@ def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
         strides.append(acc)
         acc *= max(e, 1)
     return tuple(reversed(strides))
-
-
-def _check_overlap(params: list[Mapping[str, Any]], tensors: Mapping[str, Any]) -> None:
-    """Memory a kernel writes is reached through one parameter only (as `emit_triton.arguments`)."""
-    present = [p for p in params if p["name"] in tensors]
-    spans: dict[str, tuple[int, int] | None] = {}
-    for p in present:
-        t = tensors[p["name"]]
-        if t.numel() == 0:
-            spans[p["name"]] = None
-            continue
-        reach = sum((e - 1) * abs(s) for e, s in zip(t.shape, t.stride())) + 1
-        spans[p["name"]] = (t.data_ptr(), t.data_ptr() + reach * t.element_size())
-        if p["role"] != "in":
-            axes = sorted((s, e, a) for a, (e, s) in enumerate(zip(t.shape, t.stride())) if e > 1)
-            covered = 0
-            for s, e, a in axes:
-                why = "has stride 0 (a broadcast view)" if s == 0 else \
-                    f"has stride {s}, which revisits elements of the faster axes" if s <= covered else None
-                if why is not None:
-                    raise LaunchError(f"parameter {p['name']}: axis {a} {why}; the elements of a parameter that the "
-                                      f"kernel writes must not share memory")
-                covered += (e - 1) * s
-    for i, p in enumerate(present):
-        for q in present[i + 1:]:
-            if p["role"] == "in" and q["role"] == "in":
-                continue
-            a, b = spans[p["name"]], spans[q["name"]]
-            if a is None or b is None or a[1] <= b[0] or b[1] <= a[0]:
-                continue
-            writer, other = (q, p) if q["role"] != "in" else (p, q)
-            raise LaunchError(f"parameter {writer['name']}: its memory overlaps parameter {other['name']}; memory the "
-                              f"kernel writes may be reached through one parameter only (pass the tensor once, as an "
-                              f"inout parameter, to read and write it)")

@@ -1,0 +1,72 @@
+"""Launch-argument checks shared by the compiler's launcher (`emit_triton.arguments`) and prebuilt
+kernels (`intent.runtime.artifacts`): one implementation of each, over plain names, roles and tensors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ..errors import LaunchError
+
+
+def solve_affine(at: Callable[[int], int], extent: int) -> int | None:
+    """The integer v with `at(v) == extent` when `at` is affine in v (`S`, `S + c`, `2 * S - c`, ...);
+    None when there is none or `at` is not affine (a division by zero counts as not affine)."""
+    try:
+        base, slope = at(0), at(1) - at(0)
+        if slope == 0 or (extent - base) % slope:
+            return None
+        value = (extent - base) // slope
+        return value if at(value) == extent and at(value + 1) - at(value) == slope else None
+    except ZeroDivisionError:
+        return None
+
+
+def byte_range(t: Any) -> tuple[int, int] | None:
+    """The bytes a tensor reaches from its data pointer, as [start, end); None when it is empty."""
+    if t.numel() == 0:
+        return None
+    span = sum((e - 1) * abs(s) for e, s in zip(t.shape, t.stride())) + 1
+    start = t.data_ptr()
+    return start, start + span * t.element_size()
+
+
+def self_overlap(t: Any) -> str | None:
+    """Why two elements of `t` may share memory, or None when its strides keep them apart."""
+    axes = sorted(((s, e, a) for a, (e, s) in enumerate(zip(t.shape, t.stride())) if e > 1), key=lambda x: x[0])
+    reach = 0  # the largest offset the faster axes span
+    for s, e, a in axes:
+        if s == 0:
+            return f"axis {a} has stride 0 (a broadcast view)"
+        if s <= reach:
+            return f"axis {a} has stride {s}, which revisits elements of the faster axes"
+        reach += (e - 1) * s
+    return None
+
+
+def check_overlap(params: Sequence[tuple[str, str]], tensors: Mapping[str, Any]) -> None:
+    """Memory a kernel writes is reached through one parameter only: `params` are (name, role) in parameter
+    order (role "in", "out" or "inout"), `tensors` the tensors given (and allocated) by name.
+
+    Prebuilt kernels use this conservative form: parameters whose byte ranges intersect are refused even
+    when their elements interleave without sharing a byte (`y[:, :N]` and `y[:, N:]`); the compiler's
+    launcher decides that case exactly (`emit_triton.arguments.views_share_memory`, with Z3)."""
+    present = [(name, role) for name, role in params if name in tensors]
+    for name, role in present:
+        if role != "in" and tensors[name].numel() > 0:
+            why = self_overlap(tensors[name])
+            if why is not None:
+                raise LaunchError(f"parameter {name}: {why}; the elements of a parameter that the kernel writes "
+                                  f"must not share memory")
+    ranges = {name: byte_range(tensors[name]) for name, _ in present}
+    for i, (p, p_role) in enumerate(present):
+        for q, q_role in present[i + 1:]:
+            if p_role == "in" and q_role == "in":
+                continue  # reading the same memory twice is harmless
+            a, b = ranges[p], ranges[q]
+            if a is None or b is None or a[1] <= b[0] or b[1] <= a[0]:
+                continue
+            writer, other = (q, p) if q_role != "in" else (p, q)
+            raise LaunchError(f"parameter {writer}: its memory overlaps parameter {other}; memory the kernel writes "
+                              f"may be reached through one parameter only (pass the tensor once, as an inout "
+                              f"parameter, to read and write it)")

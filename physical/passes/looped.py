@@ -46,6 +46,7 @@ from .. import ops as P
 from ..launch_expr import LaunchExpr, LBin, LConst, LNextPow2, LTileBlock, lmin
 from ..model import (
     AccessRelation,
+    BufferScope,
     Fragment,
     Group,
     Guard,
@@ -176,6 +177,29 @@ def chunk_weight(group: Group, axis: TileAxis, chunk: int) -> int:
     return max(chunk, TILE_BUDGET) if scans else chunk
 
 
+SECTOR_BYTES = 32  # one global-memory transaction
+
+
+def strided_lanes(program: Program, group: Group, axis: TileAxis) -> int:
+    """Lanes a program needs so that each row of a strided walk fills a 32-byte sector (1: no strided walk).
+
+    A load whose row coordinate (the tile axis) indexes a leading buffer axis while the lanes' own
+    coordinate indexes the last (unit-stride) one walks the row along a strided axis: column sums
+    `sum(x[:, k])`. With one lane per program each row element costs a whole sector; with a sector's
+    worth of contiguous lanes (8 f32 columns) every sector a load moves is used."""
+    need = 1
+    for op in group.body.walk():
+        if not isinstance(op, P.Load) or not _row(op.result.type, axis) or not op.result.type.lanes:
+            continue
+        coords = op.access.coords
+        if program.buffer(op.access.buffer).scope is not BufferScope.EXTERNAL_VIEW or len(coords) < 2:
+            continue
+        last = coords[-1].type
+        if last.lanes and not last.tile and any(_row(c.type, axis) for c in coords[:-1]):
+            need = max(need, SECTOR_BYTES // max(1, op.result.type.dtype.bits // 8))
+    return need
+
+
 def plan_group(program: Program, group: Group, forced: int | None = None) -> Plan | str:
     """The looped form's plan for `group`, or the reason it has none."""
     if group.tiles or group.looped is not None:
@@ -191,6 +215,9 @@ def plan_group(program: Program, group: Group, forced: int | None = None) -> Pla
     if any(axis.block in _blocks(g) for g in program.groups if g.id != group.id):
         return f"{axis.block} is shared with another group"
     limit = budget(group, axis, forced)
+    lanes = strided_lanes(program, group, axis)
+    if lanes > 1:  # a strided row: the row shares the tile budget with a sector's worth of lanes
+        limit = min(limit, max(1, TILE_BUDGET // lanes))
     facts = list(default_lower_bounds(program.symbols, program.requires)) + list(program.requires)  # type: ignore
     if linear_proves(facts, PCmp("<=", axis.extent, DConst(limit))):
         return f"the row {axis.extent} always fits the persistent budget of {limit}"

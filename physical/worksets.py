@@ -215,6 +215,9 @@ class Rebuilder:
             raise CannotBind("the reshape's axes do not group into equal element counts")
         xc: list[K.Value | None] = []
         for (i0, i1), (j0, j1) in groups:
+            if j0 == j1:  # unit axes of the operand that the result drops: their one coordinate
+                xc += [self.i64(op, 0) for _ in range(i0, i1)]
+                continue
             bound = [c[j] is not None for j in range(j0, j1)]
             if not any(bound):
                 xc += [None] * (i1 - i0)

@@ -9,7 +9,7 @@ import torch
 
 import intent
 from emit_triton.arguments import views_share_memory
-from intent import Out, dims, f32, i32, i64, parallel
+from intent import InOut, Out, dims, f32, i32, i64, parallel
 from kir.errors import LaunchError
 from tests.breadth_support import three_ways
 from tests.frontend_support import diagnostic
@@ -179,3 +179,26 @@ def test_a_branch_local_value_read_after_the_if(tmp_path) -> None:
                 out[i] = v
         """, "v\n", "`v` has no value here: it is f32 in one branch and i32 in the other of the if at line 9; "
                     "convert one with `.to(f32)` to use it after the if")
+
+
+# ---------------------------------------------------------------------------------------------- loops in place
+
+
+@intent.kernel
+def repeated_in_place(y: f32[M, N], g: InOut[f32[M, N]]):
+    for i in parallel(M):
+        for _ in range(3):
+            g[i, :] = g[i, :] * y[i, :]
+
+
+def test_a_loop_reading_what_its_last_iteration_wrote_gets_a_barrier() -> None:
+    """Construction orders iteration k's write before iteration k + 1's read with a barrier; the physical
+    verifier (`[buffer-visibility]`) used to reject the kernel, which launched right."""
+    import physical
+
+    y, gr = rand(3, 8), rand(3, 8)
+    got = three_ways(repeated_in_place, {"y": y, "g": gr}, ("g",), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(got["g"], (gr * y ** 3).numpy(), rtol=1e-6, atol=1e-6)
+    assert repeated_in_place.explain(y, gr).startswith("kernel repeated_in_place: one launch")
+    program = physical.lower(repeated_in_place.kir, verify=True)
+    assert "barrier" in physical.print_program(program)

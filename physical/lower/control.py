@@ -39,6 +39,22 @@ def merge_active(lw: Lowerer, active: PValue | None, new: tuple[PValue, ...], ol
     return tuple(outs)
 
 
+def note_loop_writes(lw: Lowerer, *regions: K.Region) -> None:
+    """A loop's next iteration reads what its previous one wrote: count the buffers the loop writes as written
+    before its first op, so that a read of one in the loop is ordered behind the last iteration's write by a
+    barrier (the write of iteration k and the read of k + 1 need not be the same thread's)."""
+    from kir import access as KA
+    from kir import atomic as KT
+    from kir import region as KG
+
+    for region in regions:
+        for o in region.walk():
+            if isinstance(o, KA.Store | KA.Scatter | KG.RegionScan | KT.Atomic | KT.AtomicCAS):
+                bid = lw.state.ref_buffer.get(o.dst.id)
+                if bid is not None:
+                    lw.written.add(bid)
+
+
 @rule(KC.For)
 def lower_for(lw: Lowerer, op: KC.For) -> None:
     start, stop, step = lw.get(op.start), lw.get(op.stop), lw.get(op.step)
@@ -57,6 +73,7 @@ def lower_for(lw: Lowerer, op: KC.For) -> None:
         lw.facts += [PCmp(">=", sym, lo), PCmp("<", sym, hi)]
     for ka, pa in zip(op.body.args, args):
         lw.bind(ka, pa)
+    note_loop_writes(lw, op.body)
     saved_active = lw.active
     lw.loop_depth += 1
     active = None
@@ -91,6 +108,7 @@ def lower_while(lw: Lowerer, op: KC.While) -> None:
     cargs = lw.begin(types, tuple(a.name for a in op.cond.args))
     for ka, pa in zip(op.cond.args, cargs):
         lw.bind(ka, pa)
+    note_loop_writes(lw, op.cond, op.body)
     lower_ops(lw, op.cond.ops)
     c = lw.get(op.cond.yielded[0])
     c = lw.broadcast_to(c, Fragment(DType.pred, cond_variant or c.type.lanes))
@@ -98,6 +116,7 @@ def lower_while(lw: Lowerer, op: KC.While) -> None:
     bargs = lw.begin(types + (c.type,), tuple(a.name for a in op.body.args) + ("active",))
     for ka, pa in zip(op.body.args, bargs):
         lw.bind(ka, pa)
+    note_loop_writes(lw, op.cond, op.body)
     saved_active = lw.active
     active = bargs[-1] if c.type.lanes else None
     lw.active = lw.and_(saved_active, active)

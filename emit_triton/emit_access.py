@@ -122,6 +122,8 @@ def emit_atomic(em: Emitter, op: P.AtomicRMW) -> None:
             f"sem=\"{_SEM[str(op.order)]}\", scope=\"{op.scope}\")")
     if bits is not None:
         em.line(f"{n} = {n}.to({dt}, bitcast=True)")
+    if a.mask is not None:  # a masked-off member's old value is whatever Triton leaves; KIR's is the fill (0)
+        em.line(f"{n} = tl.where({em.arg(a.mask, shape)}, {n}, {literal(a.fill or 0, buf.dtype)})")
     _to_register(em, n, op.result, dt)
 
 

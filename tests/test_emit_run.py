@@ -179,6 +179,23 @@ def test_float_atomic_max_min_run_under_the_interpreter(kind: str) -> None:
         "out": np.zeros(4, np.float32)})
 
 
+@pytest.mark.parametrize("kind", ["add", "or", "xchg", "max"])
+def test_an_out_of_range_atomic_returns_zero(kind: str) -> None:
+    """Found while documenting atomics: masked-off members returned what Triton left (1 for add), not 0."""
+    got = _agrees_with_the_oracle(f"""kernel scatter_atomic(idx: in i32[N], acc: inout i32[K], out: out i32[N])
+    symbols(N, K) {{
+  parallel (%i: i64) in (N) {{
+    %j: i32 = load %idx[%i]
+    %one: i32 = constant 1 : i32
+    %old: i32 = atomic {kind} %acc[%j], %one order=acq_rel
+    store %out[%i] = %old
+    yield
+  }}
+  yield
+}}""", {"idx": np.array([0, 5, -1, 1], np.int32), "acc": np.array([7, 9], np.int32), "out": np.full(4, 3, np.int32)})
+    assert got["out"].tolist()[1:3] == [0, 0]
+
+
 _LOOP_BITCAST = """kernel loop_bits(n: in i64[N], out: out u64[N]) symbols(N) {
   parallel (%i: i64) in (N) {
     %0: i64 = constant 0 : i64

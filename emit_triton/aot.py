@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from intent.runtime.artifacts import FORMAT, REGISTRY, entry_hash, spec_json
+from intent.runtime.checks import CHECK_TOKEN
 from kir.core import Kernel, RefType
 from kir.dtypes import DType
 from kir.errors import IntentError, LaunchError
@@ -46,6 +47,11 @@ def build(kernels: Sequence[tuple[str, Any]], out: str | Path, *, dtypes: Mappin
     `DEFAULT_EXTENT`). An existing registry in `out` keeps its other entries."""
     if arch not in targets.AOT_ARCHES:
         raise LaunchError(f"--arch: expected one of {', '.join(map(str, targets.AOT_ARCHES))}, got {arch}")
+    generic = [obj if isinstance(obj, Kernel) else obj.kir for _, obj in kernels]
+    for name in dtypes:
+        if not any(name == v.name for k in generic for v in k.dtype_vars):
+            have = ", ".join(sorted({v.name for k in generic for v in k.dtype_vars})) or "none"
+            raise LaunchError(f"--dtype {name}: no kernel built has a dtype variable {name} (dtype variables: {have})")
     root = Path(out)
     root.mkdir(parents=True, exist_ok=True)
     registry = _existing(root)
@@ -76,10 +82,6 @@ def _existing(root: Path) -> dict[str, Any]:
 def _specialisations(obj: Any, dtypes: Mapping[str, Sequence[DType]]) -> list[Kernel]:
     generic = obj if isinstance(obj, Kernel) else obj.kir
     variables = {v.name: v for v in generic.dtype_vars}
-    for name in dtypes:
-        if name not in variables:
-            have = ", ".join(variables) or "none"
-            raise LaunchError(f"kernel {generic.name} has no dtype variable {name} (its dtype variables: {have})")
     if not variables:
         return [generic]
     names = list(variables)
@@ -198,7 +200,12 @@ def _describe(kernel: Kernel, emitted: Any, signature: str) -> dict[str, Any]:
            "grid": encode(emitted.grid), "num_warps": encode(emitted.num_warps),
            "num_stages": encode(emitted.num_stages), "index64_flag": emitted.index64_flag,
            "device_flag": emitted.device_flag}
-    return {"kernel": kernel.name, "signature": signature, "symbols": list(kernel.symbols), "params": params,
+    from .emit_access import CHECK_MESSAGES
+
+    tokens = sorted(set(CHECK_TOKEN.findall(emitted.source)))
+    return {"kernel": kernel.name, "signature": signature,
+            "check_messages": {t: CHECK_MESSAGES[t] for t in tokens if t in CHECK_MESSAGES},
+            "symbols": list(kernel.symbols), "params": params,
             "dtypes": {p.name: str(p.type.dtype) for p in kernel.params},
             "requires": [{"word": w, "text": str(q), "expr": encode(q)} for w, q in preds],
             "abi": abi, "options": options, "counts": {k: encode(v) for k, v in emitted.counts}}

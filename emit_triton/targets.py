@@ -14,7 +14,6 @@ The module executed is the verified text of the cache entry's `kernel.py` and no
 from __future__ import annotations
 
 import os
-import re
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -22,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from intent.runtime import checks
 from intent.runtime import profiling as profile_mod
 from intent.runtime import triton_adapter as adapter
 from intent.runtime.triton_adapter import Mode, library_mode, triton_interpret  # noqa: F401  (re-exported)
 from kir.errors import IntentError
-from physical.ops.access import DEVICE_CHECK
 
 from . import cache as cache_mod
 from .abi import EmittedKernel
@@ -174,23 +173,11 @@ def _profiled(original: Any) -> Any:
 profile_mod.instrument(sys.modules[__name__], "run", _profiled)
 
 
-_CHECK_TOKEN = re.compile(r"intent_check_[0-9a-f]{16}")
-
-
 def device_check_failure(exc: BaseException) -> str | None:
     """The message of the device check that `exc` reports, if it reports one."""
     from .emit_access import CHECK_MESSAGES
 
-    seen: BaseException | None = exc
-    while seen is not None:
-        found = _CHECK_TOKEN.search(str(seen))
-        if found is not None and found.group(0) in CHECK_MESSAGES:
-            return CHECK_MESSAGES[found.group(0)]
-        if "device-side assert" in str(seen):
-            return f"{DEVICE_CHECK}a device check of the kernel failed on the device (its message is on the " \
-                   f"device's standard output; run with CPU tensors to have it here)"
-        seen = seen.__cause__ or seen.__context__
-    return None
+    return checks.device_check_failure(exc, CHECK_MESSAGES)
 
 
 # ---------------------------------------------------------------------------------------------- ahead of time

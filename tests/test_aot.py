@@ -24,9 +24,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 KERNELS = '''
 import intent
-from intent import Out, dims, parallel
+from intent import Out, dims, f32, i32, parallel
 
-N = dims("N")
+N, M = dims("N M")
 T = intent.dtype_var("T", intent.f32, intent.f64)
 
 
@@ -34,6 +34,12 @@ T = intent.dtype_var("T", intent.f32, intent.f64)
 def scale(x: T[N], alpha: T, out: Out[T[N]]):
     for i in parallel(N):
         out[i] = x[i] * alpha
+
+
+@intent.kernel(checks=True)
+def take(x: f32[M], idx: i32[N], out: Out[f32[N]]):
+    for n in parallel(N):
+        out[n] = x[idx[n]]
 '''
 
 
@@ -67,7 +73,7 @@ def test_build_writes_one_cubin_ptx_and_source_per_specialisation(built: Path) -
 
 def test_loaded_kernels_run_on_cpu_and_match(built: Path) -> None:
     lib = intent.load(built)
-    assert list(lib) == ["scale"] and lib["scale"] is lib.scale
+    assert list(lib) == ["scale", "take"] and lib["scale"] is lib.scale
     x = torch.arange(7, dtype=torch.float32)
     assert torch.equal(lib.scale(x, 2.0), x * 2)
     out = torch.empty(7, dtype=torch.float64)
@@ -109,6 +115,15 @@ def _tampered(built: Path, tmp_path: Path, change: object) -> Path:
     shutil.copytree(built, copy)
     change(copy)  # type: ignore[operator]
     return copy
+
+
+def test_device_checks_of_a_prebuilt_kernel_report_the_op_and_line(built: Path) -> None:
+    lib = intent.load(built)
+    x = torch.arange(6.0)
+    assert torch.equal(lib.take(x, torch.tensor([5, 0], dtype=torch.int32)), torch.tensor([5.0, 0.0]))
+    with pytest.raises(IntentError, match=r"^device check failed: gather out of range at .*scale.py:\d+:\d+: an "
+                                          r"index into x lies outside its extent$"):
+        lib.take(x, torch.tensor([0, 7], dtype=torch.int32))
 
 
 def test_an_entry_whose_hash_does_not_match_is_refused_never_run(built: Path, tmp_path: Path) -> None:
@@ -242,6 +257,8 @@ def test_kirc_build_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "kirc build: error: --shape N=a: the values must be integers" in capsys.readouterr().err
     assert kirc(["build", str(tmp_path / "k.py"), "--dtype", "T=i32", "-o", str(tmp_path / "o")]) == 1
     assert "dtype variable T of kernel scale is one of f32, f64, not i32" in capsys.readouterr().err
+    assert kirc(["build", str(tmp_path / "k.py"), "--dtype", "U=f32", "-o", str(tmp_path / "o")]) == 1
+    assert "--dtype U: no kernel built has a dtype variable U (dtype variables: T)" in capsys.readouterr().err
     assert kirc(["build", str(tmp_path / "k.py"), "--arch", "75", "-o", str(tmp_path / "o")]) == 1
     assert "--arch: expected one of 80, 90, got 75" in capsys.readouterr().err
 

@@ -30,7 +30,7 @@ from typing import Any
 from ..errors import IntentError, LaunchError
 from . import expr as E
 from . import profiling as profile_mod
-from .checks import check_overlap, solve_affine
+from .checks import check_overlap, device_check_failure, solve_affine
 from .index_width import TensorExtent, choose_index_width
 
 FORMAT = "intent-aot/1"
@@ -431,6 +431,16 @@ class Entry:
         return next(p for p in self.data["params"] if p["name"] == name)
 
     def _run(self, device: Any, on_gpu: bool, geometry: _Geometry, positional: list[Any]) -> None:
+        try:
+            self._launch(device, on_gpu, geometry, positional)
+        except Exception as exc:
+            failed = device_check_failure(exc, self.data.get("check_messages", {})) \
+                if geometry.keywords.get("debug") else None
+            if failed is None:
+                raise
+            raise IntentError(failed) from None
+
+    def _launch(self, device: Any, on_gpu: bool, geometry: _Geometry, positional: list[Any]) -> None:
         from . import triton_adapter as adapter
 
         if not on_gpu:

@@ -3,10 +3,14 @@ kernels (`intent.runtime.artifacts`): one implementation of each, over plain nam
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..errors import LaunchError
+
+DEVICE_CHECK = "device check failed: "  # how every device check's message begins
+CHECK_TOKEN = re.compile(r"intent_check_[0-9a-f]{16}")  # what a failed check's assertion text carries
 
 
 def solve_affine(at: Callable[[int], int], extent: int) -> int | None:
@@ -70,3 +74,17 @@ def check_overlap(params: Sequence[tuple[str, str]], tensors: Mapping[str, Any])
             raise LaunchError(f"parameter {writer}: its memory overlaps parameter {other}; memory the kernel writes "
                               f"may be reached through one parameter only (pass the tensor once, as an inout "
                               f"parameter, to read and write it)")
+
+
+def device_check_failure(exc: BaseException, messages: Mapping[str, str]) -> str | None:
+    """The message of the device check that `exc` reports, if it reports one (`messages`: by check token)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        found = CHECK_TOKEN.search(str(seen))
+        if found is not None and found.group(0) in messages:
+            return messages[found.group(0)]
+        if "device-side assert" in str(seen):
+            return f"{DEVICE_CHECK}a device check of the kernel failed on the device (its message is on the " \
+                   f"device's standard output; run with CPU tensors to have it here)"
+        seen = seen.__cause__ or seen.__context__
+    return None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from intent.runtime.checks import DEVICE_CHECK  # noqa: F401  (how every check's message begins)
+
 from ..model import AccessRelation, POp, PValue
 from ._base import pop
 
@@ -27,7 +29,6 @@ class Store(POp):
         return True
 
 
-DEVICE_CHECK = "device check failed: "  # how every check's message begins (launchers look for it)
 
 
 @pop("check")

@@ -2,6 +2,7 @@
 straightforward hand-written Triton kernel (bench/triton_ref.py).
 
     python bench/gpu.py [--quick] [--only FAMILY ...] [--no-compile] [--budget-s S] [--peak-gbs G] [--autotune]
+                        [--tests | --no-tests]
 
 Needs a CUDA device; without one it prints "no CUDA device; nothing to time" and exits 0.
 First every Intent kernel's result is checked against torch (the hand-written Triton kernel for
@@ -11,7 +12,9 @@ while the host prepares the launch so host overhead is not counted, median of N)
 is the ideal traffic (each input read once, each output written once) over the median time, also
 as a fraction of the device's peak memory bandwidth; matmul also reports TFLOP/s against the dense
 f16 tensor-core peak. A second table shows end-to-end launch latency of a tiny kernel (host
-overhead included). Exit status 1 when an Intent kernel fails or computes a wrong result.
+overhead included). Then the tests that need a device run (`tests/gpu`: CUDA graph capture and
+replay, torch.compile on CUDA; `--tests` runs only them, `--no-tests` skips them). Exit status 1 when an
+Intent kernel fails or computes a wrong result, or a test fails.
 
 `--dry-run` runs the same flow on CPU tensors at tiny sizes (Triton's interpreter, wall-clock
 timing, no torch.compile) to check the script itself; the hand-written kernels join only when
@@ -271,6 +274,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="after this many seconds, skip the remaining torch.compile baselines (default 400)")
     ap.add_argument("--peak-gbs", type=float, default=None, help="the device's peak memory bandwidth in GB/s")
     ap.add_argument("--dry-run", action="store_true", help="the same flow on CPU at tiny sizes (checks the script)")
+    ap.add_argument("--tests", action="store_true", help="only run the CUDA test suite (tests/gpu)")
+    ap.add_argument("--no-tests", action="store_true", help="skip the CUDA test suite that follows the timings")
     ap.add_argument("--autotune", action="store_true",
                     help="also time Intent kernels with autotune=True (a handful of num_warps/num_stages "
                          "configurations)")
@@ -285,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
         if not torch.cuda.is_available():
             print("no CUDA device; nothing to time")
             return 0
+        if opts.tests:
+            return run_gpu_tests()
         device = torch.device("cuda")
         cases = gpu_cases() + model_cases("full")  # the whole-device model's kernels at its sizes
         peaks = device_peaks(torch.cuda.get_device_name(device), opts.peak_gbs)
@@ -311,7 +318,18 @@ def main(argv: list[str] | None = None) -> int:
     failed = [r for r in reports if not r.intent_ok]
     for r in failed:
         print(f"intent {r.case.name}: {r.check}", file=sys.stderr)
-    return 1 if failed else 0
+    tests_failed = device.type == "cuda" and not opts.no_tests and run_gpu_tests() != 0
+    return 1 if failed or tests_failed else 0
+
+
+def run_gpu_tests() -> int:
+    """The tests that need a device (tests/gpu: CUDA graphs, torch.compile on CUDA); pytest's exit status."""
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    print("\nCUDA tests (tests/gpu):", flush=True)
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "tests/gpu"], cwd=root,
+                          check=False).returncode
 
 
 if __name__ == "__main__":

@@ -101,6 +101,8 @@ class Plan:
     # The interpreter target and its function, for host tensors (the target never changes there).
     host_target: targets.Target | None = None
     host_function: Any = None
+    # Workspace memory by (ABI position, stream, thread): see `workspace`.
+    scratch: dict[tuple[int, int, int], torch.Tensor] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         names = [name for name, _ in self.tensor_slots]
@@ -164,13 +166,31 @@ class Plan:
             for position in positions:
                 positional[position] = out
         for position, count, fill, dtype in geometry.workspaces:
-            positional[position] = torch.empty(count, dtype=dtype, device=self.device) if fill is None \
-                else torch.full((count,), fill, dtype=dtype, device=self.device)
+            positional[position] = self.workspace(position, count, fill, dtype)
         if geometry.grid > 0:
             targets.run(fn, target, geometry.grid, positional, geometry.keywords, geometry.info)
         if not outputs:
             return None
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def workspace(self, position: int, count: int, fill: int | float | None, dtype: torch.dtype) -> torch.Tensor:
+        """The memory of one workspace argument, allocated once and grown to the largest count needed.
+
+        A cached launch thus allocates only the outputs the caller omitted, which is what lets a CUDA
+        graph capture it and keeps the caching allocator out of the hot path. Launches from one thread
+        on one stream run in order, so the memory is kept per stream and thread: a launch can never
+        overwrite the workspace of one still running elsewhere. A filled workspace is refilled on the
+        device before each launch (no host synchronisation either way).
+        """
+        stream = 0 if self.device.type != "cuda" else torch._C._cuda_getCurrentRawStream(self.device.index)
+        key = (position, stream, threading.get_ident())
+        memory = self.scratch.get(key)
+        if memory is None or memory.numel() < count:
+            memory = self.scratch[key] = torch.empty(max(count, 1), dtype=dtype, device=self.device)
+        view = memory if memory.numel() == count else memory[:count]
+        if fill is not None:
+            view.fill_(fill)
+        return view
 
 
 # ---------------------------------------------------------------------------------------------- lookup

@@ -86,7 +86,7 @@ class AutogradKernel:
             raise _error(f"{where}: outputs must name one or more distinct Out parameters, got "
                               f"{list(self.outputs)}")
         self._plan = _plan(where, forward, backward, fwd_outs, save)
-        self._ops: dict[tuple[int, tuple[tuple[str, Any], ...]], tuple[Kernel, Any]] = {}
+        self._ops: dict[tuple[int, tuple[tuple[str, Any], ...], bool], tuple[Kernel, Any]] = {}
         self._lock = threading.Lock()
 
     @property
@@ -110,7 +110,7 @@ class AutogradKernel:
 
     def _op_resolve(self, positional: tuple[Any, ...], keywords: tuple[Any, ...]
                     ) -> tuple[str, tuple[str, ...], tuple[int, ...]]:
-        from .torch_op import stand_ins
+        from .torch_op import call_device, stand_ins
 
         names, _ = self._op_parameters()
         outs = {p.name for p in self.forward.signature.params
@@ -129,14 +129,15 @@ class AutogradKernel:
         kwargs.update(zip(names, args))
         kernel, bound = self.forward._prepare((), kwargs)
         consts = tuple(sorted((p.name, kwargs.get(p.name, p.default)) for p in self.forward.signature.consts))
-        entry = self._op_for(kernel, consts)
+        entry = self._op_for(kernel, consts, call_device(positional, keywords))
         picked = tuple(entry.schema.returned.index(o) for o in self.outputs)
         return entry.name, entry.schema.inputs, picked
 
-    def _op_for(self, kernel: Kernel, consts: tuple[tuple[str, Any], ...]) -> Any:
-        from . import torch_op
+    def _op_for(self, kernel: Kernel, consts: tuple[tuple[str, Any], ...], device: Any) -> Any:
+        from . import torch_op, torch_triton
 
-        key = (id(kernel), consts)
+        triton = device is not None and torch_triton.supported(kernel, self.forward.autotune, device)
+        key = (id(kernel), consts, triton)
         hit = self._ops.get(key)
         if hit is not None and hit[0] is kernel:
             return hit[1]
@@ -145,10 +146,13 @@ class AutogradKernel:
             base = torch_op.op_name(kernel, frozenset(), self.forward.autotune)
             text = "\0".join([base, _kernel_identity(self.backward), repr(self._plan), repr(self.outputs),
                               repr(consts)])
-            name = f"{kernel.name}__autograd__{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+            name = f"{kernel.name}__autograd__{hashlib.sha256(text.encode()).hexdigest()[:12]}" + \
+                ("_triton" if triton else "")
             entry = torch_op.registered_op(name)
             if entry is None:
-                entry = torch_op.register(name, kernel, torch_op.schema_for(kernel, given), self.forward.autotune)
+                schema = torch_op.schema_for(kernel, given)
+                entry = torch_triton.register_triton(name, kernel, schema) if triton else \
+                    torch_op.register(name, kernel, schema, self.forward.autotune)
                 _register_autograd(self, entry, dict(consts))
             self._ops[key] = (kernel, entry)
             return entry

@@ -305,19 +305,27 @@ def op_name(kernel: Kernel, given: frozenset[str], autotune: bool) -> str:
     return f"{kernel.name}__{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
 
-def op_for(kernel: Kernel, given: Iterable[str], *, autotune: bool = False) -> KernelOp:
-    """The operator of `kernel` called with the parameters in `given`, registered on first use."""
+def op_for(kernel: Kernel, given: Iterable[str], *, autotune: bool = False,
+           device: torch.device | None = None) -> KernelOp:
+    """The operator of `kernel` called with the parameters in `given`, registered on first use: a
+    `triton_op` for launches on `device` when it is a CUDA device (`intent.torch_triton`), otherwise an
+    opaque custom operator."""
+    from . import torch_triton
+
     outs = frozenset(p.name for p in kernel.params if p.role is Role.OUT and p.name in set(given))
-    key = (id(kernel), outs, autotune)
+    triton = device is not None and torch_triton.supported(kernel, autotune, device)
+    key = (id(kernel), outs, autotune, triton)
     hit = _ops.get(key)
     if hit is not None and hit[0] is kernel:
         return hit[1]
     with _lock:
-        name = op_name(kernel, outs, autotune)
+        name = op_name(kernel, outs, autotune) + ("_triton" if triton else "")
         found = _by_name.get(name)
         if found is None:
-            found = register(name, kernel, schema_for(kernel, {p.name for p in kernel.params} - (
-                {p.name for p in kernel.params if p.role is Role.OUT} - outs)), autotune)
+            schema = schema_for(kernel, {p.name for p in kernel.params} - (
+                {p.name for p in kernel.params if p.role is Role.OUT} - outs))
+            found = torch_triton.register_triton(name, kernel, schema) if triton else \
+                register(name, kernel, schema, autotune)
         _ops[key] = (kernel, found)
         return found
 
@@ -344,8 +352,13 @@ def register(name: str, kernel: Kernel, schema: Schema, autotune: bool) -> Kerne
     definition = torch.library.custom_op(entry.qualname, run, mutates_args=schema.mutated, schema=schema.text)
     definition.register_fake(fake)
     entry.definition = definition
+    return record(entry)
+
+
+def record(entry: KernelOp) -> KernelOp:
+    """Remember a registered operator by name (operators are process-wide and never registered twice)."""
     with _lock:
-        _by_name[name] = entry
+        _by_name[entry.name] = entry
     return entry
 
 
@@ -383,7 +396,7 @@ def _param_names(obj: Any) -> tuple[tuple[str, ...], frozenset[str]]:
 
 def _stand_in(kind: str, payload: Any) -> Any:
     if kind == "tensor":
-        return torch.empty(0, dtype=payload, device="meta")
+        return torch.empty(0, dtype=payload[0], device="meta")
     return 0 if kind == "scalar" else payload  # "none" (an absent optional tensor) and "const": the value
 
 
@@ -411,13 +424,21 @@ def _resolve(obj: Any, positional: tuple[Any, ...], keywords: tuple[Any, ...]
         return custom(positional, keywords)
     args, kwargs = stand_ins(positional, keywords)
     kernel, bound = obj._prepare(args, kwargs)
-    entry = op_for(kernel, bound, autotune=obj.autotune)
+    entry = op_for(kernel, bound, autotune=obj.autotune, device=call_device(positional, keywords))
     return entry.name, entry.schema.inputs, None
+
+
+def call_device(positional: tuple[Any, ...], keywords: tuple[Any, ...]) -> torch.device | None:
+    """The device of the first tensor of a described call."""
+    for kind, payload in (*positional, *((k, v) for _, k, v in keywords)):
+        if kind == "tensor":
+            return payload[1]
+    return None
 
 
 def _call_descriptor(name: str | None, value: Any, consts: frozenset[str]) -> tuple[str, Any]:
     if isinstance(value, torch.Tensor):
-        return "tensor", value.dtype
+        return "tensor", (value.dtype, value.device)
     if value is None:  # an optional tensor left out: its own specialisation
         return "none", None
     if name is not None and name in consts:

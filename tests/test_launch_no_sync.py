@@ -59,7 +59,7 @@ def instrumented(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, list[Any
         recording("sync", owner, name)
     for owner, name in ALLOCATING:
         recording("alloc", owner, name)
-    monkeypatch.setattr(targets, "run", lambda fn, target, grid, positional, keywords:
+    monkeypatch.setattr(targets, "run", lambda fn, target, grid, positional, keywords, *rest:
                         seen["launch"].append(list(positional)))
     yield seen
 

@@ -181,6 +181,8 @@ class _Geometry:
     grid: int
     keywords: dict[str, Any]
     info: profile_mod.LaunchInfo | None = None  # what a profile records of launches of this geometry
+    # (arch, 16-byte alignment of each tensor argument) -> the prebuilt variant for it (None: none covers)
+    variants: dict[tuple[Any, ...], Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -513,7 +515,13 @@ class Entry:
 
         major, minor = torch.cuda.get_device_capability(device)
         arch = major * 10 + minor
-        v = self.find_variant(fn, arch, positional, geometry.keywords)
+        # Triton's specialisation of a call follows from the geometry (types, integer values) and the
+        # alignment of its pointers, so the choice is made once per geometry and alignment pattern.
+        aligned = (arch, *(a.data_ptr() % 16 == 0 for a in positional if isinstance(a, torch.Tensor)))
+        if aligned in geometry.variants:
+            v = geometry.variants[aligned]
+        else:
+            v = geometry.variants[aligned] = self.find_variant(fn, arch, positional, geometry.keywords)
         if v is not None:
             compiled = self._loaded.compiled.get(v["key"])
             if compiled is None:

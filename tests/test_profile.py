@@ -102,3 +102,19 @@ def test_roofline_draws_a_picture(tmp_path: Path) -> None:
         softmax(torch.randn(2, 8))
     path = p.roofline(str(tmp_path / "roof.png"))
     assert Path(path).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("kernel, args", [
+    (add, lambda: {"x": torch.randn(37), "y": torch.randn(37), "out": torch.empty(37)}),
+    (softmax, lambda: {"x": torch.randn(5, 300), "out": torch.empty(5, 300)}),
+    (recurrence, lambda: {"a": torch.randn(3, 7), "x": torch.randn(3, 7), "h": torch.empty(3, 7)}),
+])
+def test_counted_bytes_are_what_the_interpreter_moves(kernel: object, args: object) -> None:
+    """The static count (physical program) against the dynamic one (`bench.traffic` hooks the interpreter's
+    memory operations and counts active elements)."""
+    from bench.traffic import TrafficCounter
+
+    given = args()  # type: ignore[operator]
+    with TrafficCounter(given) as counter, intent.profile() as p:
+        kernel(**given)  # type: ignore[operator]
+    assert p.launches[0].bytes == counter.traffic.total

@@ -19,11 +19,17 @@ def block_rows(g: Gen) -> None:
     m, n = _rows_shape(g)
     dt = g.r.choice(FLOATS + ("i32", "i8", "i64", "u16"))
     x = g.param("x", dt, (m, n))
-    leaves = [Val(f"{x}[i, :]", f"a[{x!r}]", dt)]
+    # rows (x[i, :] for i in parallel(M)) or columns (x[:, i] for i in parallel(N)): the reference works on
+    # the tensor with the parallel axis first
+    cols = g.r.random() < 0.3
+    at, tr, ext = ("[:, i]", ".T", "N") if cols else ("[i, :]", "", "M")
+    if cols:
+        g.notes.append("columns")
+    leaves = [Val(f"{x}{at}", f"a[{x!r}]{tr}", dt)]
     if g.r.random() < 0.5:
         dt2 = g.r.choice(DTYPES[:-1])
         y = g.param("y", dt2, (m, n))
-        leaves.append(Val(f"{y}[i, :]", f"a[{y!r}]", dt2))
+        leaves.append(Val(f"{y}{at}", f"a[{y!r}]{tr}", dt2))
     if dt in FLOATS and g.r.random() < 0.4:
         w = g.param("w", dt, None)
         leaves.append(Val(w, f"_torch.tensor(a[{w!r}], dtype=_torch.float64)", dt, True, True))
@@ -35,7 +41,7 @@ def block_rows(g: Gen) -> None:
         lines.append(f"{name} = {e.src}")
         g.ref.append(f"{name} = {e.ref}")
         leaves.append(Val(name, name, dt, e.exact, e.scalar, e.bounded))
-        red = None if e.scalar else reduction(g, leaves[-1], f"a[{x!r}].shape")
+        red = None if e.scalar else reduction(g, leaves[-1], f"a[{x!r}]{tr}.shape")
         if red is not None:
             rname = g.fresh("r")
             lines.append(f"{rname} = {red.src}")
@@ -51,16 +57,24 @@ def block_rows(g: Gen) -> None:
             f"intent.maximum({vec.src}, {row.src})", f"_torch.maximum({vec.ref}, {row.ref})", dt, vec.exact, False
         )
     o = g.param("o", dt, (m, n), "out")
-    lines.append(f"{o}[i, :] = {vec.src}")
-    g.ref.append(f"out[{o!r}] = ({vec.ref}).expand(a[{x!r}].shape).clone()")
+    lines.append(f"{o}{at} = {vec.src}")
+    g.ref.append(f"out[{o!r}] = ({vec.ref}).expand(a[{x!r}]{tr}.shape){tr}.clone()")
     g.output(o, vec.exact)
     if per_row:
         v = g.r.choice(per_row)
-        o2 = g.param("o", v.dt, (m,), "out")
+        o2 = g.param("o", v.dt, (ext,), "out")
         lines.append(f"{o2}[i] = {v.src}")
         g.ref.append(f"out[{o2!r}] = {v.ref}[:, 0]")
         g.output(o2, v.exact)
-    g.body += ["for i in parallel(M):", *_indent(lines)]
+    if dt in FLOATS + ("i32", "i64") and g.r.random() < 0.3:  # an update in place
+        io = g.param("io", dt, (m, n), "inout")
+        c, cref = g.const(dt)
+        lines.append(f"{io}{at} += {x}{at} * {c}")
+        rd = "rnd" if dt in FLOATS else "wrap"
+        g.ref.append(f"out[{io!r}] = {rd}(a[{io!r}] + {rd}(a[{x!r}] * {cref}, {dt!r}), {dt!r})")
+        g.output(io, True)
+        g.notes.append("+= in place")
+    g.body += [f"for i in parallel({ext}):", *_indent(lines)]
 
 
 def reduction(g: Gen, v: Val, like: str) -> Val | None:
@@ -236,9 +250,33 @@ def block_loop(g: Gen) -> None:
     g.ref.append(f"for t in {rref.format(x=x)}:")
     lines.append(f"    v = {x}[i, t]")
     g.ref.append(f"    v = a[{x!r}][:, t]")
-    kind = g.r.choice(("affine", "max", "if"))
+    kind = g.r.choice(("affine", "max", "if", "while"))
+    if kind == "while":  # a data-dependent trip count: stop at the row's end or once the carry is large
+        lines[-2:] = [
+            "t = 0",
+            f"while (t < N) & (acc < {'2.5' if f else '20'}):",
+            f"    acc = acc + {x}[i, t]",
+            "    t = t + 1",
+        ]
+        g.ref[-2:] = [
+            f"t = _torch.zeros(a[{x!r}].shape[0], dtype=_torch.int64)",
+            f"for _ in range(a[{x!r}].shape[1]):",
+            f"    live = (t < a[{x!r}].shape[1]) & (acc < {'2.5' if f else '20'})",
+            f"    v = a[{x!r}].gather(1, t.clamp(max=a[{x!r}].shape[1] - 1)[:, None])[:, 0]",
+            f"    acc = _torch.where(live, {rd}(acc + v, {dt!r}), acc)",
+            "    t = _torch.where(live, t + 1, t)",
+        ]
+        ot = g.param("o", "i64", (m,), "out")
+        lines.append(f"{ot}[i] = t")
+        g.ref.append(f"out[{ot!r}] = t.clone()")
+        g.output(ot, True)
     half = "0.5" if f else "3"
-    if kind == "affine":
+    if kind == "while":
+        pass
+    elif kind == "affine" and g.r.random() < 0.3:
+        lines.append(f"    acc += v * {half}")
+        g.ref.append(f"    acc = {rd}(acc + {rd}(v * {half}, {dt!r}), {dt!r})")
+    elif kind == "affine":
         lines.append(f"    acc = acc * {half} + v")
         g.ref.append(f"    acc = {rd}({rd}(acc * {half}, {dt!r}) + v, {dt!r})")
     elif kind == "max":
@@ -300,8 +338,12 @@ def block_elements(g: Gen) -> None:
     }[lines[0][4:]]
     g.ref.append(f"j = {jref}")
     og = g.param("o", dt, (e,), "out")
-    lines.append(f"{og}[n] = {v}[j]")
-    g.ref.append(f"out[{og!r}] = gather(a[{v!r}], j)")
+    if g.r.random() < 0.5:
+        lines.append(f"{og}[n] = {v}[j]")
+        g.ref.append(f"out[{og!r}] = gather(a[{v!r}], j)")
+    else:  # a masked read with a fill of the author's choosing
+        lines.append(f"{og}[n] = intent.gather({v}, j, 3)")
+        g.ref.append(f"out[{og!r}] = gather(a[{v!r}], j, 3)")
     g.output(og, True)
     g.notes.append("gather")
     what = g.r.choice(("scatter", "hist", "unique_atomic", "compact"))

@@ -37,14 +37,11 @@ from tests.srcref import PRELUDE
 
 # Known wrong-result patterns (issue 18) that the generator steers clear of while this set names them.
 # Remove a name once its fix is on main: the generator then produces the pattern.
-AVOID: frozenset[str] = frozenset(
-    {
-        "float_floordiv_mod",  # float `//` and `%`: one fmod-based rule for every width
-        "float_pow_small_int",  # float `x ** 2`, `x ** 3` lowered through exp2/log2
-        "not_of_0d_compare",  # `~` of a 0-d compare, and atomics at a constant index: non-boolean masks
-        "local_init_tile",  # zeros/full local buffers in many short rows: init tile over Triton's numel
-    }
-)
+AVOID: frozenset[str] = frozenset({"float_pow_small_int"})  # float `x ** 2`, `x ** 3` through exp2/log2
+# Every name the generator understands. Fixed on main: float `//` and `%` (one fmod-based rule for every
+# width), `~` of a 0-d compare and atomics at a constant index (masks that were not boolean), zeros/full
+# local buffers in many short rows (initialisation tiles over Triton's numel limit).
+KNOWN_PATTERNS = ("float_floordiv_mod", "float_pow_small_int", "not_of_0d_compare", "local_init_tile")
 
 FLOATS = ("f32", "f16", "bf16", "f64")
 INTS = ("i32", "i64", "i8", "u8", "i16", "u16", "u32", "u64")
@@ -210,7 +207,26 @@ class Gen:
             )
         if roll < 0.45:
             b = self.expr(leaves, dt, depth - 1, exact)
-            fn = self.r.choice(("maximum", "minimum"))
+            fn = self.r.choice(("maximum", "minimum", "clamp", "lerp"))
+            self.notes.append(fn)
+            if fn == "clamp":  # torch.clamp: NaN stays NaN
+                return Val(
+                    f"intent.clamp({a.src}, -1.5, 2.0)",
+                    f"_torch.clamp({a.ref}, -1.5, 2.0)",
+                    dt,
+                    a.exact,
+                    a.scalar,
+                    a.bounded,
+                )
+            if fn == "lerp":  # torch's formula for a weight below one half
+                d = f"rnd({b.ref} - {a.ref}, {dt!r})"
+                return Val(
+                    f"intent.lerp({a.src}, {b.src}, 0.25)",
+                    f"rnd({a.ref} + rnd(0.25 * {d}, {dt!r}), {dt!r})",
+                    dt,
+                    False,
+                    a.scalar and b.scalar,
+                )
             return Val(
                 f"intent.{fn}({a.src}, {b.src})",
                 f"_torch.{fn}({a.ref}, {b.ref})",
@@ -270,12 +286,16 @@ class Gen:
         # transcendental functions: arguments exact or bounded, so an ulp stays an ulp
         if not (a.exact or a.bounded):
             return a
-        fn = self.r.choice(("exp", "sqrt", "log1p", "tanh", "sigmoid", "sin", "cos", "erf"))
+        fn = self.r.choice(
+            ("exp", "exp2", "sqrt", "rsqrt", "log", "log2", "log1p", "tanh", "sigmoid", "sin", "cos", "erf")
+        )
         self.notes.append(fn)
         arg, aref = a.src, a.ref
         if fn in ("sqrt", "log1p"):
             arg, aref = f"intent.abs({a.src})", f"{a.ref}.abs()"
-        if fn == "exp":
+        if fn in ("rsqrt", "log", "log2"):  # away from zero
+            arg, aref = f"(intent.abs({a.src}) + 1.0)", f"rnd({a.ref}.abs() + 1.0, {dt!r})"
+        if fn in ("exp", "exp2"):
             arg, aref = f"intent.minimum({a.src}, 8.0)", f"_torch.clamp_max({a.ref}, 8.0)"
         tfn = {"erf": "_torch.special.erf"}.get(fn, f"_torch.{fn}")
         return Val(
@@ -348,7 +368,13 @@ class Gen:
         ordered = [v for v in leaves if v.exact and v.dt not in ("pred", "u64")]
         preds = [v for v in leaves if v.dt == "pred"]
         roll = self.r.random()
-        if ordered and (roll < 0.5 or not preds or depth <= 0):
+        floats = [v for v in leaves if v.exact and v.dt in FLOATS]
+        if floats and roll < 0.1:
+            v = self.r.choice(floats)
+            fn = self.r.choice(("isnan", "isinf"))
+            self.notes.append(fn)
+            p = Val(f"intent.{fn}({v.src})", f"_torch.{fn}({v.ref})", "pred", True, v.scalar)
+        elif ordered and (roll < 0.5 or not preds or depth <= 0):
             a = self.r.choice(ordered)
             other = [v for v in ordered if v.dt == a.dt]
             if self.r.random() < 0.5:

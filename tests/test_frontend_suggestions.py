@@ -44,6 +44,9 @@ INTENT_NAMES = [
     ("softmax", "write `e = intent.exp(x - intent.max(x))`, then `e / intent.sum(e)`"),
     ("logsumexp", "write `m = intent.max(x)`, then `m + intent.log(intent.sum(intent.exp(x - m)))`"),
     ("clip", "write `intent.clamp(x, lo, hi)`"),
+    ("softplus", "write `intent.where(x > 20.0, x, intent.log1p(intent.exp(x)))`"),
+    ("leaky_relu", "write `intent.where(x >= 0.0, x, 0.01 * x)` (0.01 is torch's default slope)"),
+    ("hardtanh", "write `intent.clamp(x, -1.0, 1.0)`"),
     ("square", "write `x * x`"),
     ("reciprocal", "write `1.0 / x`"),
     ("tan", "write `intent.sin(x) / intent.cos(x)`"),
@@ -89,7 +92,6 @@ INTENT_NAMES = [
     ("expand", "write `intent.broadcast_to(x, shape)`"),
     ("atomic_sub", "write `intent.atomic_add(dst, index, -value)`"),
     ("scatter", "assign through the index (`out[idx[n]] = v`) or write `intent.store(dst, index, value, unique=True)`"),
-    ("load", "index the tensor (`x[i, :]`)"),
     ("program_id", "write `for i in parallel(N):` (each instance is one `i`)"),
     ("cdiv", "write `(a + b - 1) // b`"),
     ("uniform", "write `intent.rand(seed, offset)`"),
@@ -113,6 +115,11 @@ METHOD_NAMES = [
     ("size", "write `x.shape`"),
     ("dim", "write `x.ndim`"),
     ("t", "write `x.T`"),
+    ("item", "a kernel body computes on values: use the value itself"),
+    ("tolist", "a kernel body computes on values: use the value itself"),
+    ("numpy", "a kernel body computes on values: use the value itself"),
+    ("contiguous", "a kernel body computes on values: use the value itself"),
+    ("clone", "a kernel body computes on values: use the value itself"),
 ]
 
 _HAVE = "tensor values have no attribute `{}` (they have .shape, .dtype, .ndim, .T and .to(dtype)); {}"
@@ -198,6 +205,12 @@ BARE = [
     ("exp(x[n])", "exp", "undefined name `exp`; write `intent.exp(x)`"),
     ("x[n].to(float32)", "float32", "undefined name `float32`; the dtype is `intent.f32`"),
     ("xx[n]", "xx", "undefined name `xx`; did you mean `x`?"),
+    ("sum(x)", "sum", "the Python builtin `sum` cannot be used in a kernel body; write `intent.sum(x, ...)`"),
+    ("round(x[n])", "round", "the Python builtin `round` cannot be used in a kernel body; write `intent.round(x)`"),
+    ("x[n].to(float)", "float", ".to() needs a dtype such as f32 or i32, got the builtin `float`; the dtype is "
+                                "`intent.f32`"),
+    ("x[n].to('bf16')", "'bf16'", ".to() needs a dtype such as f32 or i32, got the string 'bf16'; the dtype is "
+                                  "`intent.bf16`"),
     ("intent.expp(x[n])", "intent.expp", "module `intent` has no attribute `expp`; did you mean `exp`?"),
     ("intent.sqrtt(x[n])", "intent.sqrtt", "module `intent` has no attribute `sqrtt`; did you mean `sqrt`?"),
 ]
@@ -218,13 +231,17 @@ def test_the_suggested_formulas_compute_what_they_replace(tmp_path) -> None:
         @intent.kernel
         def pointwise(x: f32[N], relu: Out[f32[N]], gelu: Out[f32[N]], silu: Out[f32[N]], clamp: Out[f32[N]],
                       square: Out[f32[N]], recip: Out[f32[N]], tan: Out[f32[N]], log10: Out[f32[N]],
-                      finite: Out[pred[N]], rem: Out[f32[N]], fdiv: Out[f32[N]]):
+                      finite: Out[pred[N]], softplus: Out[f32[N]], leaky: Out[f32[N]],
+                      hardtanh: Out[f32[N]], rem: Out[f32[N]], fdiv: Out[f32[N]]):
             for n in parallel(N):
                 v = x[n]
                 relu[n] = intent.maximum(v, 0.0)
                 gelu[n] = 0.5 * v * (1.0 + intent.erf(v * 0.7071067811865476))
                 silu[n] = v * intent.sigmoid(v)
                 clamp[n] = intent.clamp(v, -0.5, 0.5)
+                softplus[n] = intent.where(v > 20.0, v, intent.log1p(intent.exp(v)))
+                leaky[n] = intent.where(v >= 0.0, v, 0.01 * v)
+                hardtanh[n] = intent.clamp(v, -1.0, 1.0)
                 square[n] = v * v
                 recip[n] = 1.0 / v
                 tan[n] = intent.sin(v) / intent.cos(v)
@@ -258,6 +275,7 @@ def test_the_suggested_formulas_compute_what_they_replace(tmp_path) -> None:
     got = ks["pointwise"].oracle(x)
     fn = torch.nn.functional
     want = {"relu": torch.relu(x), "gelu": fn.gelu(x), "silu": fn.silu(x), "clamp": torch.clamp(x, -0.5, 0.5),
+            "softplus": fn.softplus(x), "leaky": fn.leaky_relu(x), "hardtanh": fn.hardtanh(x),
             "square": torch.square(x), "recip": torch.reciprocal(x), "tan": torch.tan(x),
             "log10": torch.log10(x.abs()), "finite": torch.isfinite(x * 1e38 * 10.0),
             "rem": torch.remainder(x, 0.75), "fdiv": torch.floor_divide(x, 0.75)}

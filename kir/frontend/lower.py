@@ -194,9 +194,10 @@ class Lowerer:
                 if name == "print":
                     raise self.error(node, "print is not available in a kernel body: the body is compiled, not "
                                            "run; inspect values with kernel.oracle(...) instead") from None
-                raise self.error(node, f"the Python builtin `{name}` cannot be used in a kernel body; kernel bodies "
-                                       f"call intent operations (intent.{name} if it exists) and @intent.func "
-                                       f"helpers") from None
+                clause = equivalent(name)
+                raise self.error(node, f"the Python builtin `{name}` cannot be used in a kernel body; " + (
+                    clause if clause is not None else "kernel bodies call intent operations and @intent.func "
+                                                      "helpers")) from None
             package = foreign_package(obj, name)
             hint = equivalent(name.rpartition(".")[2]) if package is not None else None
             if hint is not None:

@@ -26,8 +26,8 @@ from .coerce import (
     unify,
     weak_to,
 )
-from .suggest import method_equivalent
-from .values import DimExpr, DTypeLit, FValue, NoneLit, Num, RefV, TupleV, TVal, a_type, describe
+from .suggest import dtype_name_equivalent, method_equivalent
+from .values import BuiltinRef, DimExpr, DTypeLit, FValue, NoneLit, Num, RefV, StrLit, TupleV, TVal, a_type, describe
 
 if TYPE_CHECKING:
     from .lower import Lowerer
@@ -454,7 +454,10 @@ def cast_value(lw: Lowerer, x: FValue, dtype: ElemType, node: ast.AST, xnode: as
 def dtype_arg(lw: Lowerer, fv: FValue, node: ast.AST, what: str) -> ElemType:
     if isinstance(fv, DTypeLit):
         return fv.dtype
-    raise lw.error(node, f"{what} needs a dtype such as f32 or i32, got {describe(fv)}")
+    clause = dtype_name_equivalent(fv.name if isinstance(fv, BuiltinRef) else fv.value if isinstance(fv, StrLit)
+                                   else None)
+    raise lw.error(node, f"{what} needs a dtype such as f32 or i32, got {describe(fv)}"
+                         f"{'; ' + clause if clause else ''}")
 
 
 def tensor_attribute(lw: Lowerer, base: TVal | RefV, node: ast.Attribute) -> FValue:

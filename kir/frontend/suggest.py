@@ -14,6 +14,8 @@ import importlib
 import inspect
 from collections.abc import Iterable
 
+from ..dtypes import DType
+
 _TO = "convert values with `x.to(dtype)` (`intent.bitcast(x, dtype)` reinterprets bits instead)"
 
 
@@ -52,6 +54,9 @@ EQUIVALENTS: dict[str, str] = {
     "softmax": "write `e = intent.exp(x - intent.max(x))`, then `e / intent.sum(e)`",
     "logsumexp": "write `m = intent.max(x)`, then `m + intent.log(intent.sum(intent.exp(x - m)))`",
     "clip": "write `intent.clamp(x, lo, hi)`",
+    "softplus": "write `intent.where(x > 20.0, x, intent.log1p(intent.exp(x)))`",
+    "leaky_relu": "write `intent.where(x >= 0.0, x, 0.01 * x)` (0.01 is torch's default slope)",
+    "hardtanh": "write `intent.clamp(x, -1.0, 1.0)`",
     "square": "write `x * x`",
     "reciprocal": "write `1.0 / x`",
     "tan": "write `intent.sin(x) / intent.cos(x)`",
@@ -99,7 +104,6 @@ EQUIVALENTS: dict[str, str] = {
     # memory and random numbers
     "atomic_sub": "write `intent.atomic_add(dst, index, -value)`",
     "scatter": "assign through the index (`out[idx[n]] = v`) or write `intent.store(dst, index, value, unique=True)`",
-    "load": "index the tensor (`x[i, :]`)",
     "program_id": "write `for i in parallel(N):` (each instance is one `i`)",
     "cdiv": "write `(a + b - 1) // b`",
     "uniform": "write `intent.rand(seed, offset)`",
@@ -123,6 +127,11 @@ METHODS: dict[str, str] = {
     "size": "write `x.shape`",
     "dim": "write `x.ndim`",
     "t": "write `x.T`",
+    "item": "a kernel body computes on values: use the value itself",
+    "tolist": "a kernel body computes on values: use the value itself",
+    "numpy": "a kernel body computes on values: use the value itself",
+    "contiguous": "a kernel body computes on values: use the value itself",
+    "clone": "a kernel body computes on values: use the value itself",
 }
 
 
@@ -168,6 +177,16 @@ def method_equivalent(name: str) -> str | None:
     if name in spellings:
         return f"write `{_spelling_call(name, spellings)}`"
     return EQUIVALENTS.get(name)
+
+
+def dtype_name_equivalent(name: str | None) -> str | None:
+    """The clause for a dtype written as a builtin or a string (`x.to(float)`, `x.to("f32")`), or None."""
+    if name is None:
+        return None
+    if name in DType.__members__:
+        return f"the dtype is `intent.{name}`"
+    hit = EQUIVALENTS.get(name)
+    return hit if hit is not None and hit.startswith("the dtype is") else None
 
 
 def suggestion(name: str, known: Iterable[str]) -> str:

@@ -308,3 +308,29 @@ def test_the_call_specialisation_chooses_a_cubin_by_triton_rules(built: Path) ->
     assert variant(base[1:65]) is None  # a view that is not 16-byte aligned
     assert variant(base[:1000]) is None  # another tile size
     assert variant(base[:64]) is entry.data["variants"][0]
+
+
+def test_the_cuda_launch_decision_with_host_tensors(built: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`Entry._variant` as on an sm_90 device: a covered call gets Triton's kernel object for the stored cubin
+    (made without a GPU; launching it needs one), an uncovered one the JIT with a warning, or an error."""
+    from intent.runtime import triton_adapter as adapter
+
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    lib = intent.load(built)
+    entry = lib.scale.entries[0]
+    fn = entry._function(adapter.Mode.COMPILED)
+    _, _, geometry, positional, _ = entry.prepare({"x": torch.zeros(64), "alpha": 2.0})
+    compiled, path = entry._variant(fn, "cuda:0", positional, geometry)
+    assert path == "cubin sm_90" and compiled.name == entry.data["abi"]["name"]
+    assert compiled.kernel == (built / entry.data["variants"][0]["cubin"]["file"]).read_bytes()
+    _, _, geometry, positional, _ = entry.prepare({"x": torch.zeros(1000), "alpha": 2.0})
+    with pytest.warns(UserWarning, match=r"no prebuilt cubin for sm_90 with \{'BLOCK_I0': 1024\} \(built: sm_90 "
+                                         r"\{'BLOCK_I0': 64\}\); compiling the stored Triton source"):
+        assert entry._variant(fn, "cuda:0", positional, geometry) == (None, "jit")
+    strict = intent.load(built, jit_fallback=False).scale.entries[0]
+    with pytest.raises(LaunchError, match=r"no prebuilt cubin for sm_90 with \{'BLOCK_I0': 1024\}"):
+        strict._variant(fn, "cuda:0", positional, geometry)
+    entry.triton_version = "0.0"
+    _, _, geometry, positional, _ = entry.prepare({"x": torch.zeros(32), "alpha": 2.0})
+    with pytest.warns(UserWarning, match=r"built: cubins of Triton 0.0, this is Triton "):
+        assert entry._variant(fn, "cuda:0", positional, geometry) == (None, "jit")

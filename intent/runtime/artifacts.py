@@ -62,7 +62,7 @@ def load(directory: str | Path, *, jit_fallback: bool = True) -> Prebuilt:
     if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("kernels"), dict):
         raise IntentError(f"{path} is not a registry of format {FORMAT} (found {data.get('format')!r}); rebuild it "
                           f"with this version's kirc build" if isinstance(data, dict) else f"{path} is not a registry")
-    kernels = {name: PrebuiltKernel(name, [Entry(root, name, e, jit_fallback) for e in entries])
+    kernels = {name: PrebuiltKernel(name, [Entry(root, name, e, jit_fallback, data.get("triton")) for e in entries])
                for name, entries in data["kernels"].items()}
     return Prebuilt(root, data.get("triton"), kernels)
 
@@ -195,8 +195,10 @@ class _Loaded:
 class Entry:
     """One kernel's dtype signature in a registry."""
 
-    def __init__(self, root: Path, kernel: str, data: Mapping[str, Any], jit_fallback: bool) -> None:
+    def __init__(self, root: Path, kernel: str, data: Mapping[str, Any], jit_fallback: bool,
+                 triton_version: str | None = None) -> None:
         self.root, self.kernel, self.data, self.jit_fallback = root, kernel, data, jit_fallback
+        self.triton_version = triton_version  # the Triton the cubins were compiled and described by
         self.signature = str(data.get("signature", "?"))
         self.problem: str | None = None
         recorded, computed = data.get("hash"), entry_hash(data)
@@ -498,6 +500,11 @@ class Entry:
                               f"kirc build)")
         return data
 
+    def _same_triton(self) -> bool:
+        import triton
+
+        return self.triton_version == triton.__version__
+
     def find_variant(self, fn: Any, arch: int, positional: list[Any], keywords: Mapping[str, Any]
                      ) -> Mapping[str, Any] | None:
         """The prebuilt variant whose cubin is valid for a call specialised by Triton's rules, if any."""
@@ -520,6 +527,8 @@ class Entry:
         aligned = (arch, *(a.data_ptr() % 16 == 0 for a in positional if isinstance(a, torch.Tensor)))
         if aligned in geometry.variants:
             v = geometry.variants[aligned]
+        elif not self._same_triton():  # cubins are launched by the Triton that made them
+            v = geometry.variants[aligned] = None
         else:
             v = geometry.variants[aligned] = self.find_variant(fn, arch, positional, geometry.keywords)
         if v is not None:
@@ -533,6 +542,10 @@ class Entry:
                 self._loaded.compiled[v["key"]] = compiled
             return compiled, f"cubin sm_{arch}"
         built = ", ".join(f"sm_{v['arch']} {v['constexpr_values']}" for v in self.data["variants"]) or "none"
+        if not self._same_triton():
+            import triton
+
+            built = f"cubins of Triton {self.triton_version}, this is Triton {triton.__version__}"
         wanted = {k: geometry.constexprs[k] for k in sorted(geometry.constexprs)}
         if not self.jit_fallback:
             raise LaunchError(f"{self.describe()}: no prebuilt cubin for sm_{arch} with {wanted} (built: {built}); "

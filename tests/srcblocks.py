@@ -212,7 +212,7 @@ def block_tensor(g: Gen) -> None:
             continue
         axis = g.r.randint(0, 1)
         fn = g.r.choice(("sum", "max", "min") if dt in FLOATS else ("max", "min"))
-        ref = f"_torch.broadcast_to({v.ref}, a[{x!r}].shape)"
+        ref = v.ref  # its own shape: a (M, 1) value reduced over axis 1 has one element per row
         ref = f"rnd({ref}.sum({axis}, keepdim=True), {dt!r})" if fn == "sum" else f"{ref}.a{fn}({axis}, keepdim=True)"
         name = g.fresh("r")
         g.body.append(f"{name} = intent.{fn}({v.src}, axis={axis}, keepdims=True)")

@@ -141,6 +141,44 @@ def test_saved_source_case_agrees(path: Path) -> None:
     assert not outcome.failed, outcome.text()
 
 
+# Campaign cases (seed, index) that failed once; each note says why. They must pass now.
+CAMPAIGN_CASES = [
+    (5180001, 162, "XLA folds abs(x * x) to x * x for i8 (square_folded_outputs)"),
+    (5180001, 169, "the reference broadcast a keepdims (M, 1) value to (M, N) before summing it"),
+]
+
+
+@pytest.mark.parametrize("seed,index,why", CAMPAIGN_CASES, ids=[f"{s}-{i}" for s, i, _ in CAMPAIGN_CASES])
+def test_campaign_case_passes_now(seed: int, index: int, why: str) -> None:
+    outcome = run_source_case(random_source_case(random.Random(f"source/{seed}/{index}")))
+    assert not outcome.failed, f"{why}\n{outcome.text()}"
+
+
+def test_stablehlo_square_of_wrapping_integers_is_compared_by_shape(tmp_path: Path) -> None:
+    """XLA's simplifier takes `x * x` to be non-negative: `abs(x * x)` of an i8 -83 gives -23 there, 23 by
+    wrap-around (found by the source-level generator)."""
+    from tests.differential import run_case
+    from tests.diffgen import square_folded_outputs
+    from tests.diffinputs import Case, InputSpec
+
+    k = _kernel(
+        tmp_path,
+        """
+        import intent
+        from intent import Out, dims, i8
+        M, N = dims("M N")
+
+        @intent.kernel
+        def k(x: i8[M, N], o: Out[i8[M, N]], q: Out[i8[M, N]]):
+            o[:, :] = intent.abs(x * x)
+            q[:, :] = x * x
+    """,
+    )
+    assert square_folded_outputs(k.kir) == {"o"}
+    outcome = run_case(Case(k.kir, (("M", 3), ("N", 33)), (("x", InputSpec("values", None, True)),), 3))
+    assert outcome.kind == "ok" and outcome.stablehlo == "ok", outcome.text()
+
+
 def _kernel(tmp_path: Path, text: str):
     path = tmp_path / "k.py"
     path.write_text(textwrap.dedent(text), encoding="utf-8")

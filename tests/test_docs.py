@@ -4,6 +4,7 @@ docs/language.md."""
 from __future__ import annotations
 
 import glob
+import inspect
 import os
 import re
 
@@ -37,6 +38,23 @@ def test_every_public_name_is_in_the_language_guide() -> None:
     public = [n for n in dir(intent) if not n.startswith("_")]
     missing = [n for n in public if not re.search(rf"`@?(intent\.)?{re.escape(n)}[`(\[.]", text)]
     assert not missing, f"docs/language.md does not document: {', '.join(missing)}"
+
+
+def _signature(fn: object) -> str:
+    sig = inspect.signature(fn)  # type: ignore[arg-type]
+    sig = sig.replace(parameters=[p.replace(annotation=inspect.Parameter.empty) for p in sig.parameters.values()],
+                      return_annotation=inspect.Signature.empty)
+    return str(sig)
+
+
+def test_the_signature_list_is_complete_and_exact() -> None:
+    path = os.path.join(ROOT, "docs", "language.md")
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    head = text[:text.index("## Every operation's signature")].count("\n") + 1
+    listed = next(b for b in blocks(path) if b.lang == "text" and b.line > head)
+    want = [f"intent.{n}{_signature(intent.SPELLINGS[n])}" for n in sorted(intent.SPELLINGS)]
+    assert listed.source.splitlines() == want
 
 
 # ---------------------------------------------------------------------------------------------- the runner

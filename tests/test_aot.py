@@ -263,33 +263,6 @@ def test_kirc_build_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "--arch: expected one of 80, 90, got 75" in capsys.readouterr().err
 
 
-# ---------------------------------------------------------------------------------------------- CUDA only
-
-on_sm90 = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
-                             reason="needs an sm_90 CUDA device (the build is for --arch 90)")
-
-
-@on_sm90
-def test_on_cuda_the_prebuilt_cubin_runs_and_is_profiled(built: Path) -> None:
-    lib = intent.load(built)
-    x = torch.arange(64, dtype=torch.float32, device="cuda")
-    with intent.profile() as p:
-        y = lib.scale(x, 2.0)
-    assert torch.equal(y, x * 2)
-    (launch,) = p.launches
-    assert launch.path == "cubin sm_90" and launch.timing == "cuda events" and launch.seconds > 0
-    assert launch.bytes == 2 * 64 * 4 and launch.flops == 64
-
-
-@on_sm90
-def test_on_cuda_a_specialisation_without_a_cubin_is_compiled_or_refused(built: Path) -> None:
-    x = torch.arange(1000, dtype=torch.float32, device="cuda")  # another tile size than the build's N=64
-    with pytest.warns(UserWarning, match=r"no prebuilt cubin for sm_90 with \{'BLOCK_I0': \d+\}"):
-        assert torch.equal(intent.load(built).scale(x, 2.0), x * 2)
-    with pytest.raises(LaunchError, match=r"no prebuilt cubin for sm_90 .* load with jit_fallback=True"):
-        intent.load(built, jit_fallback=False).scale(x, 2.0)
-
-
 def test_the_call_specialisation_chooses_a_cubin_by_triton_rules(built: Path) -> None:
     """What a CUDA launch decides, checked with host tensors: Triton's binder only reads types, pointers
     and integer values."""

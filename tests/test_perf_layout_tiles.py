@@ -13,9 +13,12 @@ import physical
 from bench.traffic import TrafficCounter
 from emit_triton.targets import simulated_multiprocessors
 from intent import Out, dims, f32, f64, parallel
+from physical.launch_expr import LConst
 from physical.passes.looped import plan_group, strided_lanes
+from physical.passes.tile_contract import NotTileable
+from physical.passes.tile_layout import TILE, TileLayout, match_layout, transposed_access
 
-M, N = dims("M N")
+B, M, N = dims("B M N")
 
 
 @intent.kernel
@@ -92,3 +95,59 @@ class _nothing:
 
     def __exit__(self, *exc):
         return False
+
+
+# ---------------------------------------------------------------------------------------------- transposes
+
+
+@intent.kernel
+def transpose_nested(x: f32[M, N], out: Out[f32[N, M]]):
+    for r in parallel(M):
+        for c in parallel(N):
+            out[c, r] = x[r, c] * 2.0
+
+
+@intent.kernel
+def batched_transpose(x: f32[B, M, N], out: Out[f32[B, N, M]]):
+    out[:, :, :] = intent.permute(x, (0, 2, 1)) + 1.0
+
+
+@intent.kernel
+def add_2d(x: f32[M, N], y: f32[M, N], out: Out[f32[M, N]]):
+    out[:, :] = x + y
+
+
+def test_a_transpose_owns_square_tiles_and_both_sides_move_whole_sectors():
+    args = {"x": torch.randn(70, 45), "out": torch.empty(45, 70)}
+    program = physical.lower(transpose_nested.specialize(args), verify=True)
+    (g,) = program.groups
+    assert g.tiles == ("BLOCK_LM0", "BLOCK_LN0") and dict(program.constexprs)["BLOCK_LM0"] == LConst(TILE)
+    x = torch.randn(128, 192)
+    out = torch.empty(192, 128)
+    with simulated_multiprocessors(132), TrafficCounter() as counter:
+        transpose_nested(x=x, out=out)
+    assert torch.equal(out, x.t() * 2.0)
+    assert counter.traffic.sector_bytes == 2 * x.numel() * 4  # every sector read or written is used
+
+
+@pytest.mark.parametrize("shape", [(2, 70, 45), (1, 3, 130)])
+def test_batched_transposes_match_the_oracle_bit_for_bit(shape):
+    x = torch.randn(*shape)
+    out = torch.empty(shape[0], shape[2], shape[1])
+    program = physical.lower(batched_transpose.specialize({"x": x, "out": out}), verify=True)
+    assert program.groups[0].tiles
+    batched_transpose(x=x, out=out)
+    want = batched_transpose.oracle(x=x.numpy(), out=np.empty(out.shape, np.float32))["out"]
+    np.testing.assert_array_equal(out.numpy(), want)
+
+
+def test_only_groups_with_a_transposed_access_are_tiled():
+    args = {"x": torch.randn(5, 6), "y": torch.randn(5, 6), "out": torch.empty(5, 6)}
+    program = physical.PIPELINE[0].run(physical.construct(add_2d.specialize(args)))
+    (g,) = program.groups
+    assert transposed_access(match_layout(g)) is None
+    assert not TileLayout().profitable(program)
+    rows = physical.PIPELINE[0].run(physical.construct(column_sums.specialize({"x": torch.randn(6, 5),
+                                                                                "out": torch.empty(5)})))
+    with pytest.raises(NotTileable, match=r"^the group does not map two or more free axes to blocks of instances$"):
+        match_layout(rows.groups[0])

@@ -16,8 +16,8 @@ def blocks(program, env):
 
 
 def test_pipeline_order() -> None:
-    assert [p.name for p in PIPELINE] == ["enlarge-ownership", "tile-contraction", "aggregate-atomics", "looped-rows",
-                                           "persistent-programs"]
+    assert [p.name for p in PIPELINE] == ["enlarge-ownership", "tile-contraction", "tile-layout", "aggregate-atomics",
+                                           "looped-rows", "persistent-programs"]
 
 
 def test_construction_owns_one_instance_per_program() -> None:

@@ -29,8 +29,10 @@ from .enlarge import EnlargeOwnership  # noqa: E402
 from .looped import LoopRows  # noqa: E402
 from .persistent import PersistentPrograms  # noqa: E402
 from .tile_contract import TileContraction  # noqa: E402
+from .tile_layout import TileLayout  # noqa: E402
 
-PIPELINE: list[Pass] = [EnlargeOwnership(), TileContraction(), AggregateAtomics(), LoopRows(), PersistentPrograms()]
+PIPELINE: list[Pass] = [EnlargeOwnership(), TileContraction(), TileLayout(), AggregateAtomics(), LoopRows(),
+                        PersistentPrograms()]
 
 __all__ = ["Pass", "PIPELINE", "EnlargeOwnership", "TileContraction", "AggregateAtomics", "LoopRows",
-           "PersistentPrograms"]
+           "PersistentPrograms", "TileLayout"]

@@ -1,0 +1,211 @@
+"""Tiles follow memory layout for element-wise groups: a transpose is copied tile by tile.
+
+Construction maps a multi-axis workset row-major onto the lanes of a program: consecutive lanes are
+consecutive instances of the last domain axis. An access whose unit-stride (last) coordinate follows
+an earlier domain axis instead, the store of `out[c, r] = x[r, c]`, then touches one 32-byte sector
+per lane. This pass gives such a group tile ownership (`Group.tiles`): every program owns one
+coordinate of each leading axis and a BLOCK_LM x BLOCK_LN tile of the two trailing axes, and every
+value becomes a tile over both, so each access walks contiguous memory along whichever tile axis its
+unit-stride coordinate follows (Triton converts the layout between a load and a store through shared
+memory):
+
+    rows, cols = owned_tile(...)                 [BLOCK_LM], [BLOCK_LN]
+    v = load x[rows[:, None], cols[None, :]]     coalesced along cols
+    store out[cols[None, :], rows[:, None]] = v  coalesced along rows
+
+Legality: the group maps instances over two or more axes, holds only element-wise work, loads and
+stores (no control, local buffers, tiles, atomics or structured ops), decodes its instances once,
+row-major, does not read a buffer it writes, and each store writes one element per instance. The
+instances stay independent (construction proved it); tiling regroups them without reordering the
+arithmetic of any one, so results are bit for bit the per-lane ones. Profitability: an access whose
+last coordinate follows a leading domain axis and not the last one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from kir.dims import DConst
+from kir.dtypes import DType
+from kir.pointwise import CmpFn
+
+from .. import ops as P
+from ..construct import segments_for
+from ..launch_expr import LaunchExpr, LConst, LWarps, ldim, lmax, lmul
+from ..model import Fragment, Group, POp, PRegion, Program, TileAxis
+from . import Pass
+from .enlarge import tile_elements
+from .tile_contract import _LANE, _UNIFORM, Builder, M, Match, N, NotTileable, Tiler, _decode, max_value_id, prune
+
+TILE = 64  # BLOCK_LM = BLOCK_LN: 4096 elements, the element budget of a program (`enlarge.TILE_BUDGET`)
+_ELEMENTWISE = tuple(c for c in _LANE if c is not P.Contract)
+
+
+def match_layout(group: Group) -> Match:
+    """The element-wise structure of `group`, or NotTileable with the reason."""
+    if len(group.domain) < 2 or group.tiles or group.serial or group.looped is not None or \
+            group.persistent is not None:
+        raise NotTileable("the group does not map two or more free axes to blocks of instances")
+    ops = [op for op in group.body.ops if not isinstance(op, P.Yield)]
+    if any(op.regions() for op in ops):
+        raise NotTileable("the group holds control flow")
+    owned = [op for op in ops if isinstance(op, P.OwnedInstances)]
+    if len(owned) != 1:
+        raise NotTileable("the group does not decode its instances once")
+    k_axis = TileAxis(DConst(1), "_")  # no contracted axis: no tile of the body may exist
+    m = Match(group, owned[0].result, {}, {id(owned[0])}, None, None, k_axis, {}, ops)  # type: ignore[arg-type]
+    _decode(m, ops)
+    for op in ops:
+        if id(op) in m.decode_ops:
+            for r in op.results:
+                if r.id in m.coord_axis:
+                    m.deps[r.id] = frozenset({m.axis_name(m.coord_axis[r.id])})
+                elif r.id == m.valid:
+                    m.deps[r.id] = frozenset({"valid"})
+            continue
+        if any(r.type.tile for r in op.results):
+            raise NotTileable(f"the group holds a tile ({op.NAME})")
+        deps = frozenset().union(*(m.deps.get(v.id, frozenset()) for v in op.operands()))
+        uniform = not any(r.type.lanes for r in op.results)
+        if uniform and not deps:
+            if not isinstance(op, _UNIFORM) or (isinstance(op, P.Load) and op.access.copy is not None):
+                raise NotTileable(f"the group computes {op.NAME} outside its instances")
+            for r in op.results:
+                m.deps[r.id] = frozenset()
+            continue
+        if not isinstance(op, _ELEMENTWISE) or (isinstance(op, P.Load | P.Store) and op.access.copy is not None):
+            raise NotTileable(f"the group computes {op.NAME} per instance")
+        for r in op.results:
+            m.deps[r.id] = deps
+    written = {op.access.buffer for op in ops if isinstance(op, P.Store)}
+    lead = {m.axis_name(j) for j in range(m.rank - 2)}
+    for op in ops:
+        if isinstance(op, P.Load) and op.access.buffer in written:
+            raise NotTileable("the group reads a buffer it writes")
+        if isinstance(op, P.Store):
+            coord_deps = frozenset().union(*(m.deps.get(v.id, frozenset()) for v in op.access.coords))
+            if not {M, N} | lead <= coord_deps:
+                raise NotTileable("a store does not write one element per instance")
+    return m
+
+
+def transposed_access(m: Match) -> POp | None:
+    """An access whose unit-stride coordinate follows the second-to-last domain axis, not the last."""
+    for op in m.ops:
+        if isinstance(op, P.Load | P.Store) and op.access.coords:
+            last = m.deps.get(op.access.coords[-1].id, frozenset())
+            if M in last and N not in last:
+                return op
+    return None
+
+
+class LayoutTiler(Tiler):
+    """Rebuilds a matched element-wise group on BLOCK_LM x BLOCK_LN tiles."""
+
+    def __init__(self, m: Match, b: Builder, blocks: tuple[str, str]) -> None:
+        self.m = m
+        self.b = b
+        self.origin = next((op.origin for op in m.ops if isinstance(op, P.Store)), None)
+        self.tm = TileAxis(DConst(TILE), blocks[0])
+        self.tn = TileAxis(DConst(TILE), blocks[1])
+        self.memo = {}
+        self.ops = {v.id: op for op in m.ops for v in op.results}
+        self.coords = {}
+        self.valid = {}
+
+    def layout_body(self, uniform_ops: list[POp]) -> PRegion:
+        m, b = self.m, self.b
+        b.begin()
+        for op in uniform_ops:
+            b.put(op)
+        domain = m.group.domain
+        lead = len(domain) - 2
+        types = tuple(self.index() for _ in range(lead)) + (self.index((self.tm,)), self.index((self.tn,)))
+        names = tuple(f"o{j}" for j in range(lead)) + ("rows", "cols")
+        tile_op = P.OwnedTile(results=tuple(b.fresh(t, n) for t, n in zip(types, names)), origin=self.origin,
+                              group=m.group.id, blocks=(self.tm.block, self.tn.block), group_m=1)
+        b.put(tile_op)
+        for j, r in enumerate(tile_op.results):
+            self.coords[m.axis_name(j)] = r
+        for name, axis, extent in ((M, self.tm, domain[-2]), (N, self.tn, domain[-1])):
+            self.valid[name] = b.add(P.Compare, Fragment(DType.pred, False, (axis,)), self.origin, f"in_{name}",
+                                     fn=CmpFn.lt, lhs=self.coords[name], rhs=self.shape(ldim(extent)))
+        tile = (self.tm, self.tn)
+        for op in m.ops:
+            if isinstance(op, P.Store):
+                b.put(P.Store(origin=op.origin, access=self.access(op.access, tile), value=self.spread_at(op.value),
+                              unique=op.unique))
+        b.put(P.Yield(origin=None, values=()))
+        return PRegion(m.group.body.args, tuple(prune(b.end(), {id(op) for op in uniform_ops})))
+
+    def spread_at(self, v) -> object:
+        tile = (self.tm, self.tn)
+        x = self.at(v, tile)
+        return x if x.type.tile == tile else self.spread(x, tile, x.type.tile)
+
+
+class TileLayout(Pass):
+    name = "tile-layout"
+
+    def plans(self, program: Program) -> dict[int, Match]:
+        out = {}
+        for g in program.groups:
+            try:
+                m = match_layout(g)
+            except NotTileable:
+                continue
+            if transposed_access(m) is not None:
+                out[g.id] = m
+        return out
+
+    def legal(self, program: Program) -> bool | str:
+        reasons = []
+        for g in program.groups:
+            try:
+                match_layout(g)
+                return True
+            except NotTileable as exc:
+                reasons.append(f"group {g.id}: {exc}")
+        return "; ".join(reasons) or "the program has no groups"
+
+    def profitable(self, program: Program) -> bool:
+        return bool(self.plans(program))
+
+    def run(self, program: Program) -> Program:
+        plans = self.plans(program)
+        consts = dict(program.constexprs)
+        builder = Builder(max_value_id(program))
+        groups: list[Group] = []
+        warps: list[LaunchExpr] = []
+        for g in program.groups:
+            m = plans.get(g.id)
+            if m is None:
+                groups.append(g)
+                warps.append(lmul(consts[g.block], tile_elements(program, g)))
+                continue
+            blocks = _fresh(consts, g.id)
+            for name in blocks:
+                consts[name] = LConst(TILE)
+            consts[g.block] = LConst(1)
+            tiler = LayoutTiler(m, builder, blocks)
+            uniform = [op for op in m.ops if id(op) not in m.decode_ops and not isinstance(op, P.OwnedInstances)
+                       and op.results and not m.deps.get(op.results[0].id) and not op.results[0].type.lanes]
+            groups.append(dataclasses.replace(g, body=tiler.layout_body(uniform), tiles=blocks))
+            warps.append(LConst(TILE * TILE))
+        order = [n for n, _ in program.constexprs] + [n for n in consts if n not in dict(program.constexprs)]
+        segments, grid = segments_for(groups, consts)
+        return dataclasses.replace(program, groups=tuple(groups), constexprs=tuple((n, consts[n]) for n in order),
+                                   segments=segments, grid=grid, num_warps=LWarps(lmax(*warps)))
+
+
+def _fresh(consts: dict[str, LaunchExpr], gid: int) -> tuple[str, str]:
+    out = []
+    for base in ("BLOCK_LM", "BLOCK_LN"):
+        name = f"{base}{gid}"
+        while name in consts:
+            name += "_"
+        out.append(name)
+    return out[0], out[1]
+
+
+__all__ = ["TileLayout", "match_layout", "transposed_access", "TILE"]

@@ -51,10 +51,11 @@ def emits(*classes: type[POp]):
 TL_DTYPE = {DType.pred: "tl.int1", DType.i8: "tl.int8", DType.i16: "tl.int16", DType.i32: "tl.int32",
             DType.i64: "tl.int64", DType.u8: "tl.uint8", DType.u16: "tl.uint16", DType.u32: "tl.uint32",
             DType.u64: "tl.uint64", DType.f16: "tl.float16", DType.bf16: "tl.bfloat16", DType.f32: "tl.float32",
-            DType.f64: "tl.float64"}
+            DType.f64: "tl.float64", DType.f8e4m3: "tl.uint8", DType.f8e5m2: "tl.uint8"}
 
-# bf16 values live in f32 registers (see numerics.py); buffers and pointers keep TL_DTYPE
-REGISTER_DTYPE = {**TL_DTYPE, DType.bf16: "tl.float32"}
+# bf16 and fp8 values live in f32 registers (see numerics.py); buffers and pointers keep TL_DTYPE (fp8 buffers
+# are read and written as their uint8 bits)
+REGISTER_DTYPE = {**TL_DTYPE, DType.bf16: "tl.float32", DType.f8e4m3: "tl.float32", DType.f8e5m2: "tl.float32"}
 
 DEVICE_FLAG = "ON_DEVICE"  # constexpr: compiled for a GPU (True) or run by Triton's interpreter (False)
 INDEX = "pid.dtype"  # the program's index width: int64 under INDEX_64, else int32

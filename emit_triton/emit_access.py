@@ -48,6 +48,8 @@ def pointer(em: Emitter, a: AccessRelation, shape: Fragment) -> str:
         if a.copy is not None:
             numel = " * ".join(dims) or "1"
             terms.insert(0, f"{_coord(em, a.copy, shape)} * ({numel})")
+    if buf.dtype.is_fp8:  # fp8 buffers are read and written as their bits (numerics.from_storage / to_storage)
+        base = f"{base}.to(tl.pointer_type(tl.uint8))"
     ptr = f"{base} + ({' + '.join(terms)})" if terms else base
     if not any(c.type.lanes == shape.lanes and c.type.tile == shape.tile for c in (*a.coords, *(
             [a.copy] if a.copy is not None else []))) and shape.rank:
@@ -73,13 +75,16 @@ def emit_load(em: Emitter, op: P.Load) -> None:
     shape = access_shape(em, a)
     shape = Fragment(t.dtype, shape.lanes or t.lanes, shape.tile or t.tile)
     buf = em.buffers[a.buffer]
-    fill = literal(a.fill, buf.dtype)
+    fp8 = buf.dtype.is_fp8
+    fill = literal(a.fill, buf.dtype) if not fp8 else "0"  # fp8: bits, with the fill selected after decoding
     if buf.dtype is DType.f64:  # a Python float would reach the load as f32 first
         fill = f"tl.full((), {fill}, tl.float64)"
     other = f", other={fill}" if a.mask is not None else ""
     n = em.define(op.result)
     loaded = f"tl.load({pointer(em, a, shape)}{_mask(em, a, shape)}{other})"
     em.line(f"{n} = {from_storage(em, loaded, buf.dtype)}")
+    if fp8 and a.mask is not None and float(a.fill) != 0.0:
+        em.line(f"{n} = tl.where({em.arg(a.mask, shape)}, {n}, {literal(float(a.fill), DType.f32)})")
     if shape.lanes != t.lanes or shape.tile != t.tile:
         em.line(f"{n} = tl.broadcast_to({n}, {em.shape(t)})")
 
@@ -90,7 +95,7 @@ def emit_store(em: Emitter, op: P.Store) -> None:
     shape = access_shape(em, a, (op.value,))
     value = em.arg(op.value, shape, value_of=True)
     dtype = em.buffers[a.buffer].dtype
-    if dtype is DType.bf16:
+    if dtype.in_f32:
         value = to_storage(em, em.full(op.value, Fragment(op.value.type.dtype, shape.lanes, shape.tile))
                            if op.value.id in em.literals else value, dtype)
     em.line(f"tl.store({pointer(em, a, shape)}, {value}{_mask(em, a, shape)})")

@@ -6,7 +6,7 @@ from kir.contract import Precision
 from kir.dtypes import DType
 from physical import ops as P
 
-from .emit import REGISTER_DTYPE, Emitter, emits, literal
+from .emit import DEVICE_FLAG, REGISTER_DTYPE, Emitter, emits, literal
 
 
 @emits(P.Contract)
@@ -41,4 +41,16 @@ def emit_matmul(em: Emitter, op: P.MatMul) -> None:
         precision = ", input_precision=\"ieee\""
     elif op.lhs.type.dtype == DType.f32:
         precision = f", input_precision=\"{'tf32' if op.precision is Precision.tf32 else 'ieee'}\""
+    elif op.lhs.type.dtype.is_fp8:
+        # fp8 values are held in f32 registers. On a GPU they go to fp8 tensor cores (the conversion back is
+        # exact) with every product accumulated in f32 (max_num_imprecise_acc=0: sm_90's default would keep a
+        # narrower accumulator for up to 2**30 products); the interpreter multiplies the f32 values (exact).
+        fp8 = "tl.float8e4nv" if op.lhs.type.dtype is DType.f8e4m3 else "tl.float8e5"
+        result = em.define(op.result, "acc")
+        em.uses_device_flag = True
+        em.line(f"if {DEVICE_FLAG}:")
+        em.line(f"    {result} = tl.dot({a}.to({fp8}), {b}.to({fp8}), {em.name(op.acc)}, max_num_imprecise_acc=0)")
+        em.line("else:")
+        em.line(f"    {result} = tl.dot({a}, {b}, {em.name(op.acc)}, input_precision=\"ieee\")")
+        return
     em.line(f"{em.define(op.result, 'acc')} = tl.dot({a}, {b}, {em.name(op.acc)}{precision})")

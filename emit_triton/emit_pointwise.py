@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kir.dtypes import DType
+from kir.dtypes import DType, fp8_rounded
 from kir.pointwise import BinaryFn, CmpFn, UnaryFn
 from kir.rng import RngKind
 from physical import ops as P
@@ -20,6 +20,9 @@ def emit_const(em: Emitter, op: P.Const) -> None:
     if op.dtype is DType.bf16:  # held in f32 registers: the nearest bf16, as a Python float
         em.literals.add(op.result.id)
         em.line(f"{n} = {literal(round_bf16_value(float(op.value)), DType.f32)}")  # type: ignore[arg-type]
+    elif op.dtype.is_fp8:  # held in f32 registers: the nearest fp8 value
+        em.literals.add(op.result.id)
+        em.line(f"{n} = {literal(float(fp8_rounded(float(op.value), op.dtype)), DType.f32)}")  # type: ignore
     elif op.dtype in _LITERAL_DTYPES or (op.dtype == DType.i64 and -(1 << 31) <= int(op.value) < (1 << 31)):
         em.literals.add(op.result.id)
         em.line(f"{n} = {literal(op.value, op.dtype)}")
@@ -38,8 +41,8 @@ def emit_unary(em: Emitter, op: P.Unary) -> None:
     t = op.result.type
     x = em.arg(op.x, op.x.type, value_of=True)
     dt = op.x.type.dtype
-    narrow = dt in (DType.f16, DType.bf16)
-    xf = f"{x}.to(tl.float32)" if dt is DType.f16 else x  # bf16 is already held in f32
+    narrow = dt in (DType.f16, DType.bf16) or dt.is_fp8
+    xf = f"{x}.to(tl.float32)" if dt is DType.f16 else x  # bf16 and fp8 are already held in f32
     fn = op.fn
     if fn is UnaryFn.neg:
         e = f"-{x}"
@@ -107,7 +110,7 @@ def emit_binary(em: Emitter, op: P.Binary) -> None:
         _emit_int_binary(em, op)
         return
     fn = op.fn
-    wide = dt is DType.bf16 or (dt is DType.f16 and fn in _F16_IN_F32) or (fn is BinaryFn.pow and dt is DType.f32)
+    wide = dt.in_f32 or (dt is DType.f16 and fn in _F16_IN_F32) or (fn is BinaryFn.pow and dt is DType.f32)
     # pow computes in f64 (rounded once to the result: within one ulp of the correctly rounded value)
     compute = "tl.float64" if fn is BinaryFn.pow else "tl.float32" if wide else em.dtype(t)
     if wide or fn in (BinaryFn.div, BinaryFn.floordiv, BinaryFn.mod, BinaryFn.pow, BinaryFn.maximum,
@@ -131,8 +134,8 @@ def emit_binary(em: Emitter, op: P.Binary) -> None:
     else:
         raise AssertionError(f"no emission for binary {fn}")
     if fn is BinaryFn.pow and dt is not DType.f64:  # one rounding from f64 (bf16 through f32, innocuous)
-        e = f"({e}).to(tl.float32)" if dt in (DType.f32, DType.bf16) else f"({e}).to(tl.float16)"
-        if dt is DType.bf16:
+        e = f"({e}).to(tl.float32)" if dt is DType.f32 or dt.in_f32 else f"({e}).to(tl.float16)"
+        if dt.in_f32:
             e = narrow_result(em, e, dt)
     elif wide and fn not in (BinaryFn.maximum, BinaryFn.minimum):
         e = narrow_result(em, e, dt)
@@ -209,13 +212,17 @@ def emit_bitcast(em: Emitter, op: P.Bitcast) -> None:
     x = em.tensor(src)
     if src.type.index:  # the KIR value's own width (an index may be held at the program's index width)
         x = f"{x}.to({REGISTER_DTYPE[src.type.dtype]})"
-    if src.type.dtype.bits < 32 and src.type.dtype is not DType.bf16 and not src.type.dtype.is_pred:
+    if src.type.dtype.is_fp8:  # the 8-bit pattern of the f32 register value
+        x = f"{library(em, 'store_' + src.type.dtype.value)}({x})"
+    elif src.type.dtype.bits < 32 and src.type.dtype is not DType.bf16 and not src.type.dtype.is_pred:
         # through 32 bits and back (exact): the interpreter may hold a reduced 8/16-bit value in 32-bit storage
         wide = "tl.float32" if src.type.dtype.is_float else "tl.int32" if src.type.dtype.is_signed else "tl.uint32"
         x = f"({x}).to({wide}).to({TL_DTYPE[src.type.dtype]})"
     if src.type.dtype is DType.bf16:  # the 16-bit pattern of the f32 register value
         x = f"(({x}).to(tl.uint32, bitcast=True) >> 16).to(tl.uint16)"
-    if op.dtype is DType.bf16:
+    if op.dtype.is_fp8:
+        x = f"{library(em, 'load_' + op.dtype.value)}(({x}).to(tl.uint8, bitcast=True))"
+    elif op.dtype is DType.bf16:
         x = f"(({x}).to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)"
     else:
         x = f"({x}).to({TL_DTYPE[op.dtype]}, bitcast=True)"

@@ -8,7 +8,7 @@ from physical.model import BufferInit
 
 from .emit import REGISTER_DTYPE, TL_DTYPE, Emitter, emits, literal
 from .names import comment_text, mangle
-from .numerics import library
+from .numerics import fp8_bits, narrow_result
 
 
 @emits(P.OwnedInstances)
@@ -62,6 +62,7 @@ def emit_alloc(em: Emitter, op: P.AllocBuffer) -> None:
     # A lanes x chunk tile stays within Triton's largest tensor (2**20 elements) whatever the lanes
     # block: 1024 columns up to 1024 lanes, then 2**20 // lanes (block sizes are powers of two).
     chunk = f"(1024 // (({em.lanes_block} + 1023) // 1024))" if lanes else "1024"
+    fill = fp8_bits(buf.fill, buf.dtype) if buf.dtype.is_fp8 else literal(buf.fill, buf.dtype)
     em.line(f"for {e} in range(0, {numel}, {chunk}):")
     em.line(f"    {offs} = {e} + tl.arange(0, {chunk})")
     if lanes:
@@ -69,10 +70,10 @@ def emit_alloc(em: Emitter, op: P.AllocBuffer) -> None:
         if op.active is not None:
             mask = f"({mask}) & {em.name(op.active)}[:, None]"
         em.line(f"    tl.store(({base})[:, None] + {offs}[None, :], "
-                f"tl.full(({em.lanes_block}, {chunk}), {literal(buf.fill, buf.dtype)}, {TL_DTYPE[buf.dtype]}), "
+                f"tl.full(({em.lanes_block}, {chunk}), {fill}, {TL_DTYPE[buf.dtype]}), "
                 f"mask={mask})")
     else:
-        em.line(f"    tl.store({base} + {offs}, tl.full((1024,), {literal(buf.fill, buf.dtype)}, "
+        em.line(f"    tl.store({base} + {offs}, tl.full((1024,), {fill}, "
                 f"{TL_DTYPE[buf.dtype]}), mask={offs} < ({numel}))")
 
 
@@ -84,8 +85,8 @@ def emit_scalar_param(em: Emitter, op: P.ScalarParam) -> None:
         em.line(f"{n} = tl.cast({em.param_names[op.param]}, tl.int64).to(tl.float64, bitcast=True)")
         return
     em.line(f"{n} = tl.cast({em.param_names[op.param]}, {REGISTER_DTYPE[dt]})")
-    if dt is DType.bf16:  # the launcher passes an f32: the kernel sees the nearest bf16
-        em.line(f"{n} = {library(em, 'round_bf16')}({n})")
+    if dt.in_f32:  # the launcher passes an f32: the kernel sees the nearest bf16 / fp8 value
+        em.line(f"{n} = {narrow_result(em, n, dt)}")
 
 
 @emits(P.OwnedTile)

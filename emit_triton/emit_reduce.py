@@ -87,7 +87,7 @@ def reduce_axis(em: Emitter, cur: list[str], kind: ReduceKind, accs: tuple[DType
 def _narrowed(acc: DType) -> str:
     """The cast back to `acc` after Triton's `tl.max`/`tl.min`, which widen 8- and 16-bit operands to 32 bits
     (an f16 maximum would come back f32, a u16 one i32, and meet the next operation at the wrong type)."""
-    return f".to({REGISTER_DTYPE[acc]})" if acc.bits < 32 and acc is not DType.bf16 and not acc.is_pred else ""
+    return f".to({REGISTER_DTYPE[acc]})" if acc.bits < 32 and not acc.in_f32 and not acc.is_pred else ""
 
 
 @emits(P.Reduce)

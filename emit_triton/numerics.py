@@ -39,6 +39,79 @@ def _intent_store_bf16(x):
     # an f32 holding a bf16 value -> the bf16 tensor to store (its high half)
     return (x.to(tl.uint32, bitcast=True) >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
 ''',
+    "load_f8e4m3": '''@triton.jit
+def _intent_load_f8e4m3(b):
+    # f8e4m3 bits (uint8) -> the exact f32 value: 1 sign, 4 exponent (bias 7), 3 mantissa bits; 0x7F is NaN
+    i = b.to(tl.int32)
+    e = (i >> 3) & 0xF
+    m = (i & 7).to(tl.float32)
+    scale = ((tl.maximum(e, 1) + 117) << 23).to(tl.float32, bitcast=True)  # 2 ** (max(e, 1) - 7 - 3)
+    mag = tl.where(e == 0, m, m + 8.0) * scale
+    mag = tl.where((i & 0x7F) == 0x7F, float("nan"), mag)
+    return tl.where((i & 0x80) != 0, -mag, mag)
+''',
+    "load_f8e5m2": '''@triton.jit
+def _intent_load_f8e5m2(b):
+    # f8e5m2 bits (uint8) -> the exact f32 value: 1 sign, 5 exponent (bias 15), 2 mantissa bits; IEEE specials
+    i = b.to(tl.int32)
+    e = (i >> 2) & 0x1F
+    m = (i & 3).to(tl.float32)
+    scale = ((tl.maximum(e, 1) + 110) << 23).to(tl.float32, bitcast=True)  # 2 ** (max(e, 1) - 15 - 2)
+    mag = tl.where(e == 0, m, m + 4.0) * scale
+    mag = tl.where(e == 0x1F, tl.where(m == 0.0, float("inf"), float("nan")), mag)
+    return tl.where((i & 0x80) != 0, -mag, mag)
+''',
+    "round_f8e4m3": '''@triton.jit
+def _intent_round_f8e4m3(x):
+    # the nearest f8e4m3 (ties to even) held in f32, without saturation: beyond the largest finite value
+    # (past 464) NaN, as f8e4m3 has no infinities. x / 2**(E - 3) is exact, and (q + 1.5 * 2**23) - 1.5 * 2**23
+    # rounds it to an integer, ties to even, with IEEE f32 additions.
+    bits = x.to(tl.int32, bitcast=True)
+    e = tl.maximum(((bits >> 23) & 0xFF) - 127, -6)
+    scale = ((e + 124) << 23).to(tl.float32, bitcast=True)
+    inverse = ((130 - e) << 23).to(tl.float32, bitcast=True)
+    r = (x * inverse + 12582912.0) - 12582912.0
+    y = tl.where(r == 0.0, x * 0.0, r * scale)
+    y = tl.where(tl.abs(y) > 448.0, float("nan"), y)
+    return tl.where(x != x, x, y)
+''',
+    "round_f8e5m2": '''@triton.jit
+def _intent_round_f8e5m2(x):
+    # the nearest f8e5m2 (ties to even) held in f32, without saturation: beyond the largest finite value
+    # (from 61440) +-inf; as _intent_round_f8e4m3 with 2 mantissa bits and the smallest normal exponent -14
+    bits = x.to(tl.int32, bitcast=True)
+    e = tl.maximum(((bits >> 23) & 0xFF) - 127, -14)
+    scale = ((e + 125) << 23).to(tl.float32, bitcast=True)
+    inverse = ((129 - e) << 23).to(tl.float32, bitcast=True)
+    r = (x * inverse + 12582912.0) - 12582912.0
+    y = tl.where(r == 0.0, x * 0.0, r * scale)
+    y = tl.where(tl.abs(y) > 57344.0, tl.where(x < 0, float("-inf"), float("inf")), y)
+    return tl.where(x != x, x, y)
+''',
+    "store_f8e4m3": '''@triton.jit
+def _intent_store_f8e4m3(x):
+    # an f32 holding an f8e4m3 value -> its bits (uint8); NaN -> 0x7F
+    bits = x.to(tl.int32, bitcast=True)
+    a = tl.abs(x)
+    normal = (((((bits >> 23) & 0xFF) - 120) << 3) | ((bits >> 20) & 7))
+    sub = (a * 512.0).to(tl.int32)
+    mag = tl.where(a >= 0.015625, normal, sub)
+    mag = tl.where(x != x, 0x7F, mag)
+    return (((bits >> 24) & 0x80) | mag).to(tl.uint8)
+''',
+    "store_f8e5m2": '''@triton.jit
+def _intent_store_f8e5m2(x):
+    # an f32 holding an f8e5m2 value -> its bits (uint8); +-inf -> 0x7C/0xFC, NaN -> 0x7E
+    bits = x.to(tl.int32, bitcast=True)
+    a = tl.abs(x)
+    normal = (((((bits >> 23) & 0xFF) - 112) << 2) | ((bits >> 21) & 3))
+    sub = (a * 65536.0).to(tl.int32)
+    mag = tl.where(a >= 0.00006103515625, normal, sub)
+    mag = tl.where(a == float("inf"), 0x7C, mag)
+    mag = tl.where(x != x, 0x7E, mag)
+    sign = tl.where(x != x, 0, (bits >> 24) & 0x80)
+    return (sign | mag).to(tl.uint8)
+''',
     "ipow": '''@triton.jit
 def _intent_ipow(a, b, BITS: tl.constexpr, SIGNED: tl.constexpr):
     # exact repeated squaring wrapping at the width; a negative exponent truncates 1 / a**-b toward 0
@@ -181,13 +254,24 @@ def round_bf16_value(value: float) -> float:
         return float(bf16_rounded_bits(value).view(np.float32))
 
 
+def fp8_bits(value: float, dtype: DType) -> str:
+    """The uint8 bits of `value` rounded to the fp8 `dtype` (a local buffer's fill), as a literal."""
+    from kir.dtypes import fp8_ml_dtype, fp8_rounded
+
+    return str(int(fp8_rounded(value, dtype).astype(fp8_ml_dtype(dtype)).view(np.uint8)))
+
+
 def from_storage(em: Emitter, expr: str, dtype: DType) -> str:
-    """A tensor loaded from a buffer of `dtype` -> its register value."""
+    """A tensor loaded from a buffer of `dtype` -> its register value (fp8 buffers are read as uint8 bits)."""
+    if dtype.is_fp8:
+        return f"{library(em, 'load_' + dtype.value)}({expr})"
     return f"{library(em, 'load_bf16')}({expr})" if dtype is DType.bf16 else expr
 
 
 def to_storage(em: Emitter, expr: str, dtype: DType) -> str:
-    """A register value -> the tensor stored into a buffer of `dtype`."""
+    """A register value -> the tensor stored into a buffer of `dtype` (fp8: its uint8 bits)."""
+    if dtype.is_fp8:
+        return f"{library(em, 'store_' + dtype.value)}({expr})"
     return f"{library(em, 'store_bf16')}({expr})" if dtype is DType.bf16 else expr
 
 
@@ -195,6 +279,8 @@ def narrow_result(em: Emitter, expr: str, dtype: DType) -> str:
     """An f32 result of an op computed in f32 for a narrower float `dtype`."""
     if dtype is DType.bf16:
         return f"{library(em, 'round_bf16')}({expr})"
+    if dtype.is_fp8:
+        return f"{library(em, 'round_' + dtype.value)}({expr})"
     if dtype is DType.f16:
         return f"({expr}).to(tl.float16)"
     return expr
@@ -215,10 +301,12 @@ def convert(em: Emitter, expr: str, src: DType, dst: DType) -> str:
         return as_int1(f"{expr} != 0")
     if src.is_float and dst.is_int:
         return _float_to_int(em, expr, src, dst)
-    if dst is DType.bf16:
-        # ints and f64 reach f32 first (f64 -> bf16 rounds through f32, as torch does)
-        wide = expr if src in (DType.f32, DType.bf16) else f"{expr}.to(tl.float32)"
-        return f"{library(em, 'round_bf16')}({wide})"
+    if dst.in_f32:
+        # ints and f64 reach f32 first (f64 -> bf16 rounds through f32, as torch does; innocuous for fp8)
+        wide = expr if src is DType.f32 or src.in_f32 else f"{expr}.to(tl.float32)"
+        return narrow_result(em, wide, dst)
+    if src.is_fp8 and dst is DType.f32:
+        return expr
     return f"{expr}.to({REGISTER_DTYPE[dst]})"
 
 

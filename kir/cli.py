@@ -28,7 +28,7 @@ EMITS = ("kir", "physical", "triton", "stablehlo", "ptx")
 
 # Output comparison in `kirc run`: integers and preds exactly, floats within these (atol, rtol).
 FLOAT_TOLERANCE = {DType.f16: (1e-2, 1e-2), DType.bf16: (5e-2, 2e-2), DType.f32: (1e-4, 1e-4),
-                   DType.f64: (1e-8, 1e-8)}
+                   DType.f64: (1e-8, 1e-8), DType.f8e4m3: (2.5e-1, 1.25e-1), DType.f8e5m2: (5e-1, 2.5e-1)}
 # A kernel with a `precision=tf32` contraction rounds its f32 operands to 10-bit mantissas on the device.
 TF32_TOLERANCE = (2e-2, 2e-2)
 

@@ -22,6 +22,8 @@ class DType(Enum):
     bf16 = "bf16"
     f32 = "f32"
     f64 = "f64"
+    f8e4m3 = "f8e4m3"  # torch.float8_e4m3fn: 4 exponent bits, 3 mantissa bits, no infinities, max 448
+    f8e5m2 = "f8e5m2"  # torch.float8_e5m2: IEEE-like with infinities, max 57344
 
     def __repr__(self) -> str:
         return f"DType.{self.value}"
@@ -35,7 +37,16 @@ class DType(Enum):
 
     @property
     def is_float(self) -> bool:
-        return self in (DType.f16, DType.bf16, DType.f32, DType.f64)
+        return self in (DType.f16, DType.bf16, DType.f32, DType.f64, DType.f8e4m3, DType.f8e5m2)
+
+    @property
+    def is_fp8(self) -> bool:
+        return self in (DType.f8e4m3, DType.f8e5m2)
+
+    @property
+    def in_f32(self) -> bool:
+        """Held in f32 registers and arrays (values exactly representable in the dtype): bf16 and fp8."""
+        return self in (DType.bf16, DType.f8e4m3, DType.f8e5m2)
 
     @property
     def is_int(self) -> bool:
@@ -52,7 +63,7 @@ class DType(Enum):
 
     @property
     def np(self) -> np.dtype:
-        """The NumPy storage dtype (bf16 is stored as f32 rounded to bf16 by the oracle)."""
+        """The NumPy storage dtype (bf16 and fp8 are stored as f32 rounded to the dtype by the oracle)."""
         return np.dtype(_NP[self])
 
     @property
@@ -88,15 +99,18 @@ class DType(Enum):
 
 
 _BITS = {DType.pred: 1, DType.i8: 8, DType.i16: 16, DType.i32: 32, DType.i64: 64, DType.u8: 8, DType.u16: 16,
-         DType.u32: 32, DType.u64: 64, DType.f16: 16, DType.bf16: 16, DType.f32: 32, DType.f64: 64}
+         DType.u32: 32, DType.u64: 64, DType.f16: 16, DType.bf16: 16, DType.f32: 32, DType.f64: 64,
+         DType.f8e4m3: 8, DType.f8e5m2: 8}
 _NP = {DType.pred: "bool", DType.i8: "int8", DType.i16: "int16", DType.i32: "int32", DType.i64: "int64",
        DType.u8: "uint8", DType.u16: "uint16", DType.u32: "uint32", DType.u64: "uint64",
-       DType.f16: "float16", DType.bf16: "float32", DType.f32: "float32", DType.f64: "float64"}
+       DType.f16: "float16", DType.bf16: "float32", DType.f32: "float32", DType.f64: "float64",
+       DType.f8e4m3: "float32", DType.f8e5m2: "float32"}
 _TORCH = {DType.pred: "bool", DType.i8: "int8", DType.i16: "int16", DType.i32: "int32", DType.i64: "int64",
           DType.u8: "uint8", DType.u16: "uint16", DType.u32: "uint32", DType.u64: "uint64",
-          DType.f16: "float16", DType.bf16: "bfloat16", DType.f32: "float32", DType.f64: "float64"}
+          DType.f16: "float16", DType.bf16: "bfloat16", DType.f32: "float32", DType.f64: "float64",
+          DType.f8e4m3: "float8_e4m3fn", DType.f8e5m2: "float8_e5m2"}
 _FROM_TORCH = {v: k for k, v in _TORCH.items()}
-_FROM_NP = {v: k for k, v in _NP.items() if k is not DType.bf16}
+_FROM_NP = {v: k for k, v in _NP.items() if not k.in_f32}
 
 
 @dataclass(frozen=True)
@@ -122,3 +136,25 @@ def bf16_rounded_bits(x: object) -> np.ndarray:
     rounded = (bits + (np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1)))) & np.uint32(0xFFFF0000)
     return np.where(np.isnan(x32), np.uint32(0x7FC00000), rounded).astype(np.uint32)
 
+
+
+# ---------------------------------------------------------------------------------------------- fp8
+
+# (largest finite value, exponent bias, mantissa bits, smallest normal exponent) of each fp8 format
+FP8 = {DType.f8e4m3: (448.0, 7, 3, -6), DType.f8e5m2: (57344.0, 15, 2, -14)}
+
+
+def fp8_ml_dtype(dtype: DType) -> np.dtype:
+    """The `ml_dtypes` NumPy dtype of an fp8 format (the oracle's reference for its rounding)."""
+    import ml_dtypes
+
+    return np.dtype(ml_dtypes.float8_e4m3fn if dtype is DType.f8e4m3 else ml_dtypes.float8_e5m2)
+
+
+def fp8_rounded(x: object, dtype: DType) -> np.ndarray:
+    """`x` rounded to the nearest `dtype` value (ties to even), as float32: KIR's one fp8 rounding. It does not
+    saturate: beyond the largest finite value (past the halfway point) f8e4m3 gives NaN (it has no infinities)
+    and f8e5m2 gives +-inf; NaN stays NaN. f64 rounds through f32 (innocuous: 24 >= 2 * 4 + 2)."""
+    x32 = np.asarray(x, dtype=np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return x32.astype(fp8_ml_dtype(dtype)).astype(np.float32)

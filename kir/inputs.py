@@ -112,6 +112,10 @@ def _values(shape: tuple[int, ...], dtype: DType, rng: np.random.Generator) -> n
     x = rng.standard_normal(size=shape).astype(np.float32)
     if dtype is DType.bf16:
         x = _round_to_bf16(x)
+    if dtype.is_fp8:
+        from .dtypes import fp8_rounded
+
+        x = fp8_rounded(x, dtype).reshape(np.shape(x))
     return np.asarray(x.astype(dtype.np))
 
 

@@ -29,11 +29,12 @@ ARG_INDEX_DTYPE = DType.i64
 
 
 def default_acc(kind: ReduceKind, dtype: ElemType) -> ElemType | None:
-    """f16/bf16 sums and products accumulate in f32 unless the op says otherwise."""
-    if kind in (ReduceKind.sum, ReduceKind.prod) and dtype in (DType.f16, DType.bf16):
+    """f16/bf16/fp8 sums and products accumulate in f32 unless the op says otherwise."""
+    narrow = (DType.f16, DType.bf16, DType.f8e4m3, DType.f8e5m2)
+    if kind in (ReduceKind.sum, ReduceKind.prod) and dtype in narrow:
         return DType.f32
     if kind in (ReduceKind.sum, ReduceKind.prod) and not isinstance(dtype, DType) and \
-            any(c in (DType.f16, DType.bf16) for c in dtype.choices):
+            any(c in narrow for c in dtype.choices):
         return DType.f32
     return None
 

@@ -19,6 +19,8 @@ from kir.dtypes import DType
 from kir.errors import LaunchError
 from kir.solver import check_concrete, default_lower_bounds
 
+from kir.dtypes import fp8_ml_dtype, fp8_rounded
+
 from .numerics import np_dtype, round_bf16
 
 
@@ -48,11 +50,14 @@ def tensor_array(p: Param, x: Any) -> np.ndarray:
         if got is not dtype:
             raise LaunchError(f"{p.name}: expected {_describe(p)}, got a tensor of {x.dtype}")
         t = x.detach().cpu()
-        return t.float().numpy() if dtype is DType.bf16 else t.resolve_conj().resolve_neg().numpy()
+        return t.float().numpy() if dtype.in_f32 else t.resolve_conj().resolve_neg().numpy()
     if isinstance(x, np.ndarray):
         if dtype is DType.bf16 and x.dtype.name in ("bfloat16", "float32"):
             # NumPy has no bf16: float32 arrays stand for bf16 tensors (their values are rounded).
             return round_bf16(x.astype(np.float32))
+        if dtype.is_fp8 and (x.dtype == fp8_ml_dtype(dtype) or x.dtype.name == "float32"):
+            # NumPy's fp8 (ml_dtypes) arrays, or float32 arrays standing for them (their values are rounded).
+            return fp8_rounded(x.astype(np.float32), dtype)
         got = _FROM_NUMPY.get(x.dtype)
         if got is not dtype:
             raise LaunchError(f"{p.name}: expected {_describe(p)}, got an array of {x.dtype}")
@@ -61,7 +66,7 @@ def tensor_array(p: Param, x: Any) -> np.ndarray:
                       f"{type(x).__name__}")
 
 
-_FROM_NUMPY = {d.np: d for d in DType if d is not DType.bf16}
+_FROM_NUMPY = {d.np: d for d in DType if not d.in_f32}
 
 
 def scalar_array(p: Param, x: Any) -> np.ndarray:
@@ -89,6 +94,8 @@ def scalar_array(p: Param, x: Any) -> np.ndarray:
             raise LaunchError(f"{p.name}: {x} does not fit {dtype} (range {lo} to {hi})")
         return np.array([x], np_dtype(dtype))
     value = np.array([x], np.float64)
+    if dtype.is_fp8:
+        return fp8_rounded(value, dtype)
     return round_bf16(value.astype(np.float32)) if dtype is DType.bf16 else value.astype(np_dtype(dtype))
 
 

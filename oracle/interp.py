@@ -33,6 +33,8 @@ from kir.dtypes import DType, ElemType
 from kir.errors import IntentError
 
 from .memory import MemView, at
+from kir.dtypes import fp8_rounded
+
 from .numerics import np_dtype, round_bf16
 
 Evaluated = np.ndarray | MemView
@@ -159,5 +161,7 @@ def eval_op(frame: Frame, op: Op) -> None:
 def _as_type(x: np.ndarray, dtype: ElemType, rounds: bool) -> np.ndarray:
     if dtype is DType.bf16:
         return round_bf16(x) if rounds or x.dtype != np.float32 else x
+    if isinstance(dtype, DType) and dtype.is_fp8:
+        return fp8_rounded(x, dtype) if rounds or x.dtype != np.float32 else x
     want = np_dtype(dtype)
     return x if x.dtype == want else x.astype(want)

@@ -29,7 +29,7 @@ from collections.abc import Callable
 import numpy as np
 
 from kir import float_rules
-from kir.dtypes import DType, ElemType, bf16_rounded_bits
+from kir.dtypes import DType, ElemType, bf16_rounded_bits, fp8_rounded
 from kir.errors import IntentError
 from kir.reduce import ReduceKind
 
@@ -53,9 +53,11 @@ def round_bf16(x: np.ndarray) -> np.ndarray:
 
 
 def to_storage(x: np.ndarray, dtype: DType) -> np.ndarray:
-    """Hold `x` in the storage of `dtype` (the final step of every cast and every bf16 result)."""
+    """Hold `x` in the storage of `dtype` (the final step of every cast and every bf16 or fp8 result)."""
     if dtype is DType.bf16:
         return round_bf16(x)
+    if dtype.is_fp8:
+        return fp8_rounded(x, dtype)
     return np.asarray(x).astype(np_dtype(dtype), copy=False)
 
 
@@ -70,7 +72,7 @@ def cast(x: np.ndarray, src: DType, dst: DType) -> np.ndarray:
         return _float_to_int(x, dst)
     if dst.is_float:
         # Ints and floats convert with round to nearest even; bf16 then rounds the f32 value.
-        wide = x.astype(np.float32) if dst is DType.bf16 else x
+        wide = x.astype(np.float32) if dst.in_f32 else x
         return to_storage(wide, dst)
     return x.astype(np_dtype(dst))  # integer/pred -> integer: wraps at the target width
 
@@ -89,6 +91,13 @@ def bitcast(x: np.ndarray, src: DType, dst: DType) -> np.ndarray:
     """Reinterpret the bits of `x` (same width); bf16 travels through its 16-bit pattern."""
     if src is dst:
         return np.asarray(x)
+    if src.is_fp8 or dst.is_fp8:
+        from kir.dtypes import fp8_ml_dtype
+
+        if src.is_fp8:
+            return np.ascontiguousarray(x, dtype=np.float32).astype(fp8_ml_dtype(src)).view(np.uint8).view(
+                np_dtype(dst))
+        return np.ascontiguousarray(x).view(fp8_ml_dtype(dst)).astype(np.float32)
     if src is DType.bf16:
         bits16 = (np.ascontiguousarray(x, dtype=np.float32).view(np.uint32) >> np.uint32(16)).astype(np.uint16)
         return bits16.view(np_dtype(dst))

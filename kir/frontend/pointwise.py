@@ -483,10 +483,40 @@ def tensor_attribute(lw: Lowerer, base: TVal | RefV, node: ast.Attribute) -> FVa
 def tensor_method(lw: Lowerer, base: TVal | RefV, node: ast.Call, attr: ast.Attribute) -> FValue:
     if attr.attr != "to":
         tensor_attribute(lw, base, attr)  # raises with a hint
-    if len(node.args) != 1 or node.keywords:
-        raise lw.error(node, "`.to` takes one dtype: x.to(f32)")
+    if len(node.args) != 1 or any(k.arg != "saturate" for k in node.keywords):
+        raise lw.error(node, "`.to` takes one dtype (and, for fp8, `saturate=`): x.to(f32), "
+                             "x.to(f8e4m3, saturate=False)")
     dtype = dtype_arg(lw, lw.expr(node.args[0]), node.args[0], ".to()")
+    saturate: bool | None = None
+    for k in node.keywords:
+        fv = lw.expr(k.value)
+        if not (isinstance(fv, Num) and isinstance(fv.value, bool)):
+            raise lw.error(k.value, f"`.to(..., saturate=...)` must be True or False, got {describe(fv)}")
+        if not (isinstance(dtype, DType) and dtype.is_fp8):
+            raise lw.error(k.value, f"`saturate=` applies to conversions to fp8 (f8e4m3, f8e5m2), not to {dtype}")
+        saturate = fv.value
+    if isinstance(dtype, DType) and dtype.is_fp8:
+        return to_fp8(lw, base, dtype, node, attr.value, saturate)
     return cast_value(lw, base, dtype, node, attr.value)
+
+
+def to_fp8(lw: Lowerer, x: FValue, dtype: DType, node: ast.AST, xnode: ast.AST, saturate: bool | None) -> TVal:
+    """`x.to(f8e4m3)`: torch's conversion, which saturates for f8e4m3 (beyond +-448, and +-inf, give +-448)
+    and not for f8e5m2 (beyond +-57344 gives +-inf); `saturate=` chooses. KIR's `cast` to fp8 does not
+    saturate (f8e4m3 gives NaN there): saturation clamps first (NaN stays NaN)."""
+    from ..dtypes import FP8
+
+    if saturate is None:
+        saturate = dtype is DType.f8e4m3
+    tv = to_tval(lw, x, xnode, ".to()")
+    if saturate:
+        if not (isinstance(tv.dtype, DType) and tv.dtype.is_float):
+            tv = cast(lw, tv, DType.f32, node)
+        top = FP8[dtype][0]
+        hi = binary(lw, "intent.minimum", BinaryFn.minimum, tv, Num(top), node, xnode, node)
+        tv = binary(lw, "intent.maximum", BinaryFn.maximum, hi, Num(-top), node, xnode, node)  # type: ignore
+        assert isinstance(tv, TVal)
+    return cast(lw, tv, dtype, node, weak=False)
 
 
 def static_to(lw: Lowerer, x: FValue, dtype: ElemType, node: ast.AST) -> FValue:

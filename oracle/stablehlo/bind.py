@@ -89,7 +89,7 @@ def to_numpy(p: Param, x: Any) -> np.ndarray:
     if _is_torch(x):
         x = x.detach().cpu()
         got = DType.from_torch(x.dtype)
-        x = x.float().numpy() if got == DType.bf16 else x.numpy()
+        x = x.float().numpy() if got is not None and got.in_f32 else x.numpy()
     elif isinstance(x, np.ndarray | np.generic) and x.dtype.name == "bfloat16":
         got = DType.bf16
         x = np.asarray(x, dtype=np.float32)
@@ -98,7 +98,7 @@ def to_numpy(p: Param, x: Any) -> np.ndarray:
     else:
         return _scalar(p, x)
     arr = np.asarray(x)
-    if got != dtype and not (dtype == DType.bf16 and got == DType.f32):
+    if got != dtype and not (dtype.in_f32 and got == DType.f32):
         raise LaunchError(f"parameter {p.name}: expected dtype {dtype}, got {got or arr.dtype}")
     return arr.astype(dtype.np, copy=False)
 

@@ -76,6 +76,6 @@ def cast(ctx: Ctx, x: Val, dtype: DType) -> Val:
         return ctx.ssa.compare("NE", x, ctx.splat_like(0, x))
     if x.dtype.is_float and dtype.is_int:
         return float_to_int(ctx, x, dtype)
-    if dtype == DType.bf16 and x.dtype not in (DType.f32, DType.f16):
-        x = ctx.ssa.convert(x, DType.f32)
+    if dtype.in_f32 and x.dtype not in (DType.f32, DType.f16):
+        x = ctx.ssa.convert(x, DType.f32)  # f64 and integers round through f32, as the oracle's casts do
     return ctx.ssa.convert(x, dtype)

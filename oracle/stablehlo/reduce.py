@@ -97,6 +97,8 @@ def _reduce(ctx: Ctx, op: Op) -> None:
         outs = [reduce_arg(ctx, op.kind, xs[0], axes)]
     else:
         acc = concrete(ctx, op.effective_acc())
+        if acc.is_fp8:  # f8e4m3 has no -inf/+inf for max/min to start from: fold fp8 values in f32 (exact)
+            acc = DType.f32
         initial = op.identity[0] if op.identity else None
         outs = [reduce_builtin(ctx, op.kind, xs[0], axes, acc, xs[0].dtype, initial)]
     for v, out in zip(op.results, outs):

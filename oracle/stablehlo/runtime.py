@@ -119,6 +119,10 @@ def _device_value(array: np.ndarray, dtype: DType) -> np.ndarray:
         import ml_dtypes
 
         return np.asarray(array, dtype=np.float32).astype(ml_dtypes.bfloat16)
+    if dtype.is_fp8:
+        from kir.dtypes import fp8_ml_dtype
+
+        return np.asarray(array, dtype=np.float32).astype(fp8_ml_dtype(dtype))
     return np.ascontiguousarray(array)
 
 
@@ -135,7 +139,7 @@ def execute(module: Module, arrays: Mapping[str, np.ndarray]) -> dict[str, np.nd
         out: dict[str, np.ndarray] = {}
         for p, r in zip(module.outputs, results):
             value = np.asarray(r)
-            out[p.name] = value.astype(np.float32) if p.type.dtype == DType.bf16 else value
+            out[p.name] = value.astype(np.float32) if p.type.dtype.in_f32 else value
     return out
 
 

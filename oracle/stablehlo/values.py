@@ -14,6 +14,7 @@ _ELEMENT = {
     DType.pred: "i1", DType.i8: "i8", DType.i16: "i16", DType.i32: "i32", DType.i64: "i64",
     DType.u8: "ui8", DType.u16: "ui16", DType.u32: "ui32", DType.u64: "ui64",
     DType.f16: "f16", DType.bf16: "bf16", DType.f32: "f32", DType.f64: "f64",
+    DType.f8e4m3: "f8E4M3FN", DType.f8e5m2: "f8E5M2",
 }
 
 
@@ -74,6 +75,10 @@ def _float_bits(value: float, dtype: DType) -> str:
         return f"0x{int(np.array(value, dtype=np.float32).view(np.uint32)):08X}"
     if dtype == DType.f16:
         return f"0x{int(np.array(value, dtype=np.float16).view(np.uint16)):04X}"
+    if dtype.is_fp8:
+        from kir.dtypes import fp8_ml_dtype
+
+        return f"0x{int(np.array(value, dtype=np.float32).astype(fp8_ml_dtype(dtype)).view(np.uint8)):02X}"
     bits = int(np.array(round_to_bf16(value), dtype=np.float32).view(np.uint32)) >> 16
     return f"0x{bits:04X}"
 
@@ -83,6 +88,10 @@ def rounded(value: float, dtype: DType) -> float:
     with np.errstate(over="ignore"):  # a literal beyond the type's range becomes +-inf, as in the oracle
         if dtype == DType.bf16:
             return round_to_bf16(value)
+        if dtype.is_fp8:
+            from kir.dtypes import fp8_rounded
+
+            return float(fp8_rounded(value, dtype))
         return float(np.array(value, dtype=dtype.np))
 
 

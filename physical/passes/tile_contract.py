@@ -60,10 +60,13 @@ TILE_SHAPES: dict[tuple[DType, Precision], tuple[int, int, int, int]] = {
     (DType.f16, Precision.ieee): (128, 128, 32, 8),
     (DType.bf16, Precision.ieee): (64, 64, 32, 4),  # multiplied in f32 (see emit_triton/emit_contract.py)
     (DType.i8, Precision.ieee): (128, 128, 64, 8),
+    (DType.f8e4m3, Precision.ieee): (128, 128, 64, 8),  # fp8 tensor cores on a GPU (emit_triton/emit_contract.py)
+    (DType.f8e5m2, Precision.ieee): (128, 128, 64, 8),
     (DType.f32, Precision.tf32): (128, 128, 32, 8),
     (DType.f32, Precision.ieee): (64, 64, 32, 4),
 }
-ACCUMULATOR = {DType.f16: DType.f32, DType.bf16: DType.f32, DType.f32: DType.f32, DType.i8: DType.i32}
+ACCUMULATOR = {DType.f16: DType.f32, DType.bf16: DType.f32, DType.f32: DType.f32, DType.i8: DType.i32,
+               DType.f8e4m3: DType.f32, DType.f8e5m2: DType.f32}
 
 # Ops a legal group may hold outside its decode (everything else keeps the per-lane form).
 _POINTWISE = (P.Unary, P.Binary, P.Compare, P.Select, P.Cast, P.Bitcast)

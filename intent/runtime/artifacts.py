@@ -30,7 +30,7 @@ from typing import Any
 from ..errors import IntentError, LaunchError
 from . import expr as E
 from . import profiling as profile_mod
-from .checks import check_overlap, device_check_failure, solve_affine
+from .checks import byte_range, check_overlap, device_check_failure, solve_affine
 from .index_width import TensorExtent, choose_index_width
 
 FORMAT = "intent-aot/1"
@@ -146,11 +146,17 @@ _FLOAT_MAX = {"f16": 65504.0, "bf16": 3.3895313892515355e38, "f32": 3.4028234663
               "f64": 1.7976931348623157e308}
 
 
+_DTYPE_NAMES: dict[Any, str] = {}  # torch dtype -> Intent's name, filled when torch is first needed
+
+
 def _dtype_name(value: Any) -> str | None:
     dt = getattr(value, "dtype", None)
     if dt is None or type(value).__module__.split(".")[0] != "torch":
         return None
-    return _TORCH_DTYPES.get(str(dt).removeprefix("torch."), str(dt))
+    found = _DTYPE_NAMES.get(dt)
+    if found is None:
+        found = _DTYPE_NAMES[dt] = _TORCH_DTYPES.get(str(dt).removeprefix("torch."), str(dt))
+    return found
 
 
 def _torch_dtype(name: str) -> Any:
@@ -183,6 +189,11 @@ class _Geometry:
     info: profile_mod.LaunchInfo | None = None  # what a profile records of launches of this geometry
     # (arch, 16-byte alignment of each tensor argument) -> the prebuilt variant for it (None: none covers)
     variants: dict[tuple[Any, ...], Any] = field(default_factory=dict)
+    # (name, name, bytes the first reaches, bytes the second reaches): given tensors of which one is written
+    pairs: tuple[tuple[str, str, int, int], ...] = ()
+    out_dtypes: dict[str, Any] = field(default_factory=dict)  # omitted outputs' torch dtypes
+    template: list[Any] | None = None  # runtime arguments fixed by the geometry (`Entry._template`)
+    slots: tuple[tuple[int, str, str, Any], ...] = ()  # (position, kind, name, detail) filled per call
 
 
 @dataclass
@@ -210,6 +221,7 @@ class Entry:
             except (KeyError, TypeError, ValueError) as exc:
                 self.problem = f"its registry entry is malformed: {exc}"
         self._geometries: dict[tuple[Any, ...], _Geometry] = {}
+        self._roles = [(p["name"], p["role"]) for p in data.get("params", [])] if self.problem is None else []
         self._loaded = _Loaded()
         self._lock = threading.Lock()
 
@@ -267,7 +279,7 @@ class Entry:
             if value.layout != torch.strided:
                 raise LaunchError(f"parameter {name}: expected a dense (strided) tensor ({text}), got a tensor with "
                                   f"layout {value.layout}")
-            if _dtype_name(value) != p["dtype"]:
+            if _DTYPE_NAMES.get(value.dtype) != p["dtype"] and _dtype_name(value) != p["dtype"]:
                 raise LaunchError(f"parameter {name}: expected {p['dtype']}, got {value.dtype}")
             if value.dim() != len(p["shape"]):
                 raise LaunchError(f"parameter {name}: expected rank {len(p['shape'])} ({text}), got a tensor of "
@@ -406,30 +418,52 @@ class Entry:
         geometry = self._geometries.get((key, on_gpu))
         if geometry is None:
             geometry = self._geometry(tensors, scalars, on_gpu, _multiprocessors(device) if on_gpu else 0)
+            check_overlap(self._roles, tensors)  # self-overlap follows from the geometry; pairs are checked per call
+            geometry.pairs = _written_pairs(self._roles, tensors)
+            geometry.out_dtypes = {n: _torch_dtype(self._param(n)["dtype"]) for n in geometry.out_shapes}
             if len(self._geometries) >= MAX_GEOMETRIES:
                 self._geometries.clear()
             self._geometries[(key, on_gpu)] = geometry
-        outputs = {n: torch.empty(s, dtype=_torch_dtype(self._param(n)["dtype"]), device=device)
-                   for n, s in geometry.out_shapes.items()}
-        check_overlap([(p["name"], p["role"]) for p in self.data["params"]], {**tensors, **outputs})
-        positional: list[Any] = []
-        for a in self.data["abi"]["args"]:
-            kind = a["kind"]
+        for a, b, reach_a, reach_b in geometry.pairs:  # memory a written parameter shares with another
+            start_a, start_b = tensors[a].data_ptr(), tensors[b].data_ptr()
+            if start_a < start_b + reach_b and start_b < start_a + reach_a:
+                check_overlap(self._roles, tensors)  # raises the error naming both (byte ranges intersect)
+        outputs = {n: torch.empty(shape, dtype=geometry.out_dtypes[n], device=device)
+                   for n, shape in geometry.out_shapes.items()}
+        if geometry.template is None:
+            geometry.template = self._template(tensors, outputs, geometry)
+        positional = list(geometry.template)
+        for position, kind, name, extra in geometry.slots:  # what varies between calls of one geometry
             if kind == "tensor":
-                positional.append(tensors[a["param"]] if a["param"] in tensors else outputs[a["param"]])
-            elif kind == "stride":
-                t = tensors[a["param"]] if a["param"] in tensors else outputs[a["param"]]
-                positional.append(t.stride(a["axis"]))
+                positional[position] = tensors[name] if name in tensors else outputs[name]
             elif kind == "scalar":
-                positional.append(_scalar_argument(a["dtype"], scalars[a["param"]]))
-            elif kind == "symbol":
-                positional.append(E.evaluate(a["expr"], geometry.env))
+                positional[position] = _scalar_argument(extra, scalars[name])
             else:
-                count, fill = geometry.workspaces[a["name"]], a.get("fill")
-                dtype = _torch_dtype(a["dtype"])
-                positional.append(torch.empty(count, dtype=dtype, device=device) if fill is None
-                                  else torch.full((count,), fill, dtype=dtype, device=device))
+                count, fill, dtype = extra
+                positional[position] = torch.empty(count, dtype=dtype, device=device) if fill is None \
+                    else torch.full((count,), fill, dtype=dtype, device=device)
         return device, on_gpu, geometry, positional, outputs
+
+    def _template(self, tensors: Mapping[str, Any], outputs: Mapping[str, Any], geometry: _Geometry) -> list[Any]:
+        """The runtime arguments that follow from the geometry (strides, symbols), with the positions of
+        those that vary between calls (`geometry.slots`)."""
+        template: list[Any] = []
+        slots: list[tuple[int, str, str, Any]] = []
+        for position, a in enumerate(self.data["abi"]["args"]):
+            kind = a["kind"]
+            if kind == "stride":
+                t = tensors[a["param"]] if a["param"] in tensors else outputs[a["param"]]
+                template.append(t.stride(a["axis"]))
+            elif kind == "symbol":
+                template.append(E.evaluate(a["expr"], geometry.env))
+            else:
+                template.append(None)
+                extra = a["dtype"] if kind == "scalar" else \
+                    (geometry.workspaces[a["name"]], a.get("fill"), _torch_dtype(a["dtype"])) if kind == "workspace" \
+                    else None
+                slots.append((position, kind, a["param"] if kind != "workspace" else a["name"], extra))
+        geometry.slots = tuple(slots)
+        return template
 
     def _param(self, name: str) -> Mapping[str, Any]:
         return next(p for p in self.data["params"] if p["name"] == name)
@@ -610,6 +644,15 @@ def _multiprocessors(device: Any) -> int:
 
 
 # ---------------------------------------------------------------------------------------------- checks
+
+
+def _written_pairs(roles: list[tuple[str, str]], tensors: Mapping[str, Any]) -> tuple[tuple[str, str, int, int], ...]:
+    """The pairs of given tensors whose memory must not intersect (one is written), with their byte reaches;
+    freshly allocated outputs share memory with nothing."""
+    present = [(n, r) for n, r in roles if n in tensors]
+    reach = {n: (lambda r: 0 if r is None else r[1] - r[0])(byte_range(tensors[n])) for n, _ in present}
+    return tuple((p, q, reach[p], reach[q]) for i, (p, pr) in enumerate(present) for q, qr in present[i + 1:]
+                 if (pr != "in" or qr != "in") and reach[p] and reach[q])
 
 
 def _solve_pending(pending: list[tuple[str, int, Any, int]], env: dict[str, int], origin: dict[str, str]) -> None:

@@ -7,16 +7,20 @@ from tests.diffinputs import InputSpec
 from tests.srcgen import DTYPES, FLOATS, INTS, SIZES, Gen, Val, _indent, castable
 
 
-def _rows_shape(g: Gen, short: bool = False) -> tuple[str, str]:
+def _rows_shape(g: Gen, short: bool = False, long: bool = False) -> tuple[str, str]:
+    """M, N: boundary sizes; sometimes many short rows, sometimes (`long`) a few rows longer than a tile."""
     if short or g.r.random() < 0.12:
         g.notes.append("many short rows")
         return g.symbol("M", 1025), g.symbol("N", g.r.choice((1, 2)))
+    if long and g.r.random() < 0.15:
+        g.notes.append("long rows")
+        return g.symbol("M", g.r.choice((1, 2, 3))), g.symbol("N", g.r.choice((255, 257, 1000, 4097)))
     return g.symbol("M", g.r.choice(SIZES)), g.symbol("N", g.r.choice(SIZES))
 
 
 def block_rows(g: Gen) -> None:
     """`parallel(M)` over rows: pointwise chains, reductions broadcast back, scans, argmax."""
-    m, n = _rows_shape(g)
+    m, n = _rows_shape(g, long=True)
     dt = g.r.choice(FLOATS + ("i32", "i8", "i64", "u16"))
     x = g.param("x", dt, (m, n))
     # rows (x[i, :] for i in parallel(M)) or columns (x[:, i] for i in parallel(N)): the reference works on
@@ -165,6 +169,9 @@ def block_points(g: Gen) -> None:
         dt2 = g.r.choice(DTYPES)
         y = g.param("y", dt2, (m, n))
         leaves.append(Val(f"{y}[i, j]", f"a[{y!r}]", dt2, True, True))
+    if g.r.random() < 0.4:  # a vector every row reads
+        r = g.param("r", dt, (n,))
+        leaves.append(Val(f"{r}[j]", f"a[{r!r}][None, :]", dt, True, True))
     lines: list[str] = []
     depth = 1 if specials else 2  # specials: keep to exact-friendly shallow chains
     for _ in range(g.r.randint(1, 2)):
@@ -175,6 +182,14 @@ def block_points(g: Gen) -> None:
         g.ref.append(f"{t} = _torch.where(({p.ref}).expand(a[{x!r}].shape), {a.ref}, {b.ref})")
         leaves.append(Val(t, t, dt, a.exact and b.exact, True))
         g.notes.append("if/else")
+    if g.r.random() < 0.4:  # stores in the branches
+        p = g.pred_op(leaves, 2)
+        a, b = g.expr(leaves, dt, depth), g.expr(leaves, dt, depth)
+        ob = g.param("o", dt, (m, n), "out")
+        lines += [f"if {p.src}:", f"    {ob}[i, j] = {a.src}", "else:", f"    {ob}[i, j] = {b.src}"]
+        g.ref.append(f"out[{ob!r}] = _torch.where(({p.ref}).expand(a[{x!r}].shape), {a.ref}, {b.ref}).clone()")
+        g.output(ob, a.exact and b.exact)
+        g.notes.append("stores in branches")
     v = g.expr(leaves, dt, depth)
     o = g.param("o", dt, (m, n), "out")
     lines.append(f"{o}[i, j] = {v.src}")
@@ -201,7 +216,7 @@ def block_points(g: Gen) -> None:
 
 def block_tensor(g: Gen) -> None:
     """Whole-tensor expressions at top level, with `keepdims` reductions broadcast back."""
-    m, n = _rows_shape(g)
+    m, n = _rows_shape(g, long=True)
     dt = g.r.choice(FLOATS + ("i32", "i64"))
     x = g.param("x", dt, (m, n))
     y = g.param("y", dt, (m, n))
@@ -357,6 +372,13 @@ def block_elements(g: Gen) -> None:
     elif what == "hist":
         idx2 = g.param("bin", "i32", (e,), spec=InputSpec("index", "K"))
         h = g.param("h", "i32", (k,), "inout")
+        if dt in ("f32", "f64") and g.r.random() < 0.4:  # float max/min: the result does not depend on order
+            hf = g.param("h", dt, (k,), "inout")
+            fn = g.r.choice(("max", "min"))
+            lines.append(f"intent.atomic_{fn}({hf}, {idx2}[n], {vn}[n])")
+            g.ref.append(f"out[{hf!r}] = scatter_reduce(out[{hf!r}], a[{idx2!r}].long(), a[{vn!r}], 'a{fn}')")
+            g.output(hf, True)
+            g.notes.append(f"float atomic {fn}")
         fn = g.r.choice(("add", "max", "min"))
         val = g.r.choice(("1", f"{idx}[n]"))
         vref = "1" if val == "1" else f"a[{idx!r}].long()"
@@ -436,6 +458,20 @@ def block_segments(g: Gen) -> None:
     ]
     g.output(o, fn != "sum" or not f)
     g.notes.append(f"segment {fn}")
+    if g.r.random() < 0.4:  # an ordered loop over the segment, carrying a value
+        ol = g.param("o", dt, (s,), "out")
+        rd, half = ("rnd", "0.5") if f else ("wrap", "3")
+        lines += [f"acc = {dt}(0)", "for t in range(b, e):", f"    acc = acc * {half} + {v}[t]", f"{ol}[q] = acc"]
+        g.ref += [
+            f"out[{ol!r}] = _torch.zeros({g.shapes['S']}, dtype=a[{v!r}].dtype)",
+            f"for q in range({g.shapes['S']}):",
+            f"    acc = _torch.zeros((), dtype=out[{ol!r}].dtype)",
+            f"    for t in range(int(a[{offs!r}][q]), int(a[{offs!r}][q + 1])):",
+            f"        acc = {rd}({rd}(acc * {half}, {dt!r}) + a[{v!r}][t], {dt!r})",
+            f"    out[{ol!r}][q] = acc",
+        ]
+        g.output(ol, True)
+        g.notes.append("segment loop")
     if g.r.random() < 0.5:
         oc = g.param("o", dt, (e,), "inout")
         rev = g.r.random() < 0.3

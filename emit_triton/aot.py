@@ -145,7 +145,14 @@ def _build_entry(root: Path, name: str, kernel: Kernel, shapes: Mapping[str, Seq
     entry: dict[str, Any] | None = None
     variants: dict[str, dict[str, Any]] = {}
     for binding in _bindings(kernel, shapes):
-        plan = launcher.plan_launch(kernel, _torch_args(kernel, binding), materialise=False)
+        try:
+            args = _torch_args(kernel, binding)
+        except LaunchError as exc:
+            defaulted = [s for s in kernel.symbols if s not in shapes]
+            hint = f" (symbols without --shape take {DEFAULT_EXTENT}: give --shape {defaulted[0]}=...)" \
+                if defaulted else ""
+            raise LaunchError(f"kernel {name}: {exc}{hint}") from None
+        plan = launcher.plan_launch(kernel, args, materialise=False)
         if entry is None:
             entry = _describe(kernel, plan.emitted, signature)
             entry["source"] = _write(root, f"{folder}/kernel.py", plan.emitted.source.encode("utf-8"))

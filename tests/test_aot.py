@@ -259,6 +259,10 @@ def test_kirc_build_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "dtype variable T of kernel scale is one of f32, f64, not i32" in capsys.readouterr().err
     assert kirc(["build", str(tmp_path / "k.py"), "--dtype", "U=f32", "-o", str(tmp_path / "o")]) == 1
     assert "--dtype U: no kernel built has a dtype variable U (dtype variables: T)" in capsys.readouterr().err
+    assert kirc(["build", str(tmp_path / "k.py"), "--kernel", "scale", "--shape", "N=5000", "-o",
+                 str(tmp_path / "o")]) == 1
+    assert "kernel scale: the shapes do not satisfy kernel scale's refinements: N <= 4096 failed: N = 5000" \
+        in capsys.readouterr().err
     assert kirc(["build", str(tmp_path / "k.py"), "--arch", "75", "-o", str(tmp_path / "o")]) == 1
     assert "--arch: expected one of 80, 90, got 75" in capsys.readouterr().err
 

@@ -5,6 +5,8 @@ Layout, under a user-owned 0700 root (`$INTENT_CACHE_DIR`, else `~/.cache/intent
     <root>/<entry key>/kernel.py              the generated Triton module (Triton's JIT needs a file)
     <root>/<entry key>/meta.json              name, ABI description, sha256 of kernel.py
     <root>/<entry key>/<artifact key>.json    a compiled specialisation (PTX text, base64 cubin)
+    <root>/emitted/<kernel key>.json          a kernel's emitted form (source, ABI, launch expressions;
+                                              see emitted_cache): a new process launches without lowering
 
 Nothing is ever pickled. Every file is written to a private temporary file in the same directory
 and renamed into place, so a concurrent reader sees either no file or a whole one; readers check

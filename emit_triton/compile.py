@@ -72,7 +72,7 @@ def emitted_for(kernel: Kernel) -> EmittedKernel:
     with _emit_lock:
         emitted = _emitted.get(kernel)
         if emitted is None:
-            emitted = _lower_and_emit(kernel)
+            emitted = _from_disk_or_emit(kernel)
             _emitted[kernel] = emitted
         _emitted_by_id[id(kernel)] = (kernel, emitted)
         return emitted
@@ -91,14 +91,37 @@ def invalidate_plans() -> None:
     generation += 1
 
 
-def _lower_and_emit(kernel: Kernel) -> EmittedKernel:
+def _from_disk_or_emit(kernel: Kernel) -> EmittedKernel:
+    """The emitted kernel an earlier process recorded on disk, else lower and emit it (and record it)."""
+    from . import emitted_cache
+
+    text = kernel_text(kernel)
+    found = emitted_cache.load(kernel, text, intent_version())
+    if found is not None:
+        return found
+    emitted, genuine = _lower_and_emit(kernel)
+    if genuine:  # what stand-in stages (tests) emit is never recorded under the kernel's name
+        emitted_cache.store(kernel, text, intent_version(), emitted)
+    return emitted
+
+
+def _stage_attribute(package: ModuleType, name: str) -> Any:
+    """`package.name`, or None when it is absent or its lazy import fails (reported as "not available")."""
+    try:
+        return getattr(package, name, None)
+    except ImportError:
+        return None
+
+
+def _lower_and_emit(kernel: Kernel) -> tuple[EmittedKernel, bool]:
+    """The emitted kernel, and whether it came from the real `physical.lower` and `emit_triton.emit`."""
     try:
         import emit_triton
         import physical
     except ImportError as exc:  # pragma: no cover - a broken installation
         raise IntentError(f"cannot emit Triton for kernel {kernel.name}: {exc}") from exc
-    lower = getattr(physical, "lower", None)
-    emit = getattr(emit_triton, "emit", None)
+    lower = _stage_attribute(physical, "lower")
+    emit = _stage_attribute(emit_triton, "emit")
     if emit is None:
         try:
             emit = importlib.import_module("emit_triton.emit")
@@ -109,7 +132,9 @@ def _lower_and_emit(kernel: Kernel) -> EmittedKernel:
     if lower is None or emit is None:
         missing = "physical.lower" if lower is None else "emit_triton.emit"
         raise IntentError(f"cannot emit Triton for kernel {kernel.name}: {missing} is not available")
-    return emit(lower(kernel))
+    genuine = getattr(lower, "__module__", None) == "physical.lowering" and \
+        getattr(emit, "__module__", None) == "emit_triton.emit"
+    return emit(lower(kernel)), genuine
 
 
 # ---------------------------------------------------------------------------------------------- keys

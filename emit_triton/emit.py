@@ -9,9 +9,11 @@ is set, else int32).
 
 from __future__ import annotations
 
+import importlib
 import keyword
 import math
 import re
+import sys
 from collections.abc import Callable
 
 from kir.dims import DBin, DConst, Dim, DSym
@@ -364,6 +366,7 @@ def _persistent_body(em: Emitter, g: Group, segments: int) -> None:
 
 def emit(program: Program) -> EmittedKernel:
     """Generate the Triton module of `program` and its ABI."""
+    load_emitters()
     em = Emitter(program)
     kname = mangle(program.name, "kernel")
     em.used.update({kname})
@@ -427,16 +430,20 @@ def _counts(program: Program) -> tuple[tuple[str, LaunchExpr], ...]:
     return (("bytes", counted.bytes), ("flops", counted.flops), ("exact", LConst(int(counted.exact))))
 
 
-from . import (  # noqa: E402,F401  (each module registers its emitters)
-    emit_access,
-    emit_contract,
-    emit_control,
-    emit_histogram,
-    emit_layout,
-    emit_pointwise,
-    emit_program,
-    emit_reduce,
-    emit_region,
-)
+# The modules that register emitters into EMIT (each imports this module).
+EMITTER_MODULES = ("emit_access", "emit_contract", "emit_control", "emit_histogram", "emit_layout", "emit_pointwise",
+                   "emit_program", "emit_reduce", "emit_region")
+
+
+def load_emitters() -> None:
+    """Import every emitter module (a no-op once they are loaded)."""
+    for name in EMITTER_MODULES:
+        importlib.import_module(f"{__package__}.{name}")
+
+
+# Registered now, unless a module that imports this one and is imported by the emitters is what is importing it:
+# it is only partly executed, and the emitters import names from it; then `emit` registers them on its first call.
+if not any(f"{__package__}.{name}" in sys.modules for name in (*EMITTER_MODULES, "emit_combine", "numerics")):
+    load_emitters()
 
 __all__ = ["emit", "EMIT", "Emitter", "TL_DTYPE", "REGISTER_DTYPE", "literal", "LDim", "LSum"]

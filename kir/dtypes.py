@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # NumPy is imported where it is used: `import intent` stays light
+    import numpy as np
 
 
 class DType(Enum):
@@ -64,7 +66,9 @@ class DType(Enum):
     @property
     def np(self) -> np.dtype:
         """The NumPy storage dtype (bf16 and fp8 are stored as f32 rounded to the dtype by the oracle)."""
-        return np.dtype(_NP[self])
+        import numpy
+
+        return numpy.dtype(_NP[self])
 
     @property
     def torch(self):  # -> torch.dtype; torch is imported lazily to keep kir light
@@ -95,7 +99,9 @@ class DType(Enum):
 
     @staticmethod
     def from_numpy(dt) -> DType | None:
-        return _FROM_NP.get(np.dtype(dt).name)
+        import numpy
+
+        return _FROM_NP.get(numpy.dtype(dt).name)
 
 
 _BITS = {DType.pred: 1, DType.i8: 8, DType.i16: 16, DType.i32: 32, DType.i64: 64, DType.u8: 8, DType.u16: 16,
@@ -131,6 +137,8 @@ def bf16_rounded_bits(x: object) -> np.ndarray:
     """The f32 bit patterns (uint32) of `x` rounded to the nearest bf16, ties to even; every NaN becomes
     0x7FC00000. KIR's one rounding rule for bf16: the oracle, the emitter's constants and the launcher's
     conversion of f32 arrays all use it."""
+    import numpy as np
+
     x32 = np.asarray(x, dtype=np.float32)
     bits = x32.view(np.uint32)
     rounded = (bits + (np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1)))) & np.uint32(0xFFFF0000)
@@ -147,6 +155,7 @@ FP8 = {DType.f8e4m3: (448.0, 7, 3, -6), DType.f8e5m2: (57344.0, 15, 2, -14)}
 def fp8_ml_dtype(dtype: DType) -> np.dtype:
     """The `ml_dtypes` NumPy dtype of an fp8 format (the oracle's reference for its rounding)."""
     import ml_dtypes
+    import numpy as np
 
     return np.dtype(ml_dtypes.float8_e4m3fn if dtype is DType.f8e4m3 else ml_dtypes.float8_e5m2)
 
@@ -155,6 +164,8 @@ def fp8_rounded(x: object, dtype: DType) -> np.ndarray:
     """`x` rounded to the nearest `dtype` value (ties to even), as float32: KIR's one fp8 rounding. It does not
     saturate: beyond the largest finite value (past the halfway point) f8e4m3 gives NaN (it has no infinities)
     and f8e5m2 gives +-inf; NaN stays NaN. f64 rounds through f32 (innocuous: 24 >= 2 * 4 + 2)."""
+    import numpy as np
+
     x32 = np.asarray(x, dtype=np.float32)
     with np.errstate(over="ignore", invalid="ignore"):
         return x32.astype(fp8_ml_dtype(dtype)).astype(np.float32)

@@ -5,10 +5,28 @@ from __future__ import annotations
 import operator
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-
-import z3
+from typing import TYPE_CHECKING, Any
 
 from .dims import DBin, DConst, Dim, DSym, PAnd, PCmp, PNot, POr, Pred, dim_to_z3
+
+if TYPE_CHECKING:
+    import z3
+else:
+    class _Z3:
+        """Z3 on first use (importing it costs more than the rest of `import intent`); then the module itself."""
+
+        def __getattr__(self, name: str) -> Any:
+            import z3 as module
+
+            globals()["z3"] = module
+            return getattr(module, name)
+
+    z3 = _Z3()
+
+
+def _only_lower_bounds(hyps: Iterable[Pred]) -> bool:
+    return all(isinstance(h, PCmp) and h.op == ">=" and isinstance(h.lhs, DSym) and isinstance(h.rhs, DConst)
+               for h in hyps)
 
 
 def default_lower_bounds(symbols: Iterable[str], requires: Iterable[Pred]) -> tuple[Pred, ...]:
@@ -46,7 +64,7 @@ class ShapeSolver:
     facts: list[Pred] = field(default_factory=list)  # extra local facts (loop ranges) pushed by callers
 
     def __post_init__(self) -> None:
-        self._vars: dict[str, z3.ArithRef] = {s: z3.Int(s) for s in self.symbols}
+        self._vars: dict[str, z3.ArithRef] = {}  # made on first use: many kernels never need Z3 at all
         self._terms: dict[Pred, z3.BoolRef] = {}
 
     def var(self, name: str) -> z3.ArithRef:
@@ -137,6 +155,8 @@ class ShapeSolver:
         return found  # type: ignore[return-value]
 
     def _unsat_explanation(self, hyps: tuple[Pred, ...]) -> str | None:
+        if _only_lower_bounds(hyps):  # each symbol bounded below by a constant: satisfiable, no Z3 needed
+            return None
         s = z3.Solver()
         s.set("timeout", 2000)
         s.set("unsat_core", True)

@@ -2,34 +2,26 @@
 
 from __future__ import annotations
 
-from kir.core import Kernel
+from typing import TYPE_CHECKING
 
-from . import model
-from .construct import construct, segments_for
-from .explain import explain
-from .model import Program
-from .passes import PIPELINE, Pass
-from .printer import print_program
-from .verify import verify as _verify_program
+from kir.lazy import make_lazy
 
-verify = _verify_program
+if TYPE_CHECKING:
+    from . import model
+    from .construct import construct, segments_for
+    from .explain import explain
+    from .lowering import lower
+    from .model import Program
+    from .passes import PIPELINE, Pass
+    from .printer import print_program
+    from .verify import verify
 
-
-def lower(kernel: Kernel, verify: bool = False) -> Program:  # noqa: A002 (the documented keyword)
-    """Construct the initial program, then run every pass of `PIPELINE` in order.
-
-    With `verify=True` the construction verifier runs after construction and after each pass, with the
-    kernel, so that the rules of semantic preservation compare every stage with the KIR.
-    """
-    program = construct(kernel)
-    if verify:
-        _verify_program(program, kernel)
-    for p in PIPELINE:
-        if p.legal(program) is True and p.profitable(program):
-            program = p.run(program)
-            if verify:
-                _verify_program(program, kernel)
-    return program
+# Loaded on first use: the launcher imports `physical.launch_expr` alone, without networkx and the passes.
+make_lazy(__name__, {
+    "model": (".model", ""), "construct": (".construct", "construct"), "segments_for": (".construct", "segments_for"),
+    "explain": (".explain", "explain"), "lower": (".lowering", "lower"), "Program": (".model", "Program"),
+    "PIPELINE": (".passes", "PIPELINE"), "Pass": (".passes", "Pass"), "print_program": (".printer", "print_program"),
+    "verify": (".verify", "verify")})
 
 
 __all__ = ["construct", "lower", "PIPELINE", "Pass", "verify", "print_program", "explain", "Program", "model",

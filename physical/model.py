@@ -557,5 +557,12 @@ def one() -> Dim:
     return DConst(1)
 
 
-from .ops import *  # noqa: E402,F401,F403  (the op classes are part of the model)
-from .ops import OP_CLASSES  # noqa: E402,F401
+def __getattr__(name: str) -> object:
+    """The op classes (and `OP_CLASSES`) are part of the model; they live in `physical.ops`, which imports
+    this module, so they are looked up there on first use rather than imported here (that made importing
+    `physical.ops` before the model a circular import)."""
+    from . import ops
+
+    if name in ops.__all__:
+        return getattr(ops, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,7 +15,8 @@ from tests.samples import softmax, vector_add
 
 
 @pytest.fixture(autouse=True)
-def fresh():
+def fresh(tmp_path, monkeypatch):
+    monkeypatch.setenv("INTENT_CACHE_DIR", str(tmp_path / "cache"))  # no emitted kernel recorded on disk
     compile_mod.clear_emitted()
     yield
     compile_mod.clear_emitted()

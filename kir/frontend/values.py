@@ -8,11 +8,10 @@ folds or turns into explicit KIR ops where they meet tensors.
 from __future__ import annotations
 
 import builtins
+import sys
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
-
-import numpy as np
 
 from ..core import RefType, TensorType, Value
 from ..dims import Dim, Pred
@@ -221,7 +220,8 @@ def from_python(obj: object, dtype_bindings: dict[str, DType]) -> FValue:
     """The meaning of a Python object named in a kernel body (a global, a closure cell, a default)."""
     if isinstance(obj, bool | int | float):
         return Num(obj)
-    if isinstance(obj, np.bool_ | np.integer | np.floating):
+    np = sys.modules.get("numpy")  # a NumPy scalar exists only once NumPy is imported
+    if np is not None and isinstance(obj, np.bool_ | np.integer | np.floating):
         return Num(obj.item())
     if isinstance(obj, str):
         return StrLit(obj)

@@ -19,14 +19,13 @@ import functools
 import math
 import operator
 import re
+import sys
 import types
 import typing
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Union
-
-import numpy as np
 
 from ..core import OP_CLASSES, DynSlice, Op, Region, Slice, Value
 from ..dims import Dim
@@ -238,9 +237,10 @@ class LiteralCodec(Codec):
     grammar = "literal"
 
     def emit(self, value: int | float | bool, pr: Printer, bare: bool = False) -> str:
-        if isinstance(value, bool | np.bool_):
+        np = sys.modules.get("numpy")  # a NumPy scalar exists only once NumPy is imported
+        if isinstance(value, bool) or (np is not None and isinstance(value, np.bool_)):
             return "true" if value else "false"
-        if isinstance(value, int | np.integer):
+        if isinstance(value, int) or (np is not None and isinstance(value, np.integer)):
             return str(int(value))
         return format_float(value)
 

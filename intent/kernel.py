@@ -7,9 +7,7 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from kir.core import Kernel, Role
 from kir.dtypes import DType, DTypeVar
@@ -18,6 +16,10 @@ from kir.frontend import KernelSignature, build, const_fits, signature
 from kir.frontend.signature import NO_DEFAULT, ConstSpec, ScalarSpec, TensorSpec
 
 from .dsl import user_loc
+from .tracebacks import USER_FACING, api_boundary, filter_exception
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def _stage(module: str, attr: str, stage: str) -> Callable[..., Any]:
@@ -36,7 +38,8 @@ def _stage(module: str, attr: str, stage: str) -> Callable[..., Any]:
 
 def dtype_of_argument(value: object) -> DType | None:
     """The element type of a torch tensor or a NumPy array (None for anything else)."""
-    if isinstance(value, np.ndarray):
+    np = sys.modules.get("numpy")  # an array exists only once NumPy is imported
+    if np is not None and isinstance(value, np.ndarray):
         if value.dtype.name == "bfloat16":
             return DType.bf16
         return DType.from_numpy(value.dtype)
@@ -141,6 +144,7 @@ class KernelObject:
     """What `@intent.kernel` returns: call it to launch; `.kir`, `.oracle(...)`, `.triton_source(...)`, `.ptx(...)`,
     `.stablehlo(...)`, `.stablehlo_run(...)`, `.explain(...)` expose each stage."""
 
+    @api_boundary
     def __init__(self, fn: Callable[..., Any], requires: Iterable[object] | None = None,
                  checks: bool | None = None, autotune: bool | None = None) -> None:
         self.__wrapped__ = fn
@@ -165,6 +169,7 @@ class KernelObject:
 
     # ------------------------------------------------------------------------------------------ KIR
     @property
+    @api_boundary
     def kir(self) -> Kernel:
         """The generic KIR: dtype variables stay variables; const parameters take their defaults, and const int
         parameters without one are shape symbols."""
@@ -176,6 +181,7 @@ class KernelObject:
                                   f"{self.__name__}.specialize({{...}}) or give `{p.name}` a default", p.loc)
         return self._generic
 
+    @api_boundary
     def specialize_with(self, dtypes: Mapping[str, DType | str] | None = None,
                         consts: Mapping[str, object] | None = None, absent: Iterable[str] = ()) -> Kernel:
         """The specialised KIR for explicit dtype-variable values and const values, without the optional tensor
@@ -199,6 +205,7 @@ class KernelObject:
             self._cache[key] = hit
         return hit
 
+    @api_boundary
     def specialize(self, args: Mapping[str, object]) -> Kernel:
         """The KIR specialised for these arguments: dtype variables bound from the tensors' dtypes, const
         parameters from their values."""
@@ -277,19 +284,24 @@ class KernelObject:
 
     # ------------------------------------------------------------------------------------------ stages
     def __call__(self, *args: object, **kwargs: object) -> Any:
-        if _traced():  # torch.compile, fake tensors, make_fx: the call becomes the kernel's torch operator
-            from .torch_op import call
+        try:  # inline rather than @api_boundary: this is the launch path, where every call counts
+            if _traced():  # torch.compile, fake tensors, make_fx: the call becomes the kernel's torch operator
+                from .torch_op import call
 
-            return call(self, args, kwargs)
-        layout = self._call_layouts.get((len(args), tuple(kwargs)))
-        if layout is not None:
-            found = layout.specialisation(args, kwargs)
-            if found is not None:
-                return self._launch(found[0], found[1])
-        kernel, abi = self._prepare(args, kwargs)
-        self._remember_call(args, kwargs, kernel)
-        return self._launch(kernel, abi)
+                return call(self, args, kwargs)
+            layout = self._call_layouts.get((len(args), tuple(kwargs)))
+            if layout is not None:
+                found = layout.specialisation(args, kwargs)
+                if found is not None:
+                    return self._launch(found[0], found[1])
+            kernel, abi = self._prepare(args, kwargs)
+            self._remember_call(args, kwargs, kernel)
+            return self._launch(kernel, abi)
+        except USER_FACING as exc:
+            filter_exception(exc)
+            raise
 
+    @api_boundary
     def with_options(self, *, checks: bool | None = None, autotune: bool | None = None) -> KernelObject:
         """The same kernel with other options (`checks`, `autotune`); unnamed options stay as they are."""
         return KernelObject(self.__wrapped__, self._requires, self.checks if checks is None else checks,
@@ -310,26 +322,32 @@ class KernelObject:
             layout = self._call_layouts[shape] = _CallLayout(self.signature, len(args), tuple(kwargs))
         layout.remember(args, kwargs, kernel)
 
+    @api_boundary
     def oracle(self, *args: object, **kwargs: object) -> dict[str, np.ndarray]:
         kernel, abi = self._prepare(args, kwargs)
         return _stage("oracle", "run", "the NumPy oracle")(kernel, abi, checks=self.checks)
 
+    @api_boundary
     def triton_source(self, *args: object, **kwargs: object) -> str:
         kernel, abi = self._prepare(args, kwargs)
         return _stage("emit_triton", "source", "Triton source emission")(kernel, abi)
 
+    @api_boundary
     def ptx(self, *args: object, arch: int = 90, **kwargs: object) -> str:
         kernel, abi = self._prepare(args, kwargs)
         return _stage("emit_triton", "ptx", "ahead-of-time PTX")(kernel, abi, arch)
 
+    @api_boundary
     def stablehlo(self, *args: object, **kwargs: object) -> str:
         kernel, abi = self._prepare(args, kwargs)
         return _stage("oracle.stablehlo", "emit", "the StableHLO exit")(kernel, abi)
 
+    @api_boundary
     def stablehlo_run(self, *args: object, **kwargs: object) -> dict[str, np.ndarray]:
         kernel, abi = self._prepare(args, kwargs)
         return _stage("oracle.stablehlo", "run", "the StableHLO exit")(kernel, abi)
 
+    @api_boundary
     def explain(self, *args: object, **kwargs: object) -> str:
         kernel, _ = self._prepare(args, kwargs, require_inputs=False)
         return _stage("physical", "explain", "the physical plan")(kernel)
@@ -339,6 +357,7 @@ class KernelObject:
         return f"<intent.kernel {self.__name__}({params})>"
 
 
+@api_boundary
 def kernel(fn: Callable[..., Any] | None = None, *, requires: Iterable[object] | None = None,
            checks: bool | None = None, autotune: bool | None = None) -> Any:
     """`@intent.kernel` or `@intent.kernel(requires=[N <= 65536], checks=True, autotune=True)`.
@@ -356,6 +375,7 @@ def kernel(fn: Callable[..., Any] | None = None, *, requires: Iterable[object] |
 class Helper:
     """An `@intent.func` helper or `@intent.combine` function: inlined where a kernel body calls it."""
 
+    @api_boundary
     def __init__(self, fn: Callable[..., Any], kind: str) -> None:
         if not callable(fn) or not hasattr(fn, "__code__"):
             raise DiagnosticError(f"@intent.{kind} decorates a `def` function, got {fn!r}", user_loc())
@@ -375,11 +395,13 @@ class Helper:
         return f"<intent.{self._kind} {self.__name__}>"
 
 
+@api_boundary
 def func(fn: Callable[..., Any]) -> Helper:
     """`@intent.func`: a helper whose body is inlined at each call site in a kernel body."""
     return Helper(fn, "func")
 
 
+@api_boundary
 def combine(fn: Callable[..., Any]) -> Helper:
     """`@intent.combine`: `def c(a, b)` combining two partial results (tuples for tuple reductions)."""
     return Helper(fn, "combine")

@@ -71,6 +71,9 @@ def _parser() -> argparse.ArgumentParser:
     lower.add_argument("--emit", required=True, choices=EMITS, help="the stage to print")
     shapes(lower)
     lower.add_argument("--arch", type=int, default=90, help="the CUDA architecture for --emit=ptx (default 90)")
+    lower.add_argument("--standalone", action="store_true",
+                       help="with --emit=triton: a module that runs on its own (the kernel, its grid and "
+                            "constexprs for --shape, and a __main__ that launches it on random inputs)")
     lower.add_argument("-o", "--output", metavar="OUT", help="write to OUT instead of standard output")
 
     run = sub.add_parser("run", help="run on random inputs and compare with the oracle",
@@ -98,8 +101,17 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("-o", "--output", metavar="DIR", required=True, help="the build directory")
 
     explain = sub.add_parser("explain", help="show the physical plan",
-                             description="Worksets, groups, segments, buffers, bounds proofs and performance notes.")
+                             description="Worksets, groups, segments, buffers, bounds proofs and performance notes; "
+                                         "launch formulas in terms of the constexprs, each defined once. With "
+                                         "--shape (a value for every shape symbol): the grid, programs per group, "
+                                         "block sizes, warps, the active form of each group and the bytes moved "
+                                         "against the ideal at those shapes.")
     common(explain)
+    explain.add_argument("--shape", metavar="S=N", action="extend", nargs="+", default=[],
+                         help="evaluate the plan with these shape symbols (e.g. M=4096 N=1000)")
+    explain.add_argument("--sms", type=int, default=None, metavar="N",
+                         help="multiprocessors of the device the launch is sized for (default 132, an H100; "
+                              "0: Triton's interpreter)")
     return ap
 
 
@@ -284,6 +296,8 @@ def _cmd_check(opts: argparse.Namespace) -> int:
 
 
 def _cmd_lower(opts: argparse.Namespace) -> int:
+    if opts.standalone and opts.emit != "triton":
+        raise UsageError("--standalone goes with --emit=triton")
     name, obj = _one(_load(opts.file), opts.kernel, opts.file)
     k = _specialised(obj, _dtypes(opts.dtype))
     verify(k)
@@ -300,7 +314,11 @@ def _cmd_lower(opts: argparse.Namespace) -> int:
     else:
         _require_specialised(k)
         args = _random_args(k, opts)
-        if emit == "triton":
+        if emit == "triton" and opts.standalone:
+            standalone = _stage("emit_triton.standalone", "standalone_module",
+                                "standalone modules (emit_triton.standalone)")
+            text = standalone(k, args, seed=opts.seed)
+        elif emit == "triton":
             text = _stage("emit_triton", "source", "Triton emission (emit_triton.source)")(k, args)
         elif emit == "ptx":
             text = _stage("emit_triton", "ptx", "PTX compilation (emit_triton.ptx)")(k, args, opts.arch)
@@ -318,7 +336,25 @@ def _cmd_lower(opts: argparse.Namespace) -> int:
 def _random_args(k: Kernel, opts: argparse.Namespace) -> dict[str, Any]:
     from .inputs import random_inputs
 
-    return random_inputs(k, _shapes(opts.shape), opts.seed)
+    shapes = _shapes(opts.shape)
+    _check_symbols(k, shapes)
+    return random_inputs(k, shapes, opts.seed)
+
+
+def _check_symbols(k: Kernel, shapes: dict[str, int]) -> None:
+    """Every shape symbol bound and no other name, reported all at once (a usage error)."""
+    problems = []
+    missing = [s for s in k.symbols if s not in shapes]
+    if missing:
+        values = " ".join(f"{s}=..." for s in missing)
+        what = "values for shape symbols" if len(missing) > 1 else "a value for shape symbol"
+        problems.append(f"kernel {k.name} needs {what} {', '.join(missing)} (--shape {values})")
+    unknown = [s for s in shapes if s not in k.symbols]
+    if unknown:
+        problems.append(f"kernel {k.name} has no shape symbol{'s' * (len(unknown) > 1)} {', '.join(unknown)} "
+                        f"(its symbols: {', '.join(k.symbols) or 'none'})")
+    if problems:
+        raise UsageError("; ".join(problems))
 
 
 def _cmd_explain(opts: argparse.Namespace) -> int:
@@ -326,7 +362,20 @@ def _cmd_explain(opts: argparse.Namespace) -> int:
     k = _specialised(obj, _dtypes(opts.dtype))
     verify(k)
     _require_specialised(k)
-    text = _stage("physical", "explain", "the physical plan (physical.explain)")(k)
+    explain = _stage("physical", "explain", "the physical plan (physical.explain)")
+    if opts.sms is not None and opts.sms < 0:
+        raise UsageError(f"--sms {opts.sms}: the count of multiprocessors cannot be negative")
+    if opts.shape:
+        from .inputs import concrete_shapes
+
+        shapes = _shapes(opts.shape)
+        _check_symbols(k, shapes)
+        concrete_shapes(k, shapes)  # the refinements hold at these shapes (else a diagnostic naming the failure)
+        text = explain(k, shapes, *(() if opts.sms is None else (opts.sms,)))
+    else:
+        if opts.sms is not None:
+            raise UsageError("--sms goes with --shape")
+        text = explain(k)
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return 0
 

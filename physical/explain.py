@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from kir.core import Kernel
 
 from . import ops as P
-from .model import AssumeInBounds, Group, Guard, POp, Program, Proven
+from .counts import operation_counts
+from .launch_expr import DEVICE_SMS, LaunchExpr, LConst, ldim, lprod, lsum
+from .launch_text import in_terms_of, named_formulas, simplify, text
+from .model import Access, AssumeInBounds, BufferScope, Group, Guard, POp, Program, Proven
 from .printer import guards_of
+
+DEFAULT_SMS = 132  # an H100 SXM (sm_90): the multiprocessors `explain` sizes a launch for unless told
 
 
 def _where(program: Program, op: POp) -> str:
@@ -55,25 +62,25 @@ def _inside(op: POp) -> str | None:
     return None
 
 
-def _group_lines(p: Program, g: Group, consts: dict) -> list[str]:
+def _group_lines(p: Program, g: Group, consts: dict, f: _Formulas) -> list[str]:
     seg = next((s for s in p.segments if s.group == g.id), None)
     where = f" at {g.loc.file.rsplit('/', 1)[-1]}:{g.loc.line}" if g.loc else ""
     if g.domain and g.tiles:
         dom = ", ".join(str(d) for d in g.domain)
         tiled = g.domain[len(g.domain) - len(g.tiles):]
-        shape = " x ".join(f"{b} = {consts.get(b, '?')}" for b in g.tiles)
+        shape = " x ".join(f"{b}" for b in g.tiles)
         lines = [f"group {g.id} ({g.name}{where}): workset over ({dom})",
                  f"  each program owns one tile {shape} of ({', '.join(map(str, tiled))})"
                  + (" and one coordinate of each leading axis" if len(g.domain) > len(g.tiles) else "")]
     elif g.domain:
         dom = ", ".join(str(d) for d in g.domain)
         lines = [f"group {g.id} ({g.name}{where}): workset over ({dom}), flattened row-major",
-                 f"  each program owns {g.block} = {consts.get(g.block, '?')} consecutive instances"]
+                 f"  each program owns {g.block} consecutive instances"]
     else:
         why = "independence could not be proven; everything runs in order" if g.serial else "nothing to map"
         lines = [f"group {g.id} ({g.name}{where}): a single instance ({why})"]
     if seg is not None:
-        lines.append(f"  segment: programs [{seg.offset}, {seg.offset} + {seg.length})")
+        lines.append(f"  segment: programs {f.span(seg.offset, seg.length)}")
     inside: list[str] = []
     for op in g.body.walk():
         what = _inside(op)
@@ -83,16 +90,16 @@ def _group_lines(p: Program, g: Group, consts: dict) -> list[str]:
     if g.persistent is not None:
         loads = sorted({p.buffer(op.access.buffer).name for op in g.persistent.split(g.body.ops)[0]
                         if isinstance(op, P.Load)})
-        lines.append(f"  persistent when {g.persistent.flag} = {consts.get(g.persistent.flag, '?')} is 1: the programs "
-                     f"walk the {g.persistent.blocks} blocks of instances, as many programs "
+        lines.append(f"  persistent when {g.persistent.flag} is 1: the programs "
+                     f"walk the {f(g.persistent.blocks)} blocks of instances, as many programs "
                      f"as keep the device busy (resident_programs(num_warps)); each reads "
                      f"{', '.join(loads) or 'nothing'} "
                      f"once, before its loop")
     if g.looped is not None:
         lp = g.looped
         passes = f"{lp.loops} pass{'es' if lp.loops > 1 else ''}"
-        lines.append(f"  looped when {lp.flag} = {consts.get(lp.flag, '?')} is 1: {lp.axis.extent} in chunks of "
-                     f"{lp.chunk.block} = {consts.get(lp.chunk.block, '?')}, {passes} over the row")
+        lines.append(f"  looped when {lp.flag} is 1: {lp.axis.extent} in chunks of "
+                     f"{lp.chunk.block}, {passes} over the row")
     return lines
 
 
@@ -106,16 +113,49 @@ def _bounds(a) -> str:
     return "not justified"
 
 
-def explain_program(program: Program) -> str:
+class _Formulas:
+    """Launch formulas of one program in terms of its named constexprs (see `launch_text`)."""
+
+    def __init__(self, program: Program) -> None:
+        self.raw = tuple(program.constexprs)
+        self.named = named_formulas(self.raw)
+
+    def __call__(self, e: LaunchExpr | int) -> str:
+        return str(e) if isinstance(e, int) else text(in_terms_of(e, self.raw))
+
+    def span(self, offset: LaunchExpr, length: LaunchExpr) -> str:
+        start = simplify(offset)
+        if start == LConst(0):
+            return f"[0, {self(length)})"
+        return f"[{self(start)}, {self(start)} + {self(length)})"
+
+
+def ideal_bytes(program: Program) -> LaunchExpr:
+    """Every input read once and every output written once (in-out: both), from the external buffers."""
+    terms: list[LaunchExpr] = []
+    for b in program.buffers:
+        if b.scope is not BufferScope.EXTERNAL_VIEW:
+            continue
+        times = 2 if b.access is Access.READ_WRITE else 1
+        terms.append(lprod((LConst(max(1, b.dtype.bits // 8) * times), *(ldim(d) for d in b.shape))))
+    return lsum(tuple(terms))
+
+
+def explain_program(program: Program, shapes: Mapping[str, int] | None = None, sms: int = DEFAULT_SMS) -> str:
+    """The plan in words, formulas in terms of the constexprs; with `shapes`, also its numbers there."""
     p = program
+    f = _Formulas(p)
     consts = dict(p.constexprs)
-    lines = [f"kernel {p.name}: one launch, grid = {p.grid} programs, num_warps = {p.num_warps}"]
+    lines = [f"kernel {p.name}: one launch, grid = {f(p.grid)} programs, num_warps = {f(p.num_warps)}"]
     for g in p.groups:
-        lines += _group_lines(p, g, consts)
-    lines.append("tiles:")
-    tiles = [(n, e) for n, e in p.constexprs if not any(g.block == n or (g.looped is not None and g.looped.flag == n)
-                                                        for g in p.groups)]
-    lines += [f"  {n} = {e}" for n, e in tiles] or ["  none"]
+        lines += _group_lines(p, g, consts, f)
+    lines.append("constexprs:")
+    lines += [f"  {n} = {text(e)}" for n, e in f.named.items()] or ["  none"]
+    counts = operation_counts(p)
+    exact = "" if counts.exact else " (an estimate: some trip counts depend on data)"
+    lines.append("memory:")
+    lines.append(f"  bytes moved = {f(counts.bytes)}{exact}")
+    lines.append(f"  ideal = {f(ideal_bytes(p))} (every input read once, every output written once)")
     lines.append("buffers:")
     for b in p.buffers:
         backing = f", backed by workspace {b.storage} ({b.copies} copies)" if b.storage else ""
@@ -127,17 +167,92 @@ def explain_program(program: Program) -> str:
         lines.append(f"  {op.NAME} {names.get(a.buffer, a.buffer)}{_where(p, op)}: {_bounds(a)}")
     lines.append("performance notes:")
     lines += [f"  {n}" for n in p.notes] or ["  none"]
+    if shapes is not None:
+        lines += evaluated_lines(p, shapes, sms, counts)
     return "\n".join(lines) + "\n"
 
 
-def explain(kernel: Kernel) -> str:
-    """Lower `kernel`, check it with the construction verifier, and explain the plan."""
+def launch_environment(program: Program, shapes: Mapping[str, int], sms: int) -> dict[str, int]:
+    """The values a launch at `shapes` gives every constexpr (the launcher's evaluation, without tensors)."""
+    env: dict[str, int] = {**shapes, DEVICE_SMS: sms}
+    pending = list(program.constexprs)
+    while pending:
+        progressed = False
+        for item in list(pending):
+            name, e = item
+            try:
+                env[name] = e.evaluate(env) if isinstance(e, LaunchExpr) else int(e)
+            except KeyError:
+                continue
+            pending.remove(item)
+            progressed = True
+        if not progressed:
+            missing = sorted(set().union(*(e.names() for _, e in pending if isinstance(e, LaunchExpr))) - set(env))
+            raise KeyError(", ".join(missing))
+    return env
+
+
+def _form(g: Group, env: Mapping[str, int]) -> str:
+    if g.tiles:
+        return "tiled: each program owns one tile " + " x ".join(f"{b} = {env.get(b, '?')}" for b in g.tiles)
+    if not g.domain:
+        return "a single instance"
+    forms = []
+    if g.looped is not None and env.get(g.looped.flag) == 1:
+        forms.append(f"looped ({g.looped.flag} = 1: the row in chunks of {g.looped.chunk.block} = "
+                     f"{env.get(g.looped.chunk.block, '?')})")
+    if g.persistent is not None and env.get(g.persistent.flag) == 1:
+        forms.append(f"persistent ({g.persistent.flag} = 1: programs walk the blocks of instances)")
+    if not forms:
+        other = [x for x, on in (("looped", g.looped), ("persistent", g.persistent)) if on is not None]
+        off = f" ({' and '.join(other)} form{'s' * (len(other) > 1)} off at these shapes)" if other else ""
+        return f"one block of {g.block} = {env.get(g.block, '?')} instances per program{off}"
+    return ", ".join(forms)
+
+
+def _count(n: int) -> str:
+    return f"{n:,}"
+
+
+def evaluated_lines(p: Program, shapes: Mapping[str, int], sms: int, counts=None) -> list[str]:
+    env = launch_environment(p, shapes, sms)
+    bound = ", ".join(f"{k} = {v}" for k, v in shapes.items()) or "no symbols"
+    device = f"a device of {sms} multiprocessors" if sms > 0 else "Triton's interpreter (one program at a time)"
+    lines = [f"at {bound} ({device}):"]
+    lines.append(f"  grid = {_count(p.grid.evaluate(env))} programs, num_warps = "
+                 f"{p.num_warps if isinstance(p.num_warps, int) else p.num_warps.evaluate(env)}")
+    lines.append("  constexprs: " + (", ".join(f"{n} = {env[n]}" for n, _ in p.constexprs) or "none"))
+    for g in p.groups:
+        seg = next((s for s in p.segments if s.group == g.id), None)
+        where = ""
+        if seg is not None:
+            start, length = seg.offset.evaluate(env), seg.length.evaluate(env)
+            where = f"programs [{_count(start)}, {_count(start + length)}) ({_count(length)} programs)"
+        lines.append(f"  group {g.id} ({g.name}): {where}; {_form(g, env)}")
+    counts = counts if counts is not None else operation_counts(p)
+    moved, ideal = counts.bytes.evaluate(env), ideal_bytes(p).evaluate(env)
+    ratio = f" ({moved / ideal:.2f}x the ideal)" if ideal else ""
+    exact = "" if counts.exact else ", an estimate"
+    lines.append(f"  memory: {_count(moved)} bytes moved{exact}, ideal {_count(ideal)}{ratio}")
+    flops = counts.flops.evaluate(env)
+    if flops:
+        lines.append(f"  float operations: {_count(flops)}")
+    return lines
+
+
+def explain(kernel: Kernel, shapes: Mapping[str, int] | None = None, sms: int = DEFAULT_SMS) -> str:
+    """Lower `kernel`, check it with the construction verifier, and explain the plan; with `shapes` (a value
+    for every shape symbol), also the grid, block sizes, warps, active forms and bytes moved there, for a
+    device of `sms` multiprocessors (0: Triton's interpreter)."""
     from . import lower
     from .verifier import RULES, verify
 
     program = lower(kernel)
     verify(program, kernel)
-    return explain_program(program) + f"construction verifier: all {len(RULES)} rules hold\n"
+    text_ = explain_program(program) + f"construction verifier: all {len(RULES)} rules hold\n"
+    if shapes is not None:
+        text_ += "\n".join(evaluated_lines(program, shapes, sms)) + "\n"
+    return text_
 
 
-__all__ = ["explain", "explain_program"]
+__all__ = ["explain", "explain_program", "evaluated_lines", "ideal_bytes", "launch_environment", "DEFAULT_SMS"]

@@ -196,10 +196,11 @@ def test_random_inputs_errors_are_diagnostics(capsys: pytest.CaptureFixture[str]
     path = write(tmp_path, GOOD)
     code, _, err = run(capsys, "run", path, "--shape", "N=1001")
     assert (code, err) == (1, "the shapes do not satisfy kernel add's refinements: N % 4 == 0 failed: N = 1001\n")
+    # Missing and unknown shape symbols are usage errors (exit 2), every one named at once.
     code, _, err = run(capsys, "run", path)
-    assert (code, err) == (1, "kernel add needs a value for shape symbol N (--shape N=...)\n")
+    assert (code, err) == (2, "kirc run: error: kernel add needs a value for shape symbol N (--shape N=...)\n")
     code, _, err = run(capsys, "lower", path, "--emit=stablehlo", "--shape", "N=4", "M=2")
-    assert (code, err) == (1, "kernel add has no shape symbol M (its symbols: N)\n")
+    assert (code, err) == (2, "kirc lower: error: kernel add has no shape symbol M (its symbols: N)\n")
 
 
 def test_run_compares_with_the_oracle(capsys: pytest.CaptureFixture[str], tmp_path: Path,

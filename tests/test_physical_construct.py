@@ -196,7 +196,8 @@ def test_explain_names_worksets_segments_and_bounds() -> None:
     text = physical.explain(S.two_groups())
     assert "group 0 (parallel): workset over (M)" in text
     assert "group 1 (parallel): workset over (P)" in text
-    assert "segment: programs [0, 0 + cdiv(M, " in text
+    assert "segment: programs [0, cdiv(M, BLOCK_I0))" in text
+    assert "segment: programs [cdiv(M, BLOCK_I0), cdiv(M, BLOCK_I0) + cdiv(P, BLOCK_I1))" in text
     assert "load x" in text and "proven" in text
 
 

@@ -1,0 +1,159 @@
+"""`explain` speaks numbers: launch formulas simplified and named once, `kirc explain --shape` evaluates the
+plan, `kirc lower` names every missing shape symbol at once (a usage error), and `--emit=triton
+--standalone` prints a module that runs on its own."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import physical
+from kir.cli import main
+from kir.dims import DSym
+from physical.launch_expr import LBin, LConst, LConstexpr, LDim, LMinMax, LNextPow2, LSum
+from physical.launch_text import name_parts, simplify, text
+from tests import acceptance, samples
+
+ACCEPTANCE = acceptance.HERE
+M, N = LDim(DSym("M")), LDim(DSym("N"))
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# ---------------------------------------------------------------------------------------------- formulas
+
+
+def test_constant_parts_and_identities_fold() -> None:
+    assert simplify(LMinMax("max", (LConst(1), LBin("//", LConst(4096), LConst(4096))))) == LConst(1)
+    assert simplify(LBin("*", LConst(1), M)) == M and simplify(LBin("+", M, LConst(0))) == M
+    assert simplify(LBin("cdiv", N, LConst(1))) == N and simplify(LBin("*", N, LConst(0))) == LConst(0)
+    # min/max nest and dedupe; a power of two is at least 1
+    nested = LMinMax("min", (LMinMax("min", (M, N)), M, LConst(9), LConst(4)))
+    assert simplify(nested) == LMinMax("min", (LConst(4), M, N))
+    assert simplify(LMinMax("min", (LConst(1), LNextPow2(M)))) == LConst(1)
+    assert simplify(LMinMax("max", (LConst(1), LNextPow2(M)))) == LNextPow2(M)
+    assert simplify(LSum((LConst(0), M))) == M
+
+
+def test_text_uses_precedence() -> None:
+    e = LBin("*", LBin("+", M, LConst(1)), LBin("-", N, LBin("-", M, LConst(2))))
+    assert text(e) == "(M + 1) * (N - (M - 2))"
+    assert text(LBin("//", LBin("*", M, N), LConst(4))) == "M * N // 4"
+    assert text(LBin("cdiv", M, LConstexpr("BLOCK"))) == "cdiv(M, BLOCK)"
+
+
+def test_named_parts_replace_the_formula_they_equal() -> None:
+    block = LNextPow2(N)
+    flag = LMinMax("min", (LConst(1), LBin("//", block, LConst(65536))))
+    named = name_parts(LBin("*", flag, block), {"BLOCK_N": block, "FLAG": flag})
+    assert text(named) == "FLAG * BLOCK_N"
+
+
+def test_explain_defines_each_constexpr_once() -> None:
+    out = physical.explain(samples.softmax())
+    assert "BLOCK_N_LOOPED = min(1, BLOCK_N // 65536)" in out
+    assert "grid = cdiv(M, BLOCK_I0) programs" in out
+    assert out.count("next_pow2(N)") == 1 and out.count("65536") == 1
+    assert "4096 // 4096" not in out and "max(1, 1)" not in out
+
+
+# ---------------------------------------------------------------------------------------------- kirc explain --shape
+
+
+def test_explain_with_shapes_evaluates_the_plan(capsys) -> None:
+    path = str(ACCEPTANCE / "softmax.py")
+    code, out, err = run(capsys, "explain", path, "--shape", "M=4096", "N=1000")
+    assert (code, err) == (0, "")
+    at = out[out.index("at M = 4096, N = 1000"):].splitlines()
+    assert at == ["at M = 4096, N = 1000 (a device of 132 multiprocessors):",
+                  "  grid = 1,024 programs, num_warps = 8",
+                  "  constexprs: BLOCK_I0 = 4, BLOCK_N = 1024, BLOCK_N_LOOPED = 0, BLOCK_N_CHUNK = 4096",
+                  "  group 0 (parallel): programs [0, 1,024) (1,024 programs); one block of BLOCK_I0 = 4 instances "
+                  "per program (looped form off at these shapes)",
+                  "  memory: 32,768,000 bytes moved, ideal 32,768,000 (1.00x the ideal)",
+                  "  float operations: 20,480,000"]
+    code, out, _ = run(capsys, "explain", path, "--shape", "M=8", "N=65536", "--sms", "0")
+    assert code == 0
+    assert "at M = 8, N = 65536 (Triton's interpreter (one program at a time)):" in out
+    assert "looped (BLOCK_N_LOOPED = 1: the row in chunks of BLOCK_N_CHUNK = 4096)" in out
+
+
+def test_explain_shows_tiled_and_persistent_forms(capsys) -> None:
+    code, out, _ = run(capsys, "explain", str(ACCEPTANCE / "matmul.py"), "--kernel", "matmul",
+                       "--shape", "M=512", "N=256", "K=64")
+    assert code == 0
+    assert "; tiled: each program owns one tile " in out
+    memory = next(line for line in out.splitlines() if line.startswith("  memory: "))
+    # a: f16[512, 64] and b: f16[64, 256] read once, c: f32[512, 256] written once
+    assert memory.endswith("x the ideal)") and "ideal 622,592 " in memory
+
+
+def test_explain_shape_errors(capsys) -> None:
+    path = str(ACCEPTANCE / "softmax.py")
+    code, _, err = run(capsys, "explain", path, "--shape", "M=4", "N=100000")
+    assert (code, err) == (1, "the shapes do not satisfy kernel softmax's refinements: N <= 65536 failed: "
+                              "N = 100000\n")
+    code, _, err = run(capsys, "explain", path, "--shape", "Q=3", "R=1")
+    assert code == 2
+    assert err == ("kirc explain: error: kernel softmax needs values for shape symbols M, N (--shape M=... N=...); "
+                   "kernel softmax has no shape symbols Q, R (its symbols: M, N)\n")
+    code, _, err = run(capsys, "explain", path, "--sms", "4")
+    assert (code, err) == (2, "kirc explain: error: --sms goes with --shape\n")
+
+
+# ---------------------------------------------------------------------------------------------- kirc lower
+
+
+def test_lower_names_every_missing_symbol_at_once_with_exit_2(capsys) -> None:
+    path = str(ACCEPTANCE / "segment_sum.py")
+    code, out, err = run(capsys, "lower", path, "--kernel", "segment_sum", "--emit=triton")
+    assert (code, out) == (2, "")
+    assert err == "kirc lower: error: kernel segment_sum needs values for shape symbols E, S (--shape E=... S=...)\n"
+    code, _, err = run(capsys, "lower", path, "--kernel", "segment_sum", "--emit=kir", "--standalone")
+    assert (code, err) == (2, "kirc lower: error: --standalone goes with --emit=triton\n")
+
+
+@pytest.mark.parametrize("module,kernel,shapes", [
+    ("segment_sum", "segment_max", ["S=6", "E=50"]),
+    ("histogram", "histogram", ["E=300", "B=9"]),
+    ("layernorm", "layernorm", ["M=3", "N=70"]),
+])
+def test_a_standalone_module_runs_alone_and_matches_the_oracle(capsys, tmp_path: Path, module, kernel, shapes) -> None:
+    mod = acceptance.load(acceptance.path_of(module))
+    target = tmp_path / f"{kernel}_standalone.py"
+    code, _, err = run(capsys, "lower", str(acceptance.path_of(module)), "--kernel", kernel, "--emit=triton",
+                       "--standalone", "--shape", *shapes, "-o", str(target))
+    assert (code, err) == (0, "")
+    source = target.read_text(encoding="utf-8")
+    assert "import intent" not in source and "from kir" not in source and "emit_triton" not in source
+    driver = tmp_path / "driver.py"
+    driver.write_text(f'''
+import sys
+import torch
+sys.path.insert(0, {str(tmp_path)!r})
+import {kernel}_standalone as m
+args = m.make_inputs("cpu")
+inputs = {{k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in args.items()}}
+m.launch(args)
+torch.save({{"inputs": inputs, "outputs": {{n: args[n] for n in m.OUTPUTS}}}}, {str(tmp_path / "result.pt")!r})
+assert not any(name.split(".")[0] in ("intent", "kir", "physical", "emit_triton", "oracle") for name in sys.modules)
+''', encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # nothing of Intent is importable
+    env["TRITON_INTERPRET"] = "1"
+    done = subprocess.run([sys.executable, str(driver)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    saved = torch.load(tmp_path / "result.pt")
+    want = getattr(mod, kernel).oracle(**saved["inputs"])
+    for name, got in saved["outputs"].items():
+        np.testing.assert_allclose(got.numpy(), np.asarray(want[name]), rtol=1e-4, atol=1e-4)

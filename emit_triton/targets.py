@@ -175,8 +175,6 @@ profile_mod.instrument(sys.modules[__name__], "run", _profiled)
 
 def device_check_failure(exc: BaseException) -> str | None:
     """The message of the device check that `exc` reports, if it reports one."""
-    from physical.ops.access import DEVICE_CHECK  # a failure path: the physical ops load only here
-
     from .emit_access import CHECK_MESSAGES
 
     return checks.device_check_failure(exc, CHECK_MESSAGES)

@@ -5,7 +5,8 @@ A diagnostic about the author's kernel (`DiagnosticError`), a launch with argume
 points with Intent's own frames (the frontend, the physical program, the emitter, the oracle) removed
 from its traceback, as JAX does with its internal frames: what remains is the author's code, down to the
 line that defined or launched the kernel, and the located message. Internal errors keep every frame.
-`INTENT_TRACEBACK=full` keeps every frame of every error.
+`INTENT_TRACEBACK=full` keeps every frame of every error. (No note is added to the exception: its printed
+form stays the message alone, which doctests and callers matching on it rely on.)
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from kir.errors import DiagnosticError, LaunchError, NotExpressible
 
 ENV = "INTENT_TRACEBACK"
 USER_FACING = (DiagnosticError, LaunchError, NotExpressible)
-NOTE = f"(Intent removed its internal frames from this traceback; set {ENV}=full to see them.)"
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INTERNAL = tuple(os.path.join(_ROOT, package) + os.sep
@@ -57,8 +57,6 @@ def filter_exception(exc: BaseException) -> None:
     exc.__traceback__ = without_internal_frames(exc.__traceback__)
     exc.__cause__ = None
     exc.__suppress_context__ = True
-    if NOTE not in getattr(exc, "__notes__", ()):
-        exc.add_note(NOTE)
 
 
 def api_boundary(fn: F) -> F:

@@ -71,7 +71,7 @@ def test_a_kernel_rejected_at_import_shows_only_the_authors_frames(tmp_path: Pat
     assert frames(err) == [(str(tmp_path / "main.py"), "1"), (str(tmp_path / "bad.py"), "7")]
     assert f"DiagnosticError: {tmp_path / 'bad.py'}:10:9: error: cannot broadcast [N] to the lower-rank shape [] " \
            f"(store to `out`)\n            out[i] = x[i, :]\n            ^\n" in err
-    assert err.rstrip().endswith(tracebacks.NOTE)
+    assert err.rstrip().endswith("^")  # the located message ends the output
     assert "During handling" not in err and "direct cause" not in err
 
 
@@ -79,7 +79,6 @@ def test_full_tracebacks_show_the_compiler_frames(tmp_path: Path) -> None:
     err = run(tmp_path, {"bad.py": BAD_KERNEL, "main.py": "import bad  # noqa: F401\n"}, "main.py", full=True)
     assert INTERNAL_FRAME.search(err)
     assert any("/kir/frontend/" in f for f, _ in frames(err))
-    assert tracebacks.NOTE not in err
 
 
 def test_a_launch_error_shows_the_call_site(tmp_path: Path) -> None:
@@ -96,7 +95,6 @@ def test_internal_errors_keep_every_frame() -> None:
     boundary = tracebacks.api_boundary(internal)
     with pytest.raises(IntentError) as info:
         boundary()
-    assert not getattr(info.value, "__notes__", None)
     assert info.traceback[-1].name == "internal"
 
 
@@ -116,4 +114,4 @@ def test_the_filter_drops_intent_frames_and_the_chained_cause() -> None:
     # `deep` is a test function (not internal), so it stays; the boundary's own frame (intent/) is gone.
     names = [entry.name for entry in info.traceback]
     assert "boundary" not in names and names[-1] == "deep"
-    assert err.__cause__ is None and err.__suppress_context__ and err.__notes__ == [tracebacks.NOTE]
+    assert err.__cause__ is None and err.__suppress_context__ and not getattr(err, "__notes__", None)

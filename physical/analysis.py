@@ -167,6 +167,11 @@ def variant_values(region: K.Region, seeds: Iterable[int], lanes_context: bool) 
 # ---------------------------------------------------------------------------------------------- disjoint writes
 
 
+def _launch_known(d: Dim) -> bool:
+    """Whether `d` names shape symbols only (no loop index, instance or element position: those start with `_`)."""
+    return not any(n.startswith("_") for n in d.symbols())
+
+
 _POS = "_P{}"  # the position of an element along axis {} of an index tensor (see AffineForms.coords)
 
 
@@ -229,7 +234,8 @@ class AffineForms:
             a, b = self.forms[op.lhs.id], self.forms[op.rhs.id]
             if op.fn in (BinaryFn.add, BinaryFn.sub):
                 self.forms[r.id] = dim_bin("+" if op.fn is BinaryFn.add else "-", a, b)
-            elif op.fn is BinaryFn.mul and (a.is_const or b.is_const):
+            elif op.fn is BinaryFn.mul and (a.is_const or b.is_const or _launch_known(a) or _launch_known(b)):
+                # a launch-known factor (`h * (D // H)`, a head's window) keeps a form Z3 reasons about
                 self.forms[r.id] = dim_bin("*", a, b)
             elif op.fn in (BinaryFn.floordiv, BinaryFn.mod) and isinstance(b, DConst) and b.value > 0 \
                     and self._nonnegative(a):

@@ -202,3 +202,59 @@ def test_a_loop_reading_what_its_last_iteration_wrote_gets_a_barrier() -> None:
     assert repeated_in_place.explain(y, gr).startswith("kernel repeated_in_place: one launch")
     program = physical.lower(repeated_in_place.kir, verify=True)
     assert "barrier" in physical.print_program(program)
+
+
+# ---------------------------------------------------------------------------------------------- windows
+
+
+B, S, H = dims("B S H")
+
+
+@intent.kernel(requires=[D % H == 0])
+def split_heads(x: f32[B, S, D], out: Out[f32[B, H, S, D // H]]):
+    for b, s, h in parallel(B, S, H):
+        out[b, h, s, :] = x[b, s, h * (D // H):(h + 1) * (D // H)]
+
+
+@intent.kernel(requires=[D % H == 0])
+def merge_heads(y: f32[B, H, S, D // H], out: Out[f32[B, S, D]]):
+    for b, s, h in parallel(B, S, H):
+        out[b, s, h * (D // H):(h + 1) * (D // H)] = y[b, h, s, :]
+
+
+@intent.kernel
+def chunk_sums(x: f32[M, N], out: Out[f32[M, N // 4]]):
+    for i, c in parallel(M, N // 4):
+        out[i, c] = intent.sum(x[i, 4 * c:4 * c + 4])
+
+
+def test_windows_of_launch_known_length_are_affine_views() -> None:
+    """`h * (D // H):(h + 1) * (D // H)` has the launch-known length `D // H` (the bounds expanded as
+    polynomials): a window, read and written at `begin + arange(D // H)`; the writes of different heads are
+    proven disjoint (Z3 with the launch-known factor), so the instances run in parallel."""
+    x = rand(2, 3, 8)
+    heads = three_ways(split_heads, {"x": x, "out": torch.empty(2, 4, 3, 2)}, ("out",), rtol=0, atol=0)
+    np.testing.assert_array_equal(heads["out"], x.view(2, 3, 4, 2).permute(0, 2, 1, 3).numpy())
+    y = torch.from_numpy(heads["out"].copy())
+    merged = three_ways(merge_heads, {"y": y, "out": torch.empty(2, 3, 8)}, ("out",), rtol=0, atol=0)
+    np.testing.assert_array_equal(merged["out"], x.numpy())
+    plan = merge_heads.explain(y, torch.empty(2, 3, 8))
+    assert "workset over (B, S, H)" in plan and "a single instance" not in plan
+    xs = rand(3, 12)
+    sums = three_ways(chunk_sums, {"x": xs, "out": torch.empty(3, 3)}, ("out",), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(sums["out"], xs.view(3, 3, 4).sum(-1).numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_a_window_stored_into_a_target_of_another_extent(tmp_path) -> None:
+    from kir.errors import DiagnosticError
+    from tests.frontend_support import kernels
+
+    with pytest.raises(DiagnosticError) as info:
+        kernels(tmp_path, """
+            @intent.kernel
+            def k(x: f32[M, N], out: Out[f32[M, K]]):
+                for i, c in parallel(M, K):
+                    out[i, :] = x[i, c * 2:c * 2 + 3]
+            """)
+    assert info.value.message == ("shape mismatch in store to `out`: cannot broadcast [3] to [K] (cannot prove 3 == "
+                                  "K: counterexample K = 1, M = 1, N = 1)")

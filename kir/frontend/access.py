@@ -28,6 +28,7 @@ from .coerce import (
     to_tval,
 )
 from .values import DimExpr, FValue, NoneLit, Num, RefV, TupleV, TVal, a_type, describe
+from .windows import window_length
 
 if TYPE_CHECKING:
     from .lower import Lowerer
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 class Item:
     """One axis of an index, resolved: a point, a static slice, an integer-tensor index or a runtime slice."""
 
-    kind: str  # "point" | "slice" | "tensor" | "dyn"
+    kind: str  # "point" | "slice" | "tensor" | "dyn" | "window"
     node: ast.AST
     static: Dim | None = None  # point known at compile time
     value: TVal | None = None  # point or tensor index computed at run time
@@ -54,6 +55,8 @@ class Item:
 
     @property
     def extent(self) -> Dim:
+        if self.kind == "window":
+            return self.stop  # its launch-known length
         ext = dim_bin("-", self.stop, self.start)
         return ext if self.step == 1 else dim_bin("//", dim_bin("+", ext, self.step - 1), self.step)
 
@@ -113,6 +116,14 @@ def _slice(lw: Lowerer, s: ast.Slice, extent: Dim, ax: int, what: str) -> Item:
                                       f"scalar), got {describe(b)}")
     if step != 1:
         raise lw.error(s, f"{what}: a slice with runtime bounds cannot have a step")
+    length = window_length(lw, s.lower, s.upper)
+    if length is not None:  # `h * L:(h + 1) * L`: a window of launch-known length, not a subregion
+        from .pointwise import binary
+
+        iota = TVal(lw.add(Iota, s, extent=length, dtype=WEAK_INT), weak=True)
+        vec = binary(lw, "+", BinaryFn.add, iota, bounds[0], s, s, s.lower or s)
+        assert isinstance(vec, TVal)
+        return Item("window", s, value=vec, stop=length)
     return Item("dyn", s, begin=bounds[0], end=bounds[1])
 
 
@@ -182,7 +193,7 @@ def gather_indices(lw: Lowerer, items: list[Item], node: ast.AST, what: str) -> 
     from .pointwise import binary
 
     tensors = [it for it in items if it.kind == "tensor"]
-    slices = [it for it in items if it.kind == "slice"]
+    slices = [it for it in items if it.kind in ("slice", "window")]  # each an axis of the result
     if tensors and slices:
         raise lw.error(node, f"{what}: integer-tensor indices cannot be mixed with slices; index every axis with "
                              f"integer tensors or scalars (intent.arange(N) gives an index vector)")
@@ -198,6 +209,14 @@ def gather_indices(lw: Lowerer, items: list[Item], node: ast.AST, what: str) -> 
         elif it.kind == "tensor":
             assert it.value is not None
             out.append(broadcast_to(lw, it.value, shape, it.node, what).value)
+        elif it.kind == "window":
+            from ..layout import Broadcast
+
+            assert it.value is not None
+            win = it.value if len(shape) == 1 else \
+                TVal(lw.add(Broadcast, it.node, x=it.value.value, shape=shape, dims=(pos,)))
+            out.append(win.value)
+            pos += 1
         else:
             vec: FValue = TVal(lw.add(Iota, it.node, extent=it.extent, dtype=WEAK_INT), weak=True)
             if it.step != 1:
@@ -232,7 +251,7 @@ def value_subscript(lw: Lowerer, tv: TVal, node: ast.Subscript) -> FValue:
         raise lw.error(node, "a scalar value cannot be indexed")
     items = resolve_index(lw, tv.shape, node.slice, node, "indexing a value")
     for it in items:
-        if it.kind in ("tensor", "dyn"):
+        if it.kind in ("tensor", "dyn", "window"):
             raise lw.error(it.node, "a computed value can be indexed with scalar indices and slices only; index the "
                                     "tensor parameter itself (x[idx]) or store the value into a buffer "
                                     "(buf = intent.empty(...)) and index that")

@@ -184,7 +184,8 @@ def test_loading_and_running_imports_no_compiler(built: Path) -> None:
 def test_import_intent_is_lazy_about_the_compiler() -> None:
     script = ("import sys, intent; assert 'z3' not in sys.modules and 'kir.frontend' not in sys.modules; "
               "intent.kernel; from intent import f32, Out; import intent.kernel as m; "
-              "assert callable(intent.kernel) and 'z3' in sys.modules; print(intent.LaunchError.__module__)")
+              "assert callable(intent.kernel) and 'kir.frontend' in sys.modules; "  # Z3 loads on its first query
+              "print(intent.LaunchError.__module__)")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=300,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr

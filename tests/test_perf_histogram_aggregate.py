@@ -14,7 +14,7 @@ import torch
 import intent
 import physical
 from bench.traffic import TrafficCounter
-from intent import InOut, dims, i32, i64, parallel
+from intent import InOut, dims, f32, i32, i64, parallel
 from physical import ops as P
 from physical.passes import AggregateAtomics
 from physical.passes.aggregate import candidates
@@ -137,3 +137,39 @@ def test_duplicated_effect_outside_exclusive_branches_is_a_violation() -> None:
     # the copy at the top runs besides whichever branch runs: three effects, none of them exclusive of it
     assert found == ["[effect-coverage] atomic_rmw (from atomic at test_perf_histogram_aggregate.py:29) is performed "
                      "by 3 physical effects in group 0; it would happen 3 times per instance"]
+
+
+@intent.kernel
+def root_bins(x: i32[E], counts: InOut[i32[B]]):
+    for e in parallel(E):
+        intent.atomic_add(counts, intent.sqrt(x[e].to(f32)).to(i32), 1)
+
+
+def _lanes(kernel, **args) -> int:
+    program = physical.lower(kernel.specialize(args), verify=True)
+    (g,) = program.groups
+    env = {"E": args["x"].numel(), "B": args["counts"].numel()}
+    for name, e in program.constexprs:
+        env[name] = e.evaluate(env)
+    return env[g.block]
+
+
+def test_a_light_histogram_counts_many_values_per_program() -> None:
+    from emit_triton.targets import simulated_multiprocessors
+    from physical.passes.aggregate import AGGREGATE_LANES
+
+    assert _lanes(histogram, x=torch.zeros(100_000, dtype=torch.int32), counts=torch.zeros(256, dtype=torch.int32)) \
+        == AGGREGATE_LANES
+    assert _lanes(histogram, x=torch.zeros(3000, dtype=torch.int32), counts=torch.zeros(8, dtype=torch.int32)) == 4096
+    # a square root per value: the body is not light, it keeps enlarge-ownership's 1024 lanes
+    assert _lanes(root_bins, x=torch.zeros(100_000, dtype=torch.int32),
+                  counts=torch.zeros(256, dtype=torch.int32)) == 1024
+    g = torch.Generator().manual_seed(3)
+    x = torch.randint(-2, 258, (40_000,), generator=g, dtype=torch.int32)
+    counts = torch.zeros(256, dtype=torch.int32)
+    with simulated_multiprocessors(132), TrafficCounter() as counter:
+        histogram(x, counts)
+    assert torch.equal(counts, _reference(x, torch.zeros(256, dtype=torch.int32)))
+    t = counter.traffic
+    assert t.programs == 3 and t.max_atomics_per_address_per_program == 1
+    assert t.sector_bytes <= x.numel() * 4 + 3 * 256 * 32  # the values once, at most one atomic per bin and program

@@ -18,6 +18,12 @@ destination are dropped either way.
 Legality: integer add, unused old value, uniform value, a rank-1 external destination, at the top of
 a group whose programs own several instances. Profitability: the group owns instances in blocks
 (each program can meet the same bin many times).
+
+A program then issues up to one atomic per bin, a 32-byte transaction each, however few values it
+counted: with the 1024 instances `enlarge-ownership` gives a scalar body, a 256-bin histogram spends
+as much on its atomics as on reading its values. A light body (loads, index arithmetic and the
+atomic: no random numbers, transcendental functions or structured ops) therefore owns
+`AGGREGATE_LANES` (16384) instances per program, so the atomics cost about an eighth of the reads.
 """
 
 from __future__ import annotations
@@ -30,12 +36,22 @@ from kir.dtypes import DType
 from kir.pointwise import BinaryFn, CmpFn
 
 from .. import ops as P
-from ..launch_expr import LConst, LConstexpr, ldim
+from ..construct import segments_for
+from ..launch_expr import LaunchExpr, LConst, LConstexpr, LNextPow2, ldim, lmin, lprod
 from ..model import AccessRelation, Fragment, Group, POp, PRegion, Program, Proven, PValue, TileAxis
 from . import Pass
+from .looped import substitute
 from .tile_contract import Builder, max_value_id
 
 BLOCK_BINS = 256
+AGGREGATE_LANES = 16384
+_LIGHT = (P.OwnedInstances, P.ShapeValue, P.Const, P.ScalarParam, P.Compare, P.Binary, P.Cast, P.Select, P.Load,
+          P.AtomicRMW, P.Yield)
+
+
+def light(group: Group) -> bool:
+    """Whether the body holds only index arithmetic, loads and atomics on scalars (no tiles)."""
+    return all(isinstance(op, _LIGHT) and not any(r.type.tile for r in op.results) for op in group.body.walk())
 
 
 def _used(group: Group) -> set[int]:
@@ -76,6 +92,7 @@ class AggregateAtomics(Pass):
         builder = Builder(max_value_id(program))
         consts = dict(program.constexprs)
         groups = []
+        widest: list[tuple[LaunchExpr, LaunchExpr]] = []  # (lanes before, lanes now) per widened group
         for g in program.groups:
             found = {id(op) for op in candidates(program, g)}
             if not found:
@@ -91,8 +108,19 @@ class AggregateAtomics(Pass):
                     ops += _aggregated(program, builder, g, op, TileAxis(DConst(BLOCK_BINS), block))
                 else:
                     ops.append(op)
+            if g.domain and not g.tiles and light(g):
+                lanes = lmin(LConst(AGGREGATE_LANES), LNextPow2(lprod(tuple(ldim(d) for d in g.domain))))
+                widest.append((consts[g.block], lanes))
+                consts[g.block] = lanes
             groups.append(dataclasses.replace(g, body=PRegion(g.body.args, tuple(ops))))
-        return dataclasses.replace(program, groups=tuple(groups), constexprs=tuple(consts.items()))
+        if not widest:
+            return dataclasses.replace(program, groups=tuple(groups), constexprs=tuple(consts.items()))
+        segments, grid = segments_for(groups, consts)
+        warps = program.num_warps
+        for old, lanes in widest:  # the warps follow the wider block
+            warps = substitute(warps, old, lanes)
+        return dataclasses.replace(program, groups=tuple(groups), constexprs=tuple(consts.items()), segments=segments,
+                                   grid=grid, num_warps=warps)
 
 
 def _aggregated(program: Program, b: Builder, g: Group, op: P.AtomicRMW, bins: TileAxis) -> list[POp]:
@@ -141,4 +169,4 @@ def _is_one(program: Program, g: Group, v: PValue) -> bool:
     return False
 
 
-__all__ = ["AggregateAtomics", "candidates", "BLOCK_BINS"]
+__all__ = ["AggregateAtomics", "candidates", "BLOCK_BINS", "AGGREGATE_LANES", "light"]

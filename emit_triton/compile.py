@@ -57,24 +57,25 @@ def kernel_text(kernel: Kernel) -> str:
 
 # ---------------------------------------------------------------------------------------------- emission
 
-_emitted: dict[Kernel, EmittedKernel] = {}
+_emitted: dict[tuple[Kernel, bool], EmittedKernel] = {}
 # Bumped whenever emitted kernels or loaded modules are dropped: launch plans made before are stale.
 generation = 0
-_emitted_by_id: dict[int, tuple[Kernel, EmittedKernel]] = {}
+_emitted_by_id: dict[tuple[int, bool], tuple[Kernel, EmittedKernel]] = {}
 _emit_lock = threading.Lock()
 
 
-def emitted_for(kernel: Kernel) -> EmittedKernel:
-    """Lower and emit `kernel` once per process (cached by identity, then by structural hash)."""
-    hit = _emitted_by_id.get(id(kernel))
+def emitted_for(kernel: Kernel, sanitize: bool = False) -> EmittedKernel:
+    """Lower and emit `kernel` once per process (cached by identity, then by structural hash);
+    `sanitize`: the module with the memory sanitizer's checks (`emit_triton.sanitize`)."""
+    hit = _emitted_by_id.get((id(kernel), sanitize))
     if hit is not None and hit[0] is kernel:
         return hit[1]
     with _emit_lock:
-        emitted = _emitted.get(kernel)
+        emitted = _emitted.get((kernel, sanitize))
         if emitted is None:
-            emitted = _from_disk_or_emit(kernel)
-            _emitted[kernel] = emitted
-        _emitted_by_id[id(kernel)] = (kernel, emitted)
+            emitted = _lower_and_emit(kernel, sanitize)[0] if sanitize else _from_disk_or_emit(kernel)
+            _emitted[(kernel, sanitize)] = emitted
+        _emitted_by_id[(id(kernel), sanitize)] = (kernel, emitted)
         return emitted
 
 
@@ -113,8 +114,9 @@ def _stage_attribute(package: ModuleType, name: str) -> Any:
         return None
 
 
-def _lower_and_emit(kernel: Kernel) -> tuple[EmittedKernel, bool]:
-    """The emitted kernel, and whether it came from the real `physical.lower` and `emit_triton.emit`."""
+def _lower_and_emit(kernel: Kernel, sanitize: bool = False) -> tuple[EmittedKernel, bool]:
+    """The emitted kernel (`sanitize`: with the memory sanitizer's checks, never recorded on disk), and
+    whether it came from the real `physical.lower` and `emit_triton.emit`."""
     try:
         import emit_triton
         import physical
@@ -134,7 +136,7 @@ def _lower_and_emit(kernel: Kernel) -> tuple[EmittedKernel, bool]:
         raise IntentError(f"cannot emit Triton for kernel {kernel.name}: {missing} is not available")
     genuine = getattr(lower, "__module__", None) == "physical.lowering" and \
         getattr(emit, "__module__", None) == "emit_triton.emit"
-    return emit(lower(kernel)), genuine
+    return (emit(lower(kernel), sanitize=True) if sanitize else emit(lower(kernel))), genuine
 
 
 # ---------------------------------------------------------------------------------------------- keys

@@ -88,8 +88,9 @@ def ident(text: str) -> str:
 class Emitter:
     """Writes one module: helpers first, then the kernel function."""
 
-    def __init__(self, program: Program) -> None:
+    def __init__(self, program: Program, sanitize: bool = False) -> None:
         self.p = program
+        self.sanitize = sanitize  # the memory sanitizer's checks on every access (`emit_triton.sanitize`)
         self.lines: list[str] = []
         self.depth = 1
         self.names: dict[int, str] = {}
@@ -364,10 +365,11 @@ def _persistent_body(em: Emitter, g: Group, segments: int) -> None:
     em.depth -= 1
 
 
-def emit(program: Program) -> EmittedKernel:
-    """Generate the Triton module of `program` and its ABI."""
+def emit(program: Program, sanitize: bool = False) -> EmittedKernel:
+    """Generate the Triton module of `program` and its ABI (`sanitize`: with the memory sanitizer's
+    checks, see `emit_triton.sanitize`)."""
     load_emitters()
-    em = Emitter(program)
+    em = Emitter(program, sanitize)
     kname = mangle(program.name, "kernel")
     em.used.update({kname})
     args, consts, sig = _abi(em)

@@ -10,7 +10,9 @@ from physical import ops as P
 from physical.model import AccessRelation, Fragment, PValue
 
 from .emit import TL_DTYPE, Emitter, emits, literal
+from .names import comment_text
 from .numerics import from_storage, library, to_storage
+from .sanitize import SANITIZER
 
 _ATOMIC = {"add": "tl.atomic_add", "max": "tl.atomic_max", "min": "tl.atomic_min", "and": "tl.atomic_and",
            "or": "tl.atomic_or", "xor": "tl.atomic_xor", "xchg": "tl.atomic_xchg"}
@@ -33,6 +35,16 @@ def access_shape(em: Emitter, a: AccessRelation, extra: tuple[PValue, ...] = ())
 
 def pointer(em: Emitter, a: AccessRelation, shape: Fragment) -> str:
     """Base pointer plus the offset of every coordinate (cast to the index width, then scaled)."""
+    base, terms = _offset_terms(em, a, shape)
+    ptr = f"{base} + ({' + '.join(terms)})" if terms else base
+    if not any(c.type.lanes == shape.lanes and c.type.tile == shape.tile for c in (*a.coords, *(
+            [a.copy] if a.copy is not None else []))) and shape.rank:
+        ptr = f"tl.broadcast_to({ptr}, {em.shape(shape)})"
+    return ptr
+
+
+def _offset_terms(em: Emitter, a: AccessRelation, shape: Fragment) -> tuple[str, list[str]]:
+    """The base pointer of the access and the terms of its element offset."""
     buf = em.buffers[a.buffer]
     terms = []
     if buf.param is not None:
@@ -50,11 +62,51 @@ def pointer(em: Emitter, a: AccessRelation, shape: Fragment) -> str:
             terms.insert(0, f"{_coord(em, a.copy, shape)} * ({numel})")
     if buf.dtype.is_fp8:  # fp8 buffers are read and written as their bits (numerics.from_storage / to_storage)
         base = f"{base}.to(tl.pointer_type(tl.uint8))"
-    ptr = f"{base} + ({' + '.join(terms)})" if terms else base
-    if not any(c.type.lanes == shape.lanes and c.type.tile == shape.tile for c in (*a.coords, *(
-            [a.copy] if a.copy is not None else []))) and shape.rank:
-        ptr = f"tl.broadcast_to({ptr}, {em.shape(shape)})"
-    return ptr
+    return base, terms
+
+
+def sanitize_access(em: Emitter, op: P.POp, what: str, a: AccessRelation, shape: Fragment) -> None:
+    """With the sanitizer on: every active member's coordinates lie inside the buffer (the access relation
+    the physical program declared), and its element offset -- the very terms its pointer is built from --
+    inside the storage span of the tensor (its parameter's extents and strides, as the launcher bound them
+    from the argument) or of the workspace (its allocated size)."""
+    if not em.sanitize:
+        return
+    buf = em.buffers[a.buffer]
+    info = em.p.op_info(op.origin) if op.origin is not None else None
+    where = f" at {info.loc}" if info is not None and info.loc is not None else ""
+    off = f"{em.fresh('san_off')}"
+    base, terms = _offset_terms(em, a, shape)
+    em.line(f"# sanitizer: {comment_text(f'{what} of {buf.name}')}")
+    em.line(f"{off} = {' + '.join(terms) if terms else '0'}")
+    full = em.shape(shape)
+    inactive = "False" if a.mask is None else f"({em.arg(a.mask, shape)} == 0)"
+    ok = []
+    for ax, c in enumerate(a.coords):
+        v = _coord(em, c, shape)
+        ok.append(f"({v} >= 0) & ({v} < tl.cast({em.dim(buf.shape[ax])}, pid.dtype))")
+    if a.copy is not None and buf.copies is not None:
+        v = _coord(em, a.copy, shape)
+        ok.append(f"({v} >= 0) & ({v} < tl.cast({em.launch(buf.copies)}, pid.dtype))")
+    if buf.param is not None:
+        # the parameter's own extents (as the launcher bound them from the tensor), not the buffer's
+        extents = next(q.shape for q in em.p.params if q.name == buf.param)
+        span = " + ".join(f"(tl.cast({em.dim(d)}, pid.dtype) - 1) * {em.stride_names[(buf.param, ax)]}"
+                          for ax, d in enumerate(extents)) or "0"
+        empty = " | ".join(f"(tl.cast({em.dim(d)}, pid.dtype) == 0)" for d in extents) or "False"
+        inside = f"(({off}) >= 0) & (({off}) <= {span}) & ((({empty}) == 0))"
+        storage = f"the storage of tensor {buf.param}"
+    else:
+        count = next(w.count for w in em.p.workspaces if w.name == buf.storage)
+        inside = f"(({off}) >= 0) & (({off}) < tl.cast({em.launch(count)}, pid.dtype))"
+        storage = f"its workspace ({buf.name})"
+    for cond, message in ((" & ".join(ok) or "True", f"{what} outside the access relation the physical program "
+                           f"declared{where}: an active lane's coordinates lie outside {buf.name}"),
+                          (inside, f"{what} outside {storage}{where}: an active lane's address lies outside "
+                           f"the tensor's storage span")):
+        holds = f"tl.broadcast_to(tl.where({cond}, True, False) | {inactive}, {full})" if shape.rank else \
+            f"tl.where({cond}, True, False) | {inactive}"
+        em.line(f"tl.device_assert({holds}, \"{check_token(SANITIZER + message)}\")")
 
 
 def _coord(em: Emitter, c: PValue, shape: Fragment) -> str:
@@ -80,6 +132,7 @@ def emit_load(em: Emitter, op: P.Load) -> None:
     if buf.dtype is DType.f64:  # a Python float would reach the load as f32 first
         fill = f"tl.full((), {fill}, tl.float64)"
     other = f", other={fill}" if a.mask is not None else ""
+    sanitize_access(em, op, "load", a, shape)
     n = em.define(op.result)
     loaded = f"tl.load({pointer(em, a, shape)}{_mask(em, a, shape)}{other})"
     em.line(f"{n} = {from_storage(em, loaded, buf.dtype)}")
@@ -98,6 +151,7 @@ def emit_store(em: Emitter, op: P.Store) -> None:
     if dtype.in_f32:
         value = to_storage(em, em.full(op.value, Fragment(op.value.type.dtype, shape.lanes, shape.tile))
                            if op.value.id in em.literals else value, dtype)
+    sanitize_access(em, op, "store", a, shape)
     em.line(f"tl.store({pointer(em, a, shape)}, {value}{_mask(em, a, shape)})")
 
 
@@ -106,6 +160,7 @@ def emit_atomic(em: Emitter, op: P.AtomicRMW) -> None:
     a = op.access
     shape = access_shape(em, a, (op.value,))
     buf = em.buffers[a.buffer]
+    sanitize_access(em, op, f"atomic {op.kind}", a, shape)
     value = em.arg(op.value, shape, value_of=True)
     if op.value.type.rank < shape.rank:
         value = f"tl.cast(tl.broadcast_to({value}, {em.shape(shape)}), {TL_DTYPE[buf.dtype]})"
@@ -212,6 +267,7 @@ def emit_atomic_cas(em: Emitter, op: P.AtomicCAS) -> None:
     a = op.access
     shape = access_shape(em, a, (op.value, op.expected))
     buf = em.buffers[a.buffer]
+    sanitize_access(em, op, "atomic cas", a, shape)
     dt = TL_DTYPE[buf.dtype]
     exp = f"tl.cast(tl.broadcast_to({em.arg(op.expected, shape, True)}, {em.shape(shape)}), {dt})"
     val = f"tl.cast(tl.broadcast_to({em.arg(op.value, shape, True)}, {em.shape(shape)}), {dt})"

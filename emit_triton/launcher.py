@@ -27,6 +27,7 @@ from physical.launch_expr import DEVICE_SMS
 from . import autotune as autotune_mod
 from . import compile as compile_mod
 from . import fast_launch, targets
+from . import sanitize as sanitize_mod
 from .abi import AbiArg, ArgKind, EmittedKernel, LaunchExpr, scalar_argument
 from .arguments import BoundArgs, bind_arguments
 from .index_width import IndexWidth, TensorExtent, choose_index_width
@@ -60,18 +61,25 @@ class LaunchPlan:
     info: LaunchInfo | None = None  # what a profile records of this launch
 
 
-def launch(kernel: Kernel, args: Mapping[str, Any], *, autotune: bool = False
+def launch(kernel: Kernel, args: Mapping[str, Any], *, autotune: bool = False, sanitize: bool | None = None
            ) -> None | torch.Tensor | tuple[torch.Tensor, ...]:
     """Run `kernel` once on `args`; returns the omitted `Out` parameters it allocated, if any.
 
     A repeated launch with arguments of the same signature takes a cached plan (see `fast_launch`);
     anything the plan cannot vouch for goes through the full checks below, which also make the plan.
     `autotune`: on a CUDA device, the first launch of a specialisation picks its launch configuration
-    by timing a handful (`autotune`); the plan keeps the choice.
+    by timing a handful (`autotune`); the plan keeps the choice. `sanitize`: run under the memory
+    sanitizer (`emit_triton.sanitize`; by default for kernels with checks and under `INTENT_SANITIZE=1`),
+    which applies to launches under the interpreter.
     """
-    outputs = fast_launch.try_launch(kernel, args)
+    choice = sanitize_mod.decided(kernel, sanitize)
+    if choice and _interpreted(args):
+        return sanitize_mod.launch(kernel, args, _sanitized_launch)
+    outputs = fast_launch.try_launch(kernel, args)  # plans are made by unsanitized launches only
     if outputs is not fast_launch.NOT_PLANNED:
         return outputs
+    if choice is None and sanitize_mod.environment_wants() and _interpreted(args):
+        return sanitize_mod.launch(kernel, args, _sanitized_launch)
     plan = plan_launch(kernel, args, materialise=True)
     fn = None
     target = targets.target_for(plan.bound.device)
@@ -89,9 +97,32 @@ def launch(kernel: Kernel, args: Mapping[str, Any], *, autotune: bool = False
     return plan.outputs[0] if len(plan.outputs) == 1 else plan.outputs
 
 
-def source(kernel: Kernel, args: Mapping[str, Any]) -> str:
-    """The generated Triton module source that `launch(kernel, args)` runs."""
-    return plan_launch(kernel, args, materialise=False).emitted.source
+def _interpreted(args: Mapping[str, Any]) -> bool:
+    devices = {v.device for v in args.values() if isinstance(v, torch.Tensor)}
+    return all(targets.target_for(d).mode is targets.Mode.INTERPRETED for d in devices)
+
+
+def _sanitized_launch(kernel: Kernel, args: Mapping[str, Any]) -> None:
+    """One launch of the module emitted with the sanitizer's checks (no cached plan: it is checked)."""
+    plan = plan_launch(kernel, args, materialise=True, sanitize=True)
+    if plan.grid == 0:
+        return
+    target = targets.target_for(plan.bound.device)
+    fn = targets.jit_function(plan.emitted, plan.key, target.mode)
+    try:
+        targets.run(fn, target, plan.grid, plan.positional, plan.keywords, plan.info)
+    except IntentError as exc:
+        text = str(exc)
+        if text.startswith(sanitize_mod.SANITIZER):
+            raise sanitize_mod.SanitizerError(text) from None
+        raise
+    plan.bound.finish()
+
+
+def source(kernel: Kernel, args: Mapping[str, Any], *, sanitize: bool = False) -> str:
+    """The generated Triton module source that `launch(kernel, args)` runs (`sanitize`: the module with
+    the memory sanitizer's checks)."""
+    return plan_launch(kernel, args, materialise=False, sanitize=sanitize).emitted.source
 
 
 def index_width_for(kernel: Kernel, args: Mapping[str, Any]) -> IndexWidth:
@@ -136,10 +167,12 @@ def _entry_key(kernel: Kernel, emitted: EmittedKernel) -> str:
     return key
 
 
-def plan_launch(kernel: Kernel, args: Mapping[str, Any], *, materialise: bool) -> LaunchPlan:
-    """Check `args`, then evaluate the ABI; `materialise=False` allocates nothing (placeholders)."""
+def plan_launch(kernel: Kernel, args: Mapping[str, Any], *, materialise: bool, sanitize: bool = False
+                ) -> LaunchPlan:
+    """Check `args`, then evaluate the ABI; `materialise=False` allocates nothing (placeholders).
+    `sanitize`: the module emitted with the memory sanitizer's checks."""
     bound = bind_arguments(kernel, args)
-    emitted = compile_mod.emitted_for(kernel)
+    emitted = compile_mod.emitted_for(kernel, sanitize=True) if sanitize else compile_mod.emitted_for(kernel)
     key = _entry_key(kernel, emitted)
     env = launch_env(bound)
     device = bound.device
@@ -187,7 +220,7 @@ def plan_launch(kernel: Kernel, args: Mapping[str, Any], *, materialise: bool) -
     keywords["num_warps"] = _evaluate(kernel, emitted.num_warps, env, "num_warps")
     keywords["num_stages"] = _evaluate(kernel, emitted.num_stages, env, "num_stages")
     keywords.update(COMPILE_OPTIONS)
-    if kernel.checks:  # device checks (tl.device_assert) are compiled in only under Triton's debug option
+    if kernel.checks or sanitize:  # device checks (tl.device_assert) are compiled in only under Triton's debug
         keywords.update(CHECKED_OPTIONS)
     info = LaunchInfo(kernel.name, specialisation_text({p.name: str(p.type.dtype) for p in kernel.params},
                                                        {c.name: keywords[c.name] for c in emitted.constexprs}),

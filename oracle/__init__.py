@@ -32,9 +32,9 @@ from . import (  # noqa: F401  (importing registers each op family's evaluation)
 )
 from .args import Binding
 from .interp import EVAL, Frame, Run, eval_region
-from .memory import Memory, MemView
+from .memory import Memory, MemView, Writes
 
-__all__ = ["run", "EVAL"]
+__all__ = ["run", "EVAL", "Writes"]
 
 
 def checks_enabled(kernel: Kernel, checks: bool | None) -> bool:
@@ -44,13 +44,15 @@ def checks_enabled(kernel: Kernel, checks: bool | None) -> bool:
     return kernel.checks or os.environ.get("INTENT_CHECKS", "") == "1"
 
 
-def run(kernel: Kernel, args: Mapping[str, Any], checks: bool | None = None) -> dict[str, np.ndarray]:
+def run(kernel: Kernel, args: Mapping[str, Any], checks: bool | None = None,
+        writes: dict[str, Writes] | None = None) -> dict[str, np.ndarray]:
     """Evaluate `kernel` on `args` (parameter name -> torch tensor, NumPy array or scalar).
 
     Returns `{name: array}` for every `out` and `inout` parameter (bf16 as float32 arrays holding
     bf16 values); the arguments themselves are never modified. Raises `LaunchError` for arguments
     that do not fit the kernel and `IntentError` for a run that goes wrong (an out-of-range access
-    with checks on, a read of uninitialised memory).
+    with checks on, a read of uninitialised memory). With `writes` (a dict), fills it with what the run
+    did to each writable parameter (`Writes`: elements written, read before written, and their writer).
     """
     binding = Binding(kernel, args)
     state = Run(kernel, binding.symbols, checks_enabled(kernel, checks))
@@ -69,9 +71,16 @@ def run(kernel: Kernel, args: Mapping[str, Any], checks: bool | None = None) -> 
             data = given.view()[None]
             data.flags.writeable = False
         mem = Memory(data, ref.dtype, p.name, writable=ref.writable)  # type: ignore[arg-type]
+        if writes is not None and ref.writable:
+            mem.tracker = Writes.of_shape(data.shape)
         memories.append(mem)
         values.append(MemView(mem, np.zeros(1, np.int64)))
     with np.errstate(all="ignore"):
         eval_region(Frame(state, 1), kernel.body, values)
     by_name = {m.name: m for m in memories}
+    if writes is not None:
+        for m in memories:
+            t = m.tracker
+            if t is not None:  # drop the row axis: arrays of the parameter's shape
+                writes[m.name] = Writes(t.written[0], t.read_first[0], t.writer[0], t.ops, t.numbers)
     return {p.name: by_name[p.name].data[0, ...] for p in kernel.outputs}

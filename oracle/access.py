@@ -75,7 +75,7 @@ def _store(frame: Frame, op: Store) -> tuple[()]:
                 index = tuple(it[keep] if isinstance(it, np.ndarray) else it for it in index)
                 lanes = lanes[keep]
         mem.data[index] = lanes_at(lanes, where.lane_axis)
-    mem.mark_written(index)
+    mem.mark_written(index, op)
     return ()
 
 
@@ -159,5 +159,5 @@ def _scatter(frame: Frame, op: Scatter) -> tuple[()]:
         addr = addr.only(keep)
     index = tuple(addr.coords)
     mem.data[index] = addr.operands[0]
-    mem.mark_written(index)
+    mem.mark_written(index, op)
     return ()

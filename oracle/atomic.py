@@ -67,7 +67,7 @@ def _apply(op: Op, mem: Memory, addr: Addresses, run: Callable[..., tuple[np.nda
         init = flat[groups.keys]
         live_old, final = run(groups, init, *(o[groups.order] for o in live.operands))
         flat[groups.keys] = final
-        mem.mark_written(tuple(live.coords))
+        mem.mark_written(tuple(live.coords), op)
         old[addr.valid] = groups.unsort(live_old)
     return old.reshape(addr.shape)
 

@@ -33,25 +33,58 @@ def at(op: Op | None) -> str:
 
 
 @dataclass(eq=False)
+class Writes:
+    """What one run did to a writable parameter (`oracle.run(..., writes=...)`, for the sanitizer): the
+    elements it wrote, those it read (or read-modify-wrote) before writing them, and the op that last
+    wrote each element (an index into `ops`, -1 where none did). Arrays have the parameter's shape."""
+
+    written: np.ndarray
+    read_first: np.ndarray
+    writer: np.ndarray
+    ops: list[Op]
+    numbers: dict[int, int]  # id(op) -> its index in `ops`
+
+    @staticmethod
+    def of_shape(shape: tuple[int, ...]) -> Writes:
+        return Writes(np.zeros(shape, bool), np.zeros(shape, bool), np.full(shape, -1, np.int32), [], {})
+
+    def writer_of(self, flat: int) -> Op | None:
+        k = int(self.writer.reshape(-1)[flat])
+        return self.ops[k] if k >= 0 else None
+
+
+@dataclass(eq=False)
 class Memory:
     data: np.ndarray  # (rows, *shape), C-contiguous when writable
     dtype: DType
     name: str  # a parameter name, or "the buffer allocated at file:line:col"
     writable: bool
     written: np.ndarray | None = None  # the initialised mask of an `empty` buffer
+    tracker: Writes | None = None  # (rows, *shape) arrays: what the run wrote, when asked (parameters only)
 
     @property
     def shape(self) -> tuple[int, ...]:
         return self.data.shape[1:]
 
     def check_initialised(self, index: tuple, op: Op) -> None:
+        """Every read (and read-modify-write) of memory passes here first."""
+        if self.tracker is not None:
+            self.tracker.read_first[index] |= ~self.tracker.written[index]
         if self.written is not None and not self.written[index].all():
             raise IntentError(f"read of uninitialised memory{at(op)}: {op.NAME} reads elements of {self.name} "
                               f"(allocated `empty`) before they are written")
 
-    def mark_written(self, index: tuple) -> None:
+    def mark_written(self, index: tuple, op: Op) -> None:
         if self.written is not None:
             self.written[index] = True
+        t = self.tracker
+        if t is not None:
+            t.written[index] = True
+            k = t.numbers.get(id(op))
+            if k is None:
+                k = t.numbers[id(op)] = len(t.ops)
+                t.ops.append(op)
+            t.writer[index] = k
 
 
 @dataclass(frozen=True, eq=False)

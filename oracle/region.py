@@ -160,7 +160,8 @@ def _region_fold(frame: Frame, op: RegionFold) -> tuple[np.ndarray, ...]:
     seg = subregion(frame, op, view, op.index, clip=True, what="region_fold")
     kind = op.kind
     dtype: DType = mem.dtype if op.map is None else op.map.yielded[0].type.dtype
-    if kind in ELEMENTWISE_FOLDS and op.map is None and mem.written is None and mem.data.size and _shared(seg):
+    if kind in ELEMENTWISE_FOLDS and op.map is None and mem.written is None and mem.tracker is None \
+            and mem.data.size and _shared(seg):
         line = mem.data[tuple(slice(None) if p is None else int(p[0]) for p in seg.points)]
         return (_fold(op, kind, dtype, line, seg.lo, seg.lo + seg.lens),)
     lane, pos, coords = seg.elements()
@@ -249,11 +250,11 @@ def _region_scan(frame: Frame, op: RegionScan) -> tuple[()]:
     scanned = inc[slot - 1] if op.exclusive else inc[slot]
     result = np.empty_like(scanned)
     result[order] = scanned
-    _write_segments(dst, d, to_storage(result, dst.mem.dtype))
+    _write_segments(dst, d, to_storage(result, dst.mem.dtype), op)
     return ()
 
 
-def _write_segments(dst: MemView, d: Segments, values: np.ndarray) -> None:
+def _write_segments(dst: MemView, d: Segments, values: np.ndarray, op: Op) -> None:
     mem = dst.mem
     _, _, coords = d.elements()
     valid = within(coords, mem.data.shape)
@@ -265,4 +266,4 @@ def _write_segments(dst: MemView, d: Segments, values: np.ndarray) -> None:
         coords = tuple(c[keep] for c in coords)
         values = values[keep]
     mem.data[coords] = values
-    mem.mark_written(coords)
+    mem.mark_written(coords, op)

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from emit_triton.sanitize import SanitizerError
 from kir import Dot, DType, Kernel, Precision, Reduce, RegionFold, RegionScan, Scan
 from kir.core import TensorType
 from kir.errors import DiagnosticError, IntentError, LaunchError, NotExpressible
@@ -34,8 +35,8 @@ from tests.diffgen import (
 )
 from tests.diffinputs import Arg, Case
 
-OUTCOMES = ("ok", "refused", "mismatch", "crash", "oracle_error", "launch_error", "invalid")
-FAILURES = ("mismatch", "crash", "oracle_error", "launch_error", "invalid")
+OUTCOMES = ("ok", "refused", "mismatch", "crash", "oracle_error", "launch_error", "invalid", "sanitizer")
+FAILURES = ("mismatch", "crash", "oracle_error", "launch_error", "invalid", "sanitizer")
 EPS = {DType.f16: 2.0**-10, DType.bf16: 2.0**-7, DType.f32: 2.0**-23, DType.f64: 2.0**-52}
 TF32_EPS = 2.0**-10
 
@@ -284,6 +285,8 @@ def _run_case(case: Case, stablehlo: bool) -> Outcome:
         return Outcome("refused", "lower", exc.message.splitlines()[0][:300])
     except LaunchError as exc:
         return Outcome("launch_error", "launch", str(exc).splitlines()[0][:300])
+    except SanitizerError as exc:  # campaigns run under the memory sanitizer (emit_triton.sanitize)
+        return Outcome("sanitizer", "launch", str(exc).splitlines()[0][:300])
     except IntentError as exc:
         return Outcome("crash", "launch", f"{type(exc).__name__}: {exc}".splitlines()[0][:300])
     except Exception as exc:

@@ -5,6 +5,7 @@
     python -m tests.fuzz --bad-inputs 20000 --seed 7          the bad-input fuzzers (.kir, Python, launch)
     python -m tests.fuzz --replay tests/fuzz_cases/case_x.json    rerun one saved case
     python -m tests.fuzz --source --kernels 2000 --seed 11    generated Python source (tests/srcgen.py) instead
+    python -m tests.fuzz --kernels 200 --no-sanitize          without the memory sanitizer (on by default)
 
 Each failure (a mismatch, a crash, a launch error on valid arguments, an oracle error) is minimised by
 hypothesis' shrinker and saved as `tests/fuzz_cases/case_<hash>.kir` plus `.json` (shapes, input
@@ -30,6 +31,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis.database import InMemoryExampleDatabase, choices_to_bytes
 from hypothesis.errors import Flaky
 
+from emit_triton.sanitize import sanitizing
 from tests.differential import Outcome, run_case
 from tests.diffgen import cases, random_case
 from tests.diffinputs import Case, InputSpec, load_case, save_case
@@ -173,13 +175,21 @@ class Progress:
 
 def campaign(kernels: int, seed: int, *, stablehlo: bool = True, save_dir: Path | None = CASES_DIR,
              progress: bool = False, shrink: bool = True, shrink_seconds: float = SHRINK_SECONDS,
-             blocks: tuple[str, ...] | None = None, log: Callable[[str], None] | None = None) -> Summary:
+             blocks: tuple[str, ...] | None = None, log: Callable[[str], None] | None = None,
+             sanitize: bool = True) -> Summary:
     """Run `kernels` random cases; shrink and save each new failure. Deterministic for a seed.
+    Launches run under the memory sanitizer (`emit_triton.sanitize`) unless `sanitize` is False.
 
     Case `i` is drawn uniformly from `random.Random(f"{seed}/{i}")` (hypothesis' own generation
     repeats itself too much for a campaign); a failure is handed to hypothesis' shrinker as the
     choice sequence that drew it.
     """
+    with sanitizing(sanitize):
+        return _campaign(kernels, seed, stablehlo, save_dir, progress, shrink, shrink_seconds, blocks, log)
+
+
+def _campaign(kernels: int, seed: int, stablehlo: bool, save_dir: Path | None, progress: bool, shrink: bool,
+              shrink_seconds: float, blocks: tuple[str, ...] | None, log: Callable[[str], None] | None) -> Summary:
     summary = Summary()
     known = known_signatures(CASES_DIR, *((save_dir,) if save_dir is not None else ()))
     bar = Progress(kernels, progress)
@@ -310,6 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-stablehlo", action="store_true", help="compare the launcher with the oracle only")
     ap.add_argument("--no-shrink", action="store_true")
+    ap.add_argument("--no-sanitize", action="store_true",
+                    help="launch without the memory sanitizer (emit_triton.sanitize), which campaigns run under")
     ap.add_argument("--blocks", default="", help="comma-separated block kinds (rows,points,segments,...)")
     ap.add_argument("--save-dir", default=str(CASES_DIR), help="where reproducers go")
     ap.add_argument("--replay", metavar="CASE.json", help="rerun one saved case and print its outcome")
@@ -326,12 +338,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="size grids as for a GPU of N multiprocessors (persistent groups then run several programs "
                          "under the interpreter)")
     opts = ap.parse_args(argv)
-    if opts.sms is not None:
-        from emit_triton.targets import simulated_multiprocessors
+    with sanitizing(not opts.no_sanitize):
+        if opts.sms is not None:
+            from emit_triton.targets import simulated_multiprocessors
 
-        with simulated_multiprocessors(opts.sms):
-            return _main(ap, opts)
-    return _main(ap, opts)
+            with simulated_multiprocessors(opts.sms):
+                return _main(ap, opts)
+        return _main(ap, opts)
 
 
 def _main(ap: argparse.ArgumentParser, opts: argparse.Namespace) -> int:
@@ -379,7 +392,7 @@ def _main(ap: argparse.ArgumentParser, opts: argparse.Namespace) -> int:
         blocks = tuple(b for b in opts.blocks.split(",") if b) or None
         summary = campaign(opts.kernels, opts.seed, stablehlo=not opts.no_stablehlo, save_dir=Path(opts.save_dir),
                            progress=show, shrink=not opts.no_shrink, blocks=blocks,
-                           log=lambda m: print(m, file=sys.stderr, flush=True))
+                           log=lambda m: print(m, file=sys.stderr, flush=True), sanitize=not opts.no_sanitize)
         print(summary.text(), flush=True)
         status = 1 if summary.new_failures else 0
     if opts.bad_inputs:

@@ -65,11 +65,19 @@ def _launcher() -> Callable[..., Any]:
     return fn if callable(fn) else _stage("emit_triton", "launch", "launching")
 
 
-def _traced() -> bool:
-    """Whether PyTorch is tracing this call (Dynamo, or a dispatch mode such as fake tensors) instead of
-    running it; False without a check when torch was never imported (nothing can be tracing)."""
+# (torch.compiler.is_dynamo_compiling, torch._C._len_torch_dispatch_stack) once torch is imported: whether
+# PyTorch traces a call (Dynamo; a dispatch mode such as fake tensors or make_fx) instead of running it.
+# Looked up once, they cost two calls per launch; the first returns False except while Dynamo traces.
+_tracing_probes: tuple[Callable[[], bool], Callable[[], int]] | None = None
+
+
+def _torch_probes() -> tuple[Callable[[], bool], Callable[[], int]] | None:
+    global _tracing_probes
     torch = sys.modules.get("torch")
-    return torch is not None and (torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack() > 0)
+    if torch is None:  # nothing can be tracing
+        return None
+    _tracing_probes = (torch.compiler.is_dynamo_compiling, torch._C._len_torch_dispatch_stack)
+    return _tracing_probes
 
 
 # Distinct call forms (positional count, keyword names) and specialisations remembered per kernel object.
@@ -285,7 +293,8 @@ class KernelObject:
     # ------------------------------------------------------------------------------------------ stages
     def __call__(self, *args: object, **kwargs: object) -> Any:
         try:  # inline rather than @api_boundary: this is the launch path, where every call counts
-            if _traced():  # torch.compile, fake tensors, make_fx: the call becomes the kernel's torch operator
+            probes = _tracing_probes or _torch_probes()
+            if probes is not None and (probes[0]() or probes[1]()):  # traced: a call of the kernel's torch op
                 from .torch_op import call
 
                 return call(self, args, kwargs)

@@ -275,9 +275,6 @@ class KernelOp:
         """The `OpOverload`, `torch.ops.intent.<name>.default`."""
         return getattr(getattr(torch.ops, NAMESPACE), self.name).default
 
-    def __call__(self, args: Mapping[str, Any]) -> Any:
-        return self.op(*(args[n] for n in self.schema.inputs))
-
     def run(self, *values: Any) -> Any:
         """The implementation: the launcher, with every check of a direct launch."""
         from emit_triton import launch
@@ -373,7 +370,7 @@ def registered() -> tuple[KernelOp, ...]:
 def tracing() -> bool:
     """Whether a kernel call now is being traced rather than run: Dynamo compiling, or a dispatch mode
     (fake tensors, functionalisation, `make_fx`, user modes) active."""
-    return torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack() > 0
+    return torch.compiler.is_dynamo_compiling() or torch._C._len_torch_dispatch_stack() > 0
 
 
 def _constant_result(fn: Any) -> Any:
@@ -464,9 +461,3 @@ def call(obj: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
     if len(picked) == 1:
         return result[picked[0]] if isinstance(result, tuple) else result
     return tuple(result[i] for i in picked)
-
-
-def call_kernel(kernel: Kernel, args: Mapping[str, Any], *, autotune: bool = False) -> Any:
-    """Launch a specialised kernel through its operator (for code that holds a `Kernel`, not a kernel object)."""
-    entry = op_for(kernel, args, autotune=autotune)
-    return entry(args)

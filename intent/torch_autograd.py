@@ -154,8 +154,37 @@ class AutogradKernel:
                 entry = torch_triton.register_triton(name, kernel, schema) if triton else \
                     torch_op.register(name, kernel, schema, self.forward.autotune)
                 _register_autograd(self, entry, dict(consts))
+            self._backward_op(kernel, dict(consts), device)
             self._ops[key] = (kernel, entry)
             return entry
+
+    def _backward_op(self, kernel: Kernel, consts: dict[str, Any], device: Any) -> None:
+        """Register the operator the backward kernel will be called through, now, while Dynamo traces the
+        forward: a compiled backward taken from PyTorch's caches in a new process calls that operator
+        without tracing (and so without registering) anything."""
+        import torch
+
+        from . import torch_op
+
+        def tensor(name: str) -> tuple[str, Any]:
+            if name not in {p.name for p in kernel.params}:  # an optional input left out
+                return "none", None
+            t = kernel.param(name).type
+            return "tensor", (t.dtype.torch, device if device is not None else torch.device("cpu"))
+
+        grads = dict(self._plan.grad_inputs)
+        keywords = []
+        for p in self.backward.signature.params:
+            spec = p.spec
+            if isinstance(spec, TensorSpec) and spec.role is Role.OUT:
+                continue
+            if isinstance(spec, ConstSpec):
+                keywords.append((p.name, "const", consts.get(p.name, p.default)))
+            elif isinstance(spec, ScalarSpec):
+                keywords.append((p.name, "scalar", None))
+            else:
+                keywords.append((p.name, *tensor(grads.get(p.name, p.name))))
+        torch_op._resolve(self.backward, (), tuple(keywords))
 
 
 def _kernel_identity(k: KernelObject) -> str:

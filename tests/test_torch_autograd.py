@@ -13,7 +13,7 @@ import torch
 from torch._dynamo.testing import CompileCounterWithBackend
 
 import intent
-from intent import DiagnosticError, InOut, LaunchError, Out, dims, f32, parallel
+from intent import DiagnosticError, InOut, LaunchError, Out, dims, f32, parallel, torch_op
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 M, N = dims("M N")
@@ -226,6 +226,27 @@ def test_definition_errors() -> None:
     assert _message(forward=twice, backward=twice) == (
         f"{pair}twice): the backward kernel's Out parameter y must be named grad_<x> for a tensor input x of "
         f"twice (its tensor inputs: x)")
+
+
+def test_the_backward_operator_exists_before_any_backward_runs() -> None:
+    """A compiled backward loaded from PyTorch's caches in a new process calls the backward kernel's operator
+    without tracing it: the operator is registered when the forward is, not when the backward is traced."""
+
+    @intent.kernel
+    def cube(x: f32[N], y: Out[f32[N]]):
+        for i in parallel(N):
+            y[i] = x[i] * x[i] * x[i]
+
+    @intent.kernel
+    def cube_bwd(grad_y: f32[N], x: f32[N], grad_x: Out[f32[N]]):
+        for i in parallel(N):
+            grad_x[i] = grad_y[i] * 3 * x[i] * x[i]
+
+    cubed = intent.autograd(forward=cube, backward=cube_bwd)
+    with torch.no_grad():
+        cubed(torch.randn(4))
+    names = [op.name for op in torch_op.registered()]
+    assert any(n.startswith("cube__autograd__") for n in names) and any(n.startswith("cube_bwd__") for n in names)
 
 
 def test_a_pair_without_saved_values() -> None:

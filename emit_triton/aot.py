@@ -39,25 +39,34 @@ DEFAULT_EXTENT = 1024  # a shape symbol's value when the build is given none
 
 
 def build(kernels: Sequence[tuple[str, Any]], out: str | Path, *, dtypes: Mapping[str, Sequence[DType]],
-          shapes: Mapping[str, Sequence[int]], arch: int = 90, log: Callable[[str], None] = print) -> Path:
+          shapes: Mapping[str, Sequence[int]], consts: Mapping[str, Sequence[object]] | None = None, arch: int = 90,
+          log: Callable[[str], None] = print) -> Path:
     """Compile `kernels` ((name, kernel object or kir Kernel) pairs) into `out`; returns the registry path.
 
     `dtypes` gives the choices per dtype variable (a variable not named takes all its choices);
     `shapes` the values per shape symbol (all combinations are built; a symbol not named takes
-    `DEFAULT_EXTENT`). An existing registry in `out` keeps its other entries."""
+    `DEFAULT_EXTENT`); `consts` the values per `intent.const` parameter (one not named takes its
+    default). An existing registry in `out` keeps its other entries."""
+    consts = dict(consts or {})
     if arch not in targets.AOT_ARCHES:
         raise LaunchError(f"--arch: expected one of {', '.join(map(str, targets.AOT_ARCHES))}, got {arch}")
-    generic = [obj if isinstance(obj, Kernel) else obj.kir for _, obj in kernels]
+    variables = {v.name for _, obj in kernels
+                 for v in (obj.dtype_vars if isinstance(obj, Kernel) else obj.signature.dtype_vars)}
     for name in dtypes:
-        if not any(name == v.name for k in generic for v in k.dtype_vars):
-            have = ", ".join(sorted({v.name for k in generic for v in k.dtype_vars})) or "none"
+        if name not in variables:
+            have = ", ".join(sorted(variables)) or "none"
             raise LaunchError(f"--dtype {name}: no kernel built has a dtype variable {name} (dtype variables: {have})")
+    const_params = {p.name for _, obj in kernels if not isinstance(obj, Kernel) for p in obj.signature.consts}
+    for name in consts:
+        if name not in const_params:
+            raise LaunchError(f"--const {name}: no kernel built has a compile-time parameter {name} (intent.const "
+                              f"parameters: {', '.join(sorted(const_params)) or 'none'})")
     root = Path(out)
     root.mkdir(parents=True, exist_ok=True)
     registry = _existing(root)
     for name, obj in kernels:
-        for kernel in _specialisations(obj, dtypes):
-            entry = _build_entry(root, name, kernel, shapes, arch, log)
+        for kernel, values in _specialisations(obj, dtypes, consts):
+            entry = _build_entry(root, name, kernel, shapes, arch, log, values, _call_params(obj))
             kept = [e for e in registry["kernels"].get(name, []) if e.get("signature") != entry["signature"]]
             registry["kernels"][name] = kept + [entry]
     path = root / REGISTRY
@@ -79,11 +88,41 @@ def _existing(root: Path) -> dict[str, Any]:
     return data
 
 
-def _specialisations(obj: Any, dtypes: Mapping[str, Sequence[DType]]) -> list[Kernel]:
-    generic = obj if isinstance(obj, Kernel) else obj.kir
+def _call_params(obj: Any) -> list[dict[str, Any]]:
+    """The parameters a call names, in order: the runtime ones and the compile-time (`intent.const`) ones."""
+    if isinstance(obj, Kernel):
+        return [{"name": p.name} for p in obj.params]
+    from kir.frontend.signature import NO_DEFAULT
+
+    return [{"name": p.name, **({"const": p.spec.kind.__name__,  # type: ignore[union-attr]
+                                 "default": None if p.default is NO_DEFAULT else p.default,
+                                 "has_default": p.default is not NO_DEFAULT} if p.is_const else {})}
+            for p in obj.signature.params]
+
+
+def _specialisations(obj: Any, dtypes: Mapping[str, Sequence[DType]], consts: Mapping[str, Sequence[object]]
+                     ) -> list[tuple[Kernel, dict[str, object]]]:
+    """Every (specialised kernel, its const values) the build makes of `obj`."""
+    const_choices: list[tuple[str, list[object]]] = []
+    if not isinstance(obj, Kernel):
+        from kir.frontend.signature import NO_DEFAULT, const_fits
+
+        for p in obj.signature.consts:
+            kind = p.spec.kind  # type: ignore[union-attr]
+            if p.name in consts:
+                for v in consts[p.name]:
+                    if not const_fits(v, kind):
+                        raise LaunchError(f"--const {p.name}={v!r}: kernel {obj.__name__} expects a compile-time "
+                                          f"{kind.__name__} (intent.const[{kind.__name__}])")
+                const_choices.append((p.name, list(consts[p.name])))
+            elif p.default is NO_DEFAULT:
+                raise LaunchError(f"kernel {obj.__name__} has the compile-time parameter {p.name} "
+                                  f"(intent.const[{kind.__name__}]) without a default: give --const {p.name}=...")
+            else:
+                const_choices.append((p.name, [p.default]))
+    generic = obj if isinstance(obj, Kernel) else \
+        obj.specialize_with({}, {n: vs[0] for n, vs in const_choices}) if const_choices else obj.kir
     variables = {v.name: v for v in generic.dtype_vars}
-    if not variables:
-        return [generic]
     names = list(variables)
     choices = [list(dtypes.get(n, variables[n].choices)) for n in names]
     for n, picked in zip(names, choices):
@@ -94,12 +133,14 @@ def _specialisations(obj: Any, dtypes: Mapping[str, Sequence[DType]]) -> list[Ke
     out = []
     for combo in itertools.product(*choices):
         assignment = dict(zip(names, combo))
-        if isinstance(obj, Kernel):
-            from kir.cli import specialize_dtypes
+        for values in itertools.product(*(vs for _, vs in const_choices)):
+            chosen = dict(zip((n for n, _ in const_choices), values))
+            if isinstance(obj, Kernel):
+                from kir.cli import specialize_dtypes
 
-            out.append(specialize_dtypes(obj, assignment))
-        else:
-            out.append(obj.specialize_with(assignment))
+                out.append((specialize_dtypes(obj, assignment) if assignment else obj, chosen))
+            else:
+                out.append((obj.specialize_with(assignment, chosen), chosen))
     return out
 
 
@@ -119,9 +160,11 @@ def _write(root: Path, rel: str, data: bytes) -> dict[str, str]:
     return {"file": rel, "sha256": _sha(data)}
 
 
-def signature_of(kernel: Kernel) -> str:
-    """The dtype signature of a specialised kernel: `name:dtype` per parameter, in order."""
-    return ",".join(f"{p.name}:{p.type.dtype}" for p in kernel.params)
+def signature_of(kernel: Kernel, consts: Mapping[str, object] | None = None) -> str:
+    """The signature of a specialised kernel: `name:dtype` per parameter, in order, then `name=value` per
+    compile-time parameter."""
+    return ",".join([f"{p.name}:{p.type.dtype}" for p in kernel.params] +
+                    [f"{n}={v!r}" for n, v in (consts or {}).items()])
 
 
 def _torch_args(kernel: Kernel, binding: Mapping[str, int]) -> dict[str, Any]:
@@ -138,8 +181,9 @@ def _torch_args(kernel: Kernel, binding: Mapping[str, int]) -> dict[str, Any]:
 
 
 def _build_entry(root: Path, name: str, kernel: Kernel, shapes: Mapping[str, Sequence[int]], arch: int,
-                 log: Callable[[str], None]) -> dict[str, Any]:
-    signature = signature_of(kernel)
+                 log: Callable[[str], None], consts: Mapping[str, object], call_params: list[dict[str, Any]]
+                 ) -> dict[str, Any]:
+    signature = signature_of(kernel, consts)
     slug = hashlib.sha256(signature.encode()).hexdigest()[:12]
     folder = f"{name}/{slug}"
     entry: dict[str, Any] | None = None
@@ -155,6 +199,7 @@ def _build_entry(root: Path, name: str, kernel: Kernel, shapes: Mapping[str, Seq
         plan = launcher.plan_launch(kernel, args, materialise=False)
         if entry is None:
             entry = _describe(kernel, plan.emitted, signature)
+            entry["consts"], entry["call_params"] = dict(consts), call_params
             entry["source"] = _write(root, f"{folder}/kernel.py", plan.emitted.source.encode("utf-8"))
         fn = targets.jit_function(plan.emitted, plan.key, targets.Mode.COMPILED)
         entry["arg_names"] = list(fn.arg_names)

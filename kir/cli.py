@@ -8,6 +8,7 @@ KIRC_DEBUG=1).
 from __future__ import annotations
 
 import argparse
+import ast
 import dataclasses
 import os
 import sys
@@ -97,6 +98,8 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("--shape", metavar="S=N[,N...]", action="extend", nargs="+", default=[],
                        help="the sizes to build for (every combination; a symbol not named takes 1024): they "
                             "choose the constexprs (tile sizes) each cubin is compiled with")
+    build.add_argument("--const", metavar="C=V[,V...]", action="extend", nargs="+", default=[],
+                       help="the values to build for an intent.const parameter (default: its default)")
     build.add_argument("--arch", type=int, default=90, help="the CUDA architecture (80 or 90; default 90)")
     build.add_argument("-o", "--output", metavar="DIR", required=True, help="the build directory")
 
@@ -396,8 +399,14 @@ def _cmd_build(opts: argparse.Namespace) -> int:
             shapes[name] = [int(v) for v in value.split(",")]
         except ValueError:
             raise UsageError(f"--shape {name}={value}: the values must be integers") from None
+    consts: dict[str, list[object]] = {}
+    for name, value in _assignments(opts.const, "const").items():
+        try:
+            consts[name] = [ast.literal_eval(v) for v in value.split(",")]
+        except (ValueError, SyntaxError):
+            raise UsageError(f"--const {name}={value}: the values must be Python literals (2, 0.5, True)") from None
     build = _stage("emit_triton.aot", "build", "ahead-of-time builds (emit_triton.aot.build)")
-    path = build(chosen, opts.output, dtypes=dtypes, shapes=shapes, arch=opts.arch)
+    path = build(chosen, opts.output, dtypes=dtypes, shapes=shapes, consts=consts, arch=opts.arch)
     print(f"wrote {path}")
     return 0
 

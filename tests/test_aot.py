@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 KERNELS = '''
 import intent
-from intent import Out, dims, f32, i32, parallel
+from intent import Out, const, dims, f32, i32, parallel
 
 N, M = dims("N M")
 T = intent.dtype_var("T", intent.f32, intent.f64)
@@ -40,6 +40,12 @@ def scale(x: T[N], alpha: T, out: Out[T[N]]):
 def take(x: f32[M], idx: i32[N], out: Out[f32[N]]):
     for n in parallel(N):
         out[n] = x[idx[n]]
+
+
+@intent.kernel
+def rep(x: f32[N], out: Out[f32[N]], R: const[float], twice: const[bool] = False):
+    for n in parallel(N):
+        out[n] = x[n] * R * (2.0 if twice else 1.0)
 '''
 
 
@@ -47,7 +53,7 @@ def take(x: f32[M], idx: i32[N], out: Out[f32[N]]):
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("aot")
     (folder / "scale.py").write_text(KERNELS)
-    assert kirc(["build", str(folder / "scale.py"), "--dtype", "T=f32,f64", "--shape", "N=64",
+    assert kirc(["build", str(folder / "scale.py"), "--dtype", "T=f32,f64", "--shape", "N=64", "--const", "R=2.0,3",
                  "-o", str(folder / "out")]) == 0
     return folder / "out"
 
@@ -73,7 +79,7 @@ def test_build_writes_one_cubin_ptx_and_source_per_specialisation(built: Path) -
 
 def test_loaded_kernels_run_on_cpu_and_match(built: Path) -> None:
     lib = intent.load(built)
-    assert list(lib) == ["scale", "take"] and lib["scale"] is lib.scale
+    assert sorted(lib) == ["rep", "scale", "take"] and lib["scale"] is lib.scale
     x = torch.arange(7, dtype=torch.float32)
     assert torch.equal(lib.scale(x, 2.0), x * 2)
     out = torch.empty(7, dtype=torch.float64)
@@ -115,6 +121,20 @@ def _tampered(built: Path, tmp_path: Path, change: object) -> Path:
     shutil.copytree(built, copy)
     change(copy)  # type: ignore[operator]
     return copy
+
+
+def test_compile_time_parameters_choose_their_prebuilt_specialisation(built: Path) -> None:
+    lib = intent.load(built)
+    assert lib.rep.signatures == ["x:f32,out:f32,R=2.0,twice=False", "x:f32,out:f32,R=3,twice=False"]
+    assert lib.rep.params == ["x", "out", "R", "twice"]
+    x = torch.arange(4.0)
+    assert torch.equal(lib.rep(x, R=2.0), x * 2) and torch.equal(lib.rep(x, R=3.0), x * 3)
+    with pytest.raises(LaunchError, match=r"^missing argument R \(intent.const\[float\]\)$"):
+        lib.rep(x)
+    with pytest.raises(LaunchError, match=r"^kernel rep: no prebuilt specialisation for x:f32, R=2.0, twice=True "
+                                          r"\(built: x:f32,out:f32,R=2.0,twice=False; "
+                                          r"x:f32,out:f32,R=3,twice=False\)$"):
+        lib.rep(x, R=2.0, twice=True)
 
 
 def test_device_checks_of_a_prebuilt_kernel_report_the_op_and_line(built: Path) -> None:
@@ -264,6 +284,14 @@ def test_kirc_build_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[s
                  str(tmp_path / "o")]) == 1
     assert "kernel scale: the shapes do not satisfy kernel scale's refinements: N <= 4096 failed: N = 5000" \
         in capsys.readouterr().err
+    assert kirc(["build", str(tmp_path / "k.py"), "--kernel", "rep", "-o", str(tmp_path / "o")]) == 1
+    assert "kernel rep has the compile-time parameter R (intent.const[float]) without a default: give --const R=..." \
+        in capsys.readouterr().err
+    assert kirc(["build", str(tmp_path / "k.py"), "--const", "Q=1", "-o", str(tmp_path / "o")]) == 1
+    assert "--const Q: no kernel built has a compile-time parameter Q (intent.const parameters: R, twice)" \
+        in capsys.readouterr().err
+    assert kirc(["build", str(tmp_path / "k.py"), "--const", "R=x", "-o", str(tmp_path / "o")]) == 2
+    assert "--const R=x: the values must be Python literals (2, 0.5, True)" in capsys.readouterr().err
     assert kirc(["build", str(tmp_path / "k.py"), "--arch", "75", "-o", str(tmp_path / "o")]) == 1
     assert "--arch: expected one of 80, 90, got 75" in capsys.readouterr().err
 

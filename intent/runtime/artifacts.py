@@ -101,7 +101,10 @@ class PrebuiltKernel:
     def __init__(self, name: str, entries: list[Entry]) -> None:
         self.__name__ = name
         self.entries = entries
-        self.params = [p["name"] for p in entries[0].data["params"]] if entries else []
+        first = entries[0].data if entries else {}
+        self._call = first.get("call_params") or [{"name": p["name"]} for p in first.get("params", [])]
+        self.params = [p["name"] for p in self._call]
+        self._consts = {p["name"]: p for p in self._call if "const" in p}
 
     @property
     def signatures(self) -> list[str]:
@@ -119,20 +122,41 @@ class PrebuiltKernel:
             if k in given:
                 raise LaunchError(f"{self.__name__}() got multiple values for argument '{k}'")
             given[k] = v
-        return self._entry_for(given).launch(given)
+        consts = self._const_values(given)
+        runtime = {k: v for k, v in given.items() if k not in self._consts} if self._consts else given
+        return self._entry_for(runtime, consts).launch(runtime)
 
-    def _entry_for(self, given: Mapping[str, Any]) -> Entry:
-        if len(self.entries) == 1:
+    def _const_values(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        values = {}
+        for name, p in self._consts.items():
+            if name in given:
+                values[name] = given[name]
+            elif p.get("has_default"):
+                values[name] = p["default"]
+            else:
+                raise LaunchError(f"missing argument {name} (intent.const[{p['const']}])")
+        return values
+
+    def _entry_for(self, given: Mapping[str, Any], consts: Mapping[str, Any]) -> Entry:
+        if len(self.entries) == 1 and not consts:
             return self.entries[0]
         for e in self.entries:
-            if e.accepts_dtypes(given):
+            if e.accepts_dtypes(given) and _same_consts(e.data.get("consts", {}), consts):
                 return e
-        seen = ", ".join(f"{n}:{_dtype_name(v)}" for n, v in given.items() if _dtype_name(v) is not None)
-        raise LaunchError(f"kernel {self.__name__}: no prebuilt specialisation for {seen or 'these arguments'} "
+        seen = [f"{n}:{_dtype_name(v)}" for n, v in given.items() if _dtype_name(v) is not None]
+        seen += [f"{n}={v!r}" for n, v in consts.items()]
+        shown = ", ".join(seen) or "these arguments"
+        raise LaunchError(f"kernel {self.__name__}: no prebuilt specialisation for {shown} "
                           f"(built: {'; '.join(self.signatures)})")
 
     def __repr__(self) -> str:
         return f"<intent prebuilt kernel {self.__name__} ({'; '.join(self.signatures)})>"
+
+
+def _same_consts(built: Mapping[str, Any], given: Mapping[str, Any]) -> bool:
+    """Const values match as `intent.const` keys them: equal values of the same kind (True is not 1)."""
+    return built.keys() == given.keys() and all(
+        given[k] == v and isinstance(given[k], bool) == isinstance(v, bool) for k, v in built.items())
 
 
 # ---------------------------------------------------------------------------------------------- dtypes

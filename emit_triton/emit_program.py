@@ -55,6 +55,8 @@ def emit_alloc(em: Emitter, op: P.AllocBuffer) -> None:
         return
     numel = " * ".join(em.dim(d) for d in buf.shape) or "1"
     ws = em.workspace_names[buf.storage]  # type: ignore[index]
+    if buf.dtype.is_fp8:  # written as its bits, as every fp8 access (emit_access): the fill is a uint8 literal
+        ws = f"{ws}.to(tl.pointer_type(tl.uint8))"
     base = f"{ws} + {em.name(op.copy)}.to(pid.dtype) * ({numel})" if op.copy is not None else ws
     e = em.fresh("e")
     offs = em.fresh("offs")

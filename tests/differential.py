@@ -37,7 +37,8 @@ from tests.diffinputs import Arg, Case
 
 OUTCOMES = ("ok", "refused", "mismatch", "crash", "oracle_error", "launch_error", "invalid", "sanitizer")
 FAILURES = ("mismatch", "crash", "oracle_error", "launch_error", "invalid", "sanitizer")
-EPS = {DType.f16: 2.0**-10, DType.bf16: 2.0**-7, DType.f32: 2.0**-23, DType.f64: 2.0**-52}
+EPS = {DType.f16: 2.0**-10, DType.bf16: 2.0**-7, DType.f32: 2.0**-23, DType.f64: 2.0**-52, DType.f8e4m3: 2.0**-3,
+       DType.f8e5m2: 2.0**-2}
 TF32_EPS = 2.0**-10
 
 

@@ -4,7 +4,7 @@ kernel lines and reference lines to a `Gen`."""
 from __future__ import annotations
 
 from tests.diffinputs import InputSpec
-from tests.srcgen import DTYPES, FLOATS, INTS, SIZES, Gen, Val, _indent, castable
+from tests.srcgen import ALL_FLOATS, DTYPES, FLOATS, FP8, INTS, SIZES, Gen, Val, _indent, castable
 
 
 def _rows_shape(g: Gen, short: bool = False, long: bool = False) -> tuple[str, str]:
@@ -21,7 +21,7 @@ def _rows_shape(g: Gen, short: bool = False, long: bool = False) -> tuple[str, s
 def block_rows(g: Gen) -> None:
     """`parallel(M)` over rows: pointwise chains, reductions broadcast back, scans, argmax."""
     m, n = _rows_shape(g, long=True)
-    dt = g.r.choice(FLOATS + ("i32", "i8", "i64", "u16"))
+    dt = g.r.choice(FLOATS + FP8 + ("i32", "i8", "i64", "u16"))
     x = g.param("x", dt, (m, n))
     # rows (x[i, :] for i in parallel(M)) or columns (x[:, i] for i in parallel(N)): the reference works on
     # the tensor with the parallel axis first
@@ -74,7 +74,7 @@ def block_rows(g: Gen) -> None:
         io = g.param("io", dt, (m, n), "inout")
         c, cref = g.const(dt)
         lines.append(f"{io}{at} += {x}{at} * {c}")
-        rd = "rnd" if dt in FLOATS else "wrap"
+        rd = "rnd" if dt in ALL_FLOATS else "wrap"
         g.ref.append(f"out[{io!r}] = {rd}(a[{io!r}] + {rd}(a[{x!r}] * {cref}, {dt!r}), {dt!r})")
         g.output(io, True)
         g.notes.append("+= in place")
@@ -85,7 +85,7 @@ def reduction(g: Gen, v: Val, like: str) -> Val | None:
     """A reduction or scan of row `v` (reference: over the last axis, keepdim for broadcasting)."""
     dt = v.dt
     roll = g.r.random()
-    if dt in FLOATS:
+    if dt in ALL_FLOATS:
         if roll < 0.3:
             g.notes.append("sum")
             return Val(
@@ -154,9 +154,9 @@ def reduction(g: Gen, v: Val, like: str) -> Val | None:
 def block_points(g: Gen) -> None:
     """2-D `parallel`, transposed and reversed indices, `if`/`else` with compound predicates, casts."""
     m, n = g.symbol("M", g.r.choice(SIZES)), g.symbol("N", g.r.choice(SIZES))
-    dt = g.r.choice(FLOATS + INTS)
-    specials = dt in FLOATS and g.r.random() < 0.3
-    x = g.param("x", dt, (m, n), spec=InputSpec("values", None, False, specials) if dt in FLOATS else None)
+    dt = g.r.choice(FLOATS + INTS + FP8)
+    specials = dt in ALL_FLOATS and g.r.random() < 0.3
+    x = g.param("x", dt, (m, n), spec=InputSpec("values", None, False, specials) if dt in ALL_FLOATS else None)
     xt = g.param("xt", dt, (n, m))
     s = g.param("s", "i32", None)
     leaves = [
@@ -226,7 +226,7 @@ def block_tensor(g: Gen) -> None:
         if v.scalar:
             continue
         axis = g.r.randint(0, 1)
-        fn = g.r.choice(("sum", "max", "min") if dt in FLOATS else ("max", "min"))
+        fn = g.r.choice(("sum", "max", "min") if dt in ALL_FLOATS else ("max", "min"))
         ref = v.ref  # its own shape: a (M, 1) value reduced over axis 1 has one element per row
         ref = f"rnd({ref}.sum({axis}, keepdim=True), {dt!r})" if fn == "sum" else f"{ref}.a{fn}({axis}, keepdim=True)"
         name = g.fresh("r")
@@ -237,7 +237,7 @@ def block_tensor(g: Gen) -> None:
     v = g.expr(leaves, dt, 2)
     o = g.param("o", dt, (m, n), "out")
     if v.scalar or v.src in (x, y):
-        v = Val(f"({v.src} + {x})", f"{'rnd' if dt in FLOATS else 'wrap'}({v.ref} + a[{x!r}], {dt!r})", dt, v.exact)
+        v = Val(f"({v.src} + {x})", f"{'rnd' if dt in ALL_FLOATS else 'wrap'}({v.ref} + a[{x!r}], {dt!r})", dt, v.exact)
     g.body.append(f"{o}[:, :] = {v.src}")
     g.ref.append(f"out[{o!r}] = _torch.broadcast_to({v.ref}, a[{x!r}].shape).clone()")
     g.output(o, v.exact)
@@ -247,9 +247,9 @@ def block_loop(g: Gen) -> None:
     """Ordered loops with carries (and `if` inside) per row; local buffers written and read back."""
     short = "local_init_tile" not in g.avoid and g.r.random() < 0.3
     m, n = _rows_shape(g, short)
-    dt = g.r.choice(FLOATS + ("i32", "i16"))
+    dt = g.r.choice(FLOATS + FP8 + ("i32", "i16"))
     x = g.param("x", dt, (m, n))
-    f = dt in FLOATS
+    f = dt in ALL_FLOATS
     rd = "rnd" if f else "wrap"
     zero = f"{dt}(0.0)" if f else f"{dt}(0)"
     lines = [f"acc = {zero}"]
@@ -435,10 +435,10 @@ def block_segments(g: Gen) -> None:
     dt = g.r.choice(FLOATS + ("i32", "i64"))
     v = g.param("v", dt, (e,))
     offs = g.param("offs", "i64", ("S + 1",), spec=InputSpec("offsets", "E"))
-    fn = g.r.choice(("sum", "max", "min") if dt in FLOATS else ("sum", "max", "min"))
+    fn = g.r.choice(("sum", "max", "min") if dt in ALL_FLOATS else ("sum", "max", "min"))
     o = g.param("o", dt, (s,), "out")
     lines = [f"b = {offs}[q]", f"e = {offs}[q + 1]", f"{o}[q] = intent.{fn}({v}[b:e])"]
-    f = dt in FLOATS
+    f = dt in ALL_FLOATS
     if fn == "sum":
         one = f"rnd(seg.sum(), {dt!r})" if f else f"wrap(seg.sum(), {dt!r})"
     else:

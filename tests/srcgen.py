@@ -44,9 +44,11 @@ AVOID: frozenset[str] = frozenset({"float_pow_small_int"})  # float `x ** 2`, `x
 KNOWN_PATTERNS = ("float_floordiv_mod", "float_pow_small_int", "not_of_0d_compare", "local_init_tile")
 
 FLOATS = ("f32", "f16", "bf16", "f64")
+FP8 = ("f8e4m3", "f8e5m2")  # computed in f32, rounded to the format after every op
+ALL_FLOATS = FLOATS + FP8
 INTS = ("i32", "i64", "i8", "u8", "i16", "u16", "u32", "u64")
 SIGNED = {"i8", "i16", "i32", "i64"}
-DTYPES = FLOATS + INTS + ("pred",)
+DTYPES = FLOATS + INTS + ("pred",) + FP8
 SIZES = (1, 2, 3, 5, 7, 8, 13, 16, 17, 31, 33, 64, 65)
 EXACT_CONSTS = ("0.5", "2.0", "1.5", "-3.0", "0.25")
 
@@ -158,7 +160,7 @@ class Gen:
 
     def const(self, dt: str) -> tuple[str, str]:
         """A weakly typed constant (kernel text, reference text) for a `dt` operand."""
-        if dt in FLOATS:
+        if dt in ALL_FLOATS:
             c = self.r.choice(EXACT_CONSTS + ("0.1",))
             return c, f"rnd({c}, {dt!r})"
         c = str(self.r.choice((1, 2, 3, 5) + ((-1, -4) if dt in SIGNED else ())))
@@ -171,7 +173,7 @@ class Gen:
             if own and self.r.random() < 0.8:
                 return self.leaf(own)
             return self.cast_leaf(leaves, dt, exact) or self.r.choice(own or leaves)
-        if dt in FLOATS:
+        if dt in ALL_FLOATS:
             return self.float_op(leaves, dt, depth, exact)
         if dt == "pred":
             return self.pred_op(leaves, depth)
@@ -368,7 +370,7 @@ class Gen:
         ordered = [v for v in leaves if v.exact and v.dt not in ("pred", "u64")]
         preds = [v for v in leaves if v.dt == "pred"]
         roll = self.r.random()
-        floats = [v for v in leaves if v.exact and v.dt in FLOATS]
+        floats = [v for v in leaves if v.exact and v.dt in ALL_FLOATS]
         if floats and roll < 0.1:
             v = self.r.choice(floats)
             fn = self.r.choice(("isnan", "isinf"))
@@ -436,7 +438,7 @@ def assemble(g: Gen, name: str, seed: int) -> SourceCase:
             '"""A generated kernel (tests/srcgen.py) and its torch reference."""',
             "import intent",
             "from intent import Out, InOut, dims, parallel, pred, f16, bf16, f32, f64",
-            "from intent import i8, i16, i32, i64, u8, u16, u32, u64",
+            "from intent import i8, i16, i32, i64, u8, u16, u32, u64, f8e4m3, f8e5m2",
             PRELUDE,
             f"{', '.join(symbols)}{',' if len(symbols) == 1 else ''} = dims({' '.join(symbols)!r})",
             "",

@@ -16,13 +16,14 @@ import torch as _torch
 
 # significand bits (with the implicit one), smallest normal exponent, largest finite value
 _FLOAT = {"f16": (11, -14, 65504.0), "bf16": (8, -126, 3.3895313892515355e38),
-          "f32": (24, -126, 3.4028234663852886e38)}
+          "f32": (24, -126, 3.4028234663852886e38), "f8e4m3": (4, -6, 448.0), "f8e5m2": (3, -14, 57344.0)}
 _INT = {"i8": (8, True), "i16": (16, True), "i32": (32, True), "i64": (64, True),
         "u8": (8, False), "u16": (16, False), "u32": (32, False), "u64": (64, False)}
 
 
 def rnd(x, dt):
-    """float64 `x` rounded to the nearest `dt` value (ties to even, subnormals, overflow to inf)."""
+    """float64 `x` rounded to the nearest `dt` value (ties to even, subnormals, overflow to inf; f8e4m3 has
+    no infinities: NaN)."""
     x = _torch.as_tensor(x, dtype=_torch.float64)
     if dt == "f64":
         return x
@@ -32,7 +33,7 @@ def rnd(x, dt):
         _, e = _np.frexp(a)
         q = _np.maximum(e, emin + 1) - p
         r = _np.ldexp(_np.rint(_np.ldexp(a, -q)), q)
-        r = _np.where(_np.abs(r) > big, _np.copysign(_np.inf, a), r)
+        r = _np.where(_np.abs(r) > big, _np.copysign(_np.nan if dt == "f8e4m3" else _np.inf, a), r)
         r = _np.where(_np.isfinite(a), r, a)
     return _torch.from_numpy(_np.asarray(r, dtype=_np.float64))
 
@@ -54,6 +55,8 @@ def cast(x, src, dst):
         return x != 0
     if src == "pred":
         return rnd(x.double(), dst) if dst in _FLOAT or dst == "f64" else x.long()
+    if dst == "f8e4m3":  # torch's conversion saturates (infinities too); NaN stays NaN
+        return rnd(x.double().clamp(-448.0, 448.0), dst)
     if dst in _FLOAT or dst == "f64":
         return rnd(x.double(), dst)
     if src in _INT:

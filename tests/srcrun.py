@@ -62,7 +62,10 @@ TORCH = {
     "u32": torch.uint32,
     "u64": torch.uint64,
     "pred": torch.bool,
+    "f8e4m3": torch.float8_e4m3fn,
+    "f8e5m2": torch.float8_e5m2,
 }
+FP8 = ("f8e4m3", "f8e5m2")
 
 
 @dataclass
@@ -128,7 +131,8 @@ def as_torch(value: Arg, p: SrcParam) -> Any:
 
 def from_torch(t: torch.Tensor) -> np.ndarray:
     t = t.detach().contiguous()
-    return t.float().numpy() if t.dtype == torch.bfloat16 else t.numpy()
+    narrow = (torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2)
+    return t.float().numpy() if t.dtype in narrow else t.numpy()
 
 
 def reference_inputs(inputs: Mapping[str, Arg], case: SourceCase) -> dict[str, Any]:
@@ -175,6 +179,9 @@ def run_source_case(case: SourceCase, stablehlo: bool = True, folder: Path | Non
     env = case.env
     specs = tuple((p.name, p.spec) for p in case.params)
     inputs = make_inputs(kernel, env, dict(specs), case.seed)
+    for p in case.params:  # fp8 values are drawn as f32: every side sees them rounded as torch rounds them
+        if p.dtype in FP8 and p.shape is not None:
+            inputs[p.name] = torch.from_numpy(np.asarray(inputs[p.name])).to(TORCH[p.dtype]).float().numpy()
     try:
         want = oracle.run(kernel, _copy(inputs))
     except Exception as exc:

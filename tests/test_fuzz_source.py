@@ -121,6 +121,13 @@ def test_the_reference_rounds_like_ieee() -> None:
         0.0,
         2.0**-24,
     ]
+    x32 = torch.from_numpy(x.astype(np.float32) / 8)
+    for dt, tdt in (("f8e5m2", torch.float8_e5m2), ("f8e4m3", torch.float8_e4m3fn)):
+        inside = x32.abs() < (57344 if dt == "f8e5m2" else 448)
+        assert (ns["rnd"](x32.double(), dt)[inside] == x32.to(tdt).double()[inside]).all()
+    assert ns["rnd"](torch.tensor([470.0, 440.0]), "f8e4m3").tolist()[1] == 448.0
+    assert torch.isnan(ns["rnd"](torch.tensor([470.0]), "f8e4m3")).all()  # arithmetic: no saturation
+    assert ns["cast"](torch.tensor([470.0, float("inf")]), "f32", "f8e4m3").tolist() == [448.0, 448.0]
     assert ns["cast"](torch.tensor([1e10, -1e10, float("nan"), -2.7]), "f32", "i8").tolist() == [127, -128, 0, -2]
     assert ns["wrap"](torch.tensor([255, 128, -129]), "i8").tolist() == [-1, -128, 127]
 
@@ -235,3 +242,37 @@ def test_stablehlo_fused_multiply_add_is_compared_within_tolerance(tmp_path: Pat
     assert contracted_outputs(k.kir) == {"o"}
     outcome = run_case(Case(k.kir, (("M", 64), ("N", 33)), (), 3))
     assert outcome.kind == "ok" and outcome.stablehlo == "ok", outcome.text()
+
+
+def test_fp8_local_buffers_are_initialised_through_their_bits(tmp_path: Path) -> None:
+    """An fp8 zeros/full local buffer per row was initialised by storing uint8 bit patterns through the
+    workspace's fp8 pointer: the interpreter refused the cast (found by the source-level generator), and a
+    GPU would have converted the bits as numbers (a fill of 3.0, bits 0x44, stored as 68.0)."""
+    k = _kernel(
+        tmp_path,
+        """
+        import intent
+        from intent import Out, dims, parallel, f8e4m3, f8e5m2
+        M, N = dims("M N")
+
+        @intent.kernel
+        def k(x: f8e4m3[M, N], y: f8e5m2[M, N], o: Out[f8e4m3[M, 3]], p: Out[f8e5m2[M, 2]]):
+            for i in parallel(M):
+                buf = intent.zeros((3,), f8e4m3)
+                two = intent.full((2,), 3.0, f8e5m2)
+                for t in range(N):
+                    buf[t % 3] = buf[t % 3] + x[i, t]
+                    two[t % 2] = two[t % 2] + y[i, t]
+                o[i, :] = buf
+                p[i, :] = two
+    """,
+    )
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(9, 7, generator=g).to(torch.float8_e4m3fn)
+    y = torch.randn(9, 7, generator=g).to(torch.float8_e5m2)
+    o, p = torch.zeros(9, 3).to(torch.float8_e4m3fn), torch.zeros(9, 2).to(torch.float8_e5m2)
+    k(x, y, o, p)
+    want = k.oracle(x=x, y=y, o=o, p=p)
+    assert (o.float().numpy() == want["o"].astype(np.float32)).all()
+    assert (p.float().numpy() == want["p"].astype(np.float32)).all()
+    assert p.float()[:, 0].min() > -10  # the fill is 3.0, not the number 68 made of its bits

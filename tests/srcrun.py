@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from emit_triton.sanitize import SanitizerError, sanitizing
 from kir.errors import DiagnosticError, IntentError, LaunchError
 from tests.differential import (
     Outcome,
@@ -196,6 +197,8 @@ def run_source_case(case: SourceCase, stablehlo: bool = True, folder: Path | Non
         return SourceOutcome(kind, "lower", exc.message.splitlines()[0][:300])
     except LaunchError as exc:
         return SourceOutcome("launch_error", "launch", str(exc).splitlines()[0][:300])
+    except SanitizerError as exc:  # campaigns launch under the memory sanitizer (emit_triton.sanitize)
+        return SourceOutcome("sanitizer", "launch", str(exc).splitlines()[0][:300])
     except IntentError as exc:
         return SourceOutcome("crash", "launch", f"{type(exc).__name__}: {exc}".splitlines()[0][:300])
     except Exception as exc:
@@ -322,10 +325,25 @@ def source_campaign(
     blocks: tuple[str, ...] | None = None,
     avoid: frozenset[str] = AVOID,
     log: Callable[[str], None] | None = None,
+    sanitize: bool = True,
 ) -> Any:
     """Run `kernels` generated source cases (case `i` from `random.Random(f"source/{seed}/{i}")`); save the
-    first case of each new failure signature (unshrunk: a source case is reduced by hand). Returns
-    `tests.fuzz.Summary`."""
+    first case of each new failure signature (unshrunk: a source case is reduced by hand). Launches run under
+    the memory sanitizer unless `sanitize` is False. Returns `tests.fuzz.Summary`."""
+    with sanitizing(sanitize):
+        return _source_campaign(kernels, seed, stablehlo, save_dir, progress, blocks, avoid, log)
+
+
+def _source_campaign(
+    kernels: int,
+    seed: int,
+    stablehlo: bool,
+    save_dir: Path | None,
+    progress: bool,
+    blocks: tuple[str, ...] | None,
+    avoid: frozenset[str],
+    log: Callable[[str], None] | None,
+) -> Any:
     from tests.fuzz import CASES_DIR, Found, Progress, Summary, known_signatures
 
     summary = Summary()

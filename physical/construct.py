@@ -26,7 +26,7 @@ from kir import histogram as KH
 from kir import reduce as KR
 from kir import region as KG
 from kir import scan as KS
-from kir.dims import DConst, Dim, dim_bin
+from kir.dims import DConst, Dim, PCmp, dim_bin
 from kir.dtypes import DType
 from kir.errors import DiagnosticError
 from kir.pointwise import CmpFn
@@ -54,6 +54,7 @@ from .model import (
 from .worksets import CannotBind, Rebuilder, flatten_nest, parallel_indexed, parallel_store, recomputed_per_instance
 
 STRUCTURED = (KR.Reduce, KS.Scan, KC.Dot, KG.RegionFold, KH.Histogram)
+SMALL_EXTENT = 65536  # elements one program reduces in a few microseconds: no note below it
 
 
 @dataclass
@@ -85,6 +86,7 @@ def construct(kernel: K.Kernel) -> Program:
         if orig_id in origins:
             origins[new_id] = origins[orig_id]
     _preludes(stmts, top, defs)
+    _one_program_notes(kernel, stmts, state)
     components = _components(stmts)
     groups: list[Group] = []
     for comp in components:
@@ -177,10 +179,12 @@ def _statements(kernel: K.Kernel, top: list[K.Op], rb: Rebuilder, state: Program
         elif isinstance(op, KA.Store) and any(isinstance(it, K.Slice) for it in op.index):
             nslices = sum(1 for it in op.index if isinstance(it, K.Slice))
             redundant: KCt.Parallel | None = None  # binds, but recomputes a structured op per instance
+            why = ""
             for bound in range(nslices, 0, -1):
                 try:
                     par = parallel_store(rb, op, bound)
-                except CannotBind:
+                except CannotBind as exc:
+                    why = why or str(exc)
                     continue
                 if recomputed_per_instance(list(par.body.ops), par.body.args) is None:
                     st.parallel = par
@@ -189,8 +193,8 @@ def _statements(kernel: K.Kernel, top: list[K.Op], rb: Rebuilder, state: Program
             if st.parallel is None:
                 st.parallel = redundant
             if st.parallel is None:
-                state.note("the whole-tensor write runs in one program instance: its value cannot be computed "
-                           "per element (it reshapes or concatenates across the written axes)", op.loc)
+                state.note(f"the whole-tensor write runs in one program instance (one multiprocessor does all of "
+                           f"it): its value cannot be computed per element ({why})", op.loc)
         elif isinstance(op, KA.Scatter | KT.Atomic | KT.AtomicCAS) and \
                 any(isinstance(v.type, K.TensorType) and v.type.rank for v in op.operands()[1:]) and \
                 not any(v.id in used_later for v in op.results):
@@ -224,6 +228,31 @@ def _preludes(stmts: list[Statement], top: list[K.Op], defs: dict[int, K.Op]) ->
             work.extend(captured(op))
         st.prelude = sorted(need.values(), key=lambda o: order[id(o)])
         st.effects = effects_of([st.op, *st.prelude])
+
+
+def _one_program_notes(kernel: K.Kernel, stmts: list[Statement], state: ProgramState) -> None:
+    """A performance note for each structured op over a size-dependent extent that a statement without
+    a workset runs in one program instance (`out[0] = intent.sum(x)`): one multiprocessor does it all."""
+    solver = kernel.solver()
+    for st in stmts:
+        if st.parallel is not None or (isinstance(st.orig, KA.Store) and
+                                       any(isinstance(it, K.Slice) for it in st.orig.index)):
+            continue  # a workset, or a whole-tensor write that already has its note
+        for op in st.prelude:
+            if not isinstance(op, KR.Reduce | KS.Scan):
+                continue
+            t = op.inputs[0].type
+            assert isinstance(t, K.TensorType)
+            axes = op.axes if isinstance(op, KR.Reduce) else (op.axis,)
+            extent: Dim = DConst(1)
+            for a in axes:
+                extent = dim_bin("*", extent, t.shape[a])
+            if extent.is_const or solver.proves(PCmp("<=", extent, DConst(SMALL_EXTENT))):
+                continue
+            what = "reduction" if isinstance(op, KR.Reduce) else "scan"
+            state.note(f"the {op.kind} {what} over {extent} elements runs in one program instance: the statement "
+                       f"writes no axis that could spread it over programs, so one multiprocessor does all of it "
+                       f"(reductions and scans are not yet split across programs)", op.loc or st.orig.loc)
 
 
 def _components(stmts: list[Statement]) -> list[list[Statement]]:

@@ -90,7 +90,7 @@ class Rebuilder:
             return self.memo[key]
         op = self.defs.get(v.id)
         if op is None:
-            raise CannotBind(f"{v!r} is not computed by an op")
+            raise CannotBind(f"%{v.name or v.id} is not computed by an op")
         out = self._at(op, op.results.index(v), coords)
         self.memo[key] = out
         return out
@@ -156,7 +156,7 @@ class Rebuilder:
             return self._reduce(op, k, c)
         if isinstance(op, KS.Scan):
             if c[op.axis] is not None:
-                raise CannotBind("the scan axis stays inside the instance")
+                raise CannotBind("a scan along a written axis stays inside one instance")
             ins = tuple(self.at(x, c) for x in op.inputs)
             axis = sum(1 for a in c[:op.axis] if a is None)
             built = self.make(KS.Scan, op, inputs=ins, axis=axis, kind=op.kind, reverse=op.reverse,

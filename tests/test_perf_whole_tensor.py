@@ -99,3 +99,31 @@ def test_bitwise_the_same_on_every_run_and_every_grid():
                 subtract_row_max(x=x, out=out)
         runs.append(out)
     assert all(torch.equal(r, runs[0]) for r in runs)
+
+
+@intent.kernel
+def total(x: f32[N], out: Out[f32[1]]):
+    out[0] = intent.sum(x)
+
+
+@intent.kernel
+def small_total(x: f32[16], out: Out[f32[1]]):
+    out[0] = intent.max(x)
+
+
+@intent.kernel
+def running(x: f32[N], out: Out[f32[N]]):
+    out[:] = intent.cumsum(x)
+
+
+def test_one_program_reductions_and_scans_say_so():
+    program = physical.construct(total.specialize({"x": torch.randn(10), "out": torch.empty(1)}))
+    (note,) = [n.message for n in program.notes]
+    assert note == ("the sum reduction over N elements runs in one program instance: the statement writes no axis "
+                    "that could spread it over programs, so one multiprocessor does all of it (reductions and scans "
+                    "are not yet split across programs)")
+    assert not physical.construct(small_total.specialize({"x": torch.randn(16), "out": torch.empty(1)})).notes
+    (scan,) = [n.message for n in physical.construct(running.specialize({"x": torch.randn(9),
+                                                                          "out": torch.empty(9)})).notes]
+    assert scan == ("the whole-tensor write runs in one program instance (one multiprocessor does all of it): its "
+                    "value cannot be computed per element (a scan along a written axis stays inside one instance)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import operator
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -295,6 +296,18 @@ def linear_proves(hyps: Iterable[Pred], goal: Pred) -> bool:
                    for n, h1 in enumerate(relational) for h2 in relational[n:]):
             return False
     return True
+
+
+_SYMBOL = re.compile(r"[A-Za-z_%][A-Za-z0-9_#]*")
+
+
+def with_names(text: str, names: Mapping[str, str]) -> str:
+    """`text` (a printed predicate or dim) with internal symbols replaced by the author's names for them."""
+    return _SYMBOL.sub(lambda m: names.get(m.group(0), m.group(0)), text) if names else text
+
+
+def named_model(model: Mapping[str, int], names: Mapping[str, str]) -> dict[str, int]:
+    return {names.get(k, k): v for k, v in model.items()}
 
 
 def format_counterexample(model: Mapping[str, int]) -> str:

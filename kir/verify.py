@@ -18,7 +18,7 @@ from .dtypes import DType
 from .errors import VerifyError
 from .pointwise import Binary, BinaryFn, Cast, Constant, DimValue
 from .region import RegionFold, RegionScan
-from .solver import ShapeSolver, format_counterexample
+from .solver import ShapeSolver, format_counterexample, named_model, with_names
 
 
 class Verifier:
@@ -27,6 +27,7 @@ class Verifier:
         self.solver = kernel.solver()
         self.scopes: list[set[int]] = []
         self.affine: dict[int, Dim] = {}
+        self.names: dict[str, str] = {}  # loop symbol -> the author's name of the loop index
 
     def error(self, message: str, op: Op | None) -> VerifyError:
         return VerifyError(message, op.loc if op is not None else self.kernel.loc)
@@ -139,6 +140,8 @@ class Verifier:
     def loop_symbol(self, v: Value) -> Dim:
         sym = DSym(f"_i{v.id}")
         self.affine[v.id] = sym
+        if v.name:  # the author's name for the index, in messages (the symbol itself stays unique)
+            self.names[sym.name] = v.name
         return sym
 
     def track_affine(self, o: Op) -> None:
@@ -174,8 +177,22 @@ class Verifier:
             for pred in (PCmp(">=", e, DConst(0)), PCmp("<", e, shape[ax])):
                 cex = self.solver.prove(pred)
                 if cex is not None:
+                    names = self.display_names(pred)
                     raise self.error(f"{o.NAME} index on axis {ax} may be out of bounds: cannot prove "
-                                     f"{_pretty(pred)}: {format_counterexample(_pretty_model(cex))}", o)
+                                     f"{with_names(str(pred), names)}: "
+                                     f"{format_counterexample(named_model(cex, names))}", o)
+
+    def display_names(self, pred: Pred) -> dict[str, str]:
+        """The author's names of the loop symbols (a name twice, or a shape symbol's name, gets the symbol's
+        number too, so that a counterexample stays unambiguous)."""
+        taken = set(self.kernel.symbols)
+        out: dict[str, str] = {}
+        counts: dict[str, int] = {}
+        for name in self.names.values():
+            counts[name] = counts.get(name, 0) + 1
+        for sym, name in self.names.items():
+            out[sym] = name if counts[name] == 1 and name not in taken else f"{name}#{sym[2:]}"
+        return out
 
 
 def _symbols_in(item: object) -> set[str]:
@@ -192,14 +209,6 @@ def _symbols_in(item: object) -> set[str]:
             out |= _symbols_in(x)
         return out
     return set()
-
-
-def _pretty(p: PCmp) -> str:
-    return str(p).replace("_i", "i")
-
-
-def _pretty_model(m: dict[str, int]) -> dict[str, int]:
-    return {k.replace("_i", "i"): v for k, v in m.items()}
 
 
 def verify(kernel: Kernel) -> Kernel:

@@ -69,6 +69,14 @@ class Statement:
     effects: Effects = field(default_factory=Effects)
 
 
+def _author_names(st: Statement) -> tuple[str | None, ...]:
+    """The names the author gave a statement's parallel indices; none for a parallel Intent made (a
+    whole-tensor store): its coordinates are positions along the domain."""
+    if st.parallel is None or not isinstance(st.orig, KCt.Parallel):
+        return ()
+    return tuple(a.name for a in st.parallel.body.args)
+
+
 def construct(kernel: K.Kernel) -> Program:
     """Build the initial physical program of a specialised, verified kernel."""
     if kernel.dtype_vars:
@@ -97,7 +105,7 @@ def construct(kernel: K.Kernel) -> Program:
     return Program(name=kernel.name, params=params, workspaces=tuple(state.workspaces), symbols=kernel.symbols,
                    segments=segments, groups=tuple(groups), buffers=buffers, constexprs=tuple(constexprs), grid=grid,
                    num_warps=4, notes=tuple(state.notes), origins=infos, requires=kernel.requires + kernel.axioms,
-                   checks=kernel.checks)
+                   checks=kernel.checks, symbol_names=tuple(state.symbol_names.items()))
 
 
 def segments_for(groups: list[Group] | tuple[Group, ...], constexprs: dict[str, LaunchExpr]
@@ -307,7 +315,7 @@ def _lower_group(state: ProgramState, gid: int, comp: list[Statement], top: list
         domain = comp[0].parallel.domain  # type: ignore[union-attr]
         flat = lw.add(P.OwnedInstances, Fragment(DType.i64, True, (), True), name="flat", group=gid, block=block)
         _enter_lanes(lw, flat, domain)
-        coords = decode(lw, flat, domain)
+        coords = decode(lw, flat, domain, _author_names(comp[0]))
         preludes: dict[int, K.Op] = {}
         for st in comp:
             preludes.update({id(o): o for o in st.prelude})
@@ -341,7 +349,7 @@ def _lower_group(state: ProgramState, gid: int, comp: list[Statement], top: list
             if st.parallel is None:
                 lower_ops(lw, (st.op,))
             else:
-                _serial_parallel(lw, st.parallel, st.independent, block)
+                _serial_parallel(lw, st.parallel, st.independent, block, _author_names(st))
     body = lw.end(())
     return Group(gid, _group_name(comp), (), block, body, serial, tuple(state.origins.get(id(s.orig)) for s in comp),
                  first.loc)
@@ -357,7 +365,8 @@ def _enter_lanes(lw: Lowerer, flat, domain: tuple[Dim, ...]) -> None:
     lw.instance_count = count
 
 
-def _serial_parallel(lw: Lowerer, par: KCt.Parallel, independent: bool, block: str) -> None:
+def _serial_parallel(lw: Lowerer, par: KCt.Parallel, independent: bool, block: str,
+                     names: tuple[str | None, ...] = ()) -> None:
     """Run a parallel statement inside the instance: lane chunks when independent, else one by one."""
     total = lw.shape_value(lprod(tuple(ldim(d) for d in par.domain)), name="total")
     zero = lw.shape_value(DConst(0))
@@ -374,7 +383,7 @@ def _serial_parallel(lw: Lowerer, par: KCt.Parallel, independent: bool, block: s
         # one instance at a time: a private buffer needs a single copy, reused in order
         lw.lane_valid, lw.instance_flat, lw.instance_count = None, None, DConst(1)
         lw.variant = set()
-    coords = decode(lw, flat, par.domain)
+    coords = decode(lw, flat, par.domain, names)
     for ka, pa in zip(par.body.args, coords):
         lw.bind(ka, pa)
     lw.loop_depth += 1

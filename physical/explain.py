@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 
 from kir.core import Kernel
+from kir.solver import with_names
 
 from . import ops as P
 from .counts import operation_counts
@@ -103,9 +105,9 @@ def _group_lines(p: Program, g: Group, consts: dict, f: _Formulas) -> list[str]:
     return lines
 
 
-def _bounds(a) -> str:
+def _bounds(a, names: Mapping[str, str], taken: Iterable[str]) -> str:
     if isinstance(a.bounds, Proven):
-        return f"proven {a.bounds.predicate}"
+        return f"proven {_named(a.bounds.predicate, names, taken)}"
     if isinstance(a.bounds, Guard):
         return f"guarded by an explicit in-range mask (%{a.bounds.mask.name or 'p'}{a.bounds.mask.id})"
     if isinstance(a.bounds, AssumeInBounds):
@@ -128,6 +130,17 @@ class _Formulas:
         if start == LConst(0):
             return f"[0, {self(length)})"
         return f"[{self(start)}, {self(start)} + {self(length)})"
+
+
+def _named(pred: object, names: Mapping[str, str], taken: Iterable[str]) -> str:
+    """A predicate with the author's names for its proof symbols; a name two of its symbols share (two
+    loops both called `i`), or a shape symbol's name, keeps the symbol's number so it stays unambiguous."""
+    text_ = str(pred)
+    used = {s: n for s, n in names.items() if re.search(rf"\b{re.escape(s)}\b", text_)}
+    shown = list(used.values())
+    taken = set(taken)
+    return with_names(text_, {s: n if shown.count(n) == 1 and n not in taken else f"{n}#{s[2:]}"
+                                  for s, n in used.items()})
 
 
 def ideal_bytes(program: Program) -> LaunchExpr:
@@ -163,8 +176,9 @@ def explain_program(program: Program, shapes: Mapping[str, int] | None = None, s
                      f"lifetime {b.lifetime}, {b.access}{backing}")
     lines.append("accesses:")
     names = {b.id: b.name for b in p.buffers}
+    symbols = dict(p.symbol_names)
     for op, a in guards_of(p):
-        lines.append(f"  {op.NAME} {names.get(a.buffer, a.buffer)}{_where(p, op)}: {_bounds(a)}")
+        lines.append(f"  {op.NAME} {names.get(a.buffer, a.buffer)}{_where(p, op)}: {_bounds(a, symbols, p.symbols)}")
     lines.append("performance notes:")
     lines += [f"  {n}" for n in p.notes] or ["  none"]
     if shapes is not None:

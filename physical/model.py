@@ -504,6 +504,8 @@ class Program:
     origins: tuple[KirOpInfo, ...] = ()
     requires: tuple[object, ...] = ()  # the kernel's refinements (kir preds), for proofs and printing
     checks: bool = False
+    # proof symbol (`_c3`, `_l14`, `_t6`) -> what the author calls it (`i`, `t`, a position along N): explain
+    symbol_names: tuple[tuple[str, str], ...] = ()
 
     def group(self, gid: int) -> Group:
         for g in self.groups:

@@ -19,7 +19,7 @@ from ..core import Op, Value
 from ..dims import DSym, Pred
 from ..dtypes import DType, DTypeVar
 from ..errors import DiagnosticError, IntentError, Loc
-from ..solver import ShapeSolver
+from ..solver import ShapeSolver, with_names
 from .scope import Dead, Env, assigned_names, store_targets
 from .source import SourceInfo, closure_vars
 from .suggest import equivalent, foreign_package, suggestion
@@ -85,6 +85,7 @@ class Lowerer:
         # (name, id of the call node) while `name = intent.zeros(...)` is lowered and `name` is written into
         self.alloc_target: tuple[str, int] | None = None
         self._loop_counter = 0
+        self.symbol_names: dict[str, str] = {}  # loop symbol -> the author's loop variable
         self.current: ast.AST | None = None  # innermost node being lowered, for the last-resort diagnostic
         self.facts: list[Pred] = []
 
@@ -97,7 +98,8 @@ class Lowerer:
         return self.frame.src.loc(node)
 
     def error(self, node: ast.AST | None, message: str) -> DiagnosticError:
-        return DiagnosticError(message, self.loc(node))
+        # Loop symbols read as the author's loop variables (`j`, not `__j2`) in every message.
+        return DiagnosticError(with_names(message, self.symbol_names), self.loc(node))
 
     @contextmanager
     def function(self, fn: object, src: SourceInfo, kind: str, env: Env) -> Iterator[None]:
@@ -144,7 +146,11 @@ class Lowerer:
 
     def loop_symbol(self, hint: str) -> DSym:
         self._loop_counter += 1
-        return DSym(f"__{hint}{self._loop_counter}")
+        sym = DSym(f"__{hint}{self._loop_counter}")
+        taken = set(self.symbol_names.values()) | set(self.solver.symbols)
+        unique = hint not in taken and hint.isidentifier()
+        self.symbol_names[sym.name] = hint if unique else f"{hint}#{self._loop_counter}"
+        return sym
 
     # ------------------------------------------------------------------------------------------ building
     def make(self, cls: type[Op], node: ast.AST | None, names: tuple[str | None, ...] | str | None = None,

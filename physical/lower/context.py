@@ -53,6 +53,7 @@ class ProgramState:
         self.notes: list[Note] = []
         self.workspaces: list[Any] = []
         self.canonical: dict[Dim, Dim] = {}        # extent -> the first extent seen equal to it
+        self.symbol_names: dict[str, str] = {}     # proof symbol -> what the author calls it (explain)
         self._extent_solver: ShapeSolver | None = None
 
     def canonical_extent(self, extent: Dim) -> Dim:
@@ -277,6 +278,7 @@ class Lowerer:
         v = self.add(P.TileIndex, Fragment(DType.i64, False, tile, index=True), axis=axis)
         sym = DSym(f"_t{v.id}")
         self.affine[v.id] = sym
+        self.state.symbol_names[sym.name] = f"(each position along {tile[axis].extent})"
         self.facts += [PCmp(">=", sym, DConst(0)), PCmp("<", sym, tile[axis].extent)]
         return self.remember(key, v)
 

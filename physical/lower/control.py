@@ -70,6 +70,8 @@ def lower_for(lw: Lowerer, op: KC.For) -> None:
     if lo is not None and hi is not None and isinstance(st, DConst) and st.value > 0 and not per_lane:
         sym = DSym(f"_l{iv.id}")
         lw.affine[iv.id] = sym
+        if op.body.args[0].name:
+            lw.state.symbol_names[sym.name] = op.body.args[0].name
         lw.facts += [PCmp(">=", sym, lo), PCmp("<", sym, hi)]
     for ka, pa in zip(op.body.args, args):
         lw.bind(ka, pa)
@@ -172,7 +174,7 @@ def lower_nested_parallel(lw: Lowerer, op: KC.Parallel) -> None:
     total = lw.shape_value(lprod(tuple(ldim(d) for d in op.domain)))
     zero, one = lw.shape_value(DConst(0)), lw.shape_value(DConst(1))
     (flat,) = lw.begin((Fragment(DType.i64, index=True),), ("flat",))
-    coords = decode(lw, flat, op.domain)
+    coords = decode(lw, flat, op.domain, tuple(a.name for a in op.body.args))
     for ka, pa in zip(op.body.args, coords):
         lw.bind(ka, pa)
     lw.loop_depth += 1
@@ -184,8 +186,9 @@ def lower_nested_parallel(lw: Lowerer, op: KC.Parallel) -> None:
     lw.emit(P.For, (), start=zero, stop=total, step=one, inits=(), body=body)
 
 
-def decode(lw: Lowerer, flat: PValue, domain: tuple) -> tuple[PValue, ...]:
-    """Row-major decode of a flattened instance index into one coordinate per domain axis."""
+def decode(lw: Lowerer, flat: PValue, domain: tuple, names: tuple[str | None, ...] = ()) -> tuple[PValue, ...]:
+    """Row-major decode of a flattened instance index into one coordinate per domain axis (`names`: the
+    author's names of the coordinates, for explanations)."""
     coords: list[PValue] = []
     rest = flat
     for k in range(len(domain) - 1, -1, -1):
@@ -200,6 +203,8 @@ def decode(lw: Lowerer, flat: PValue, domain: tuple) -> tuple[PValue, ...]:
         if lw.affine_of(flat) is not None or True:
             sym = DSym(f"_c{c.id}")
             lw.affine[c.id] = sym
+            shown = names[k] if k < len(names) and names[k] else f"(each position along {domain[k]})"
+            lw.state.symbol_names[sym.name] = shown  # type: ignore[assignment]
             lw.facts += [PCmp(">=", sym, DConst(0)), PCmp("<", sym, domain[k])]
     return tuple(coords)
 

@@ -176,6 +176,29 @@ def test_a_file_that_does_not_match_its_sha256_is_refused(built: Path, tmp_path:
     assert torch.equal(out, torch.full((5,), -1.0))
 
 
+def test_a_consistently_rehashed_source_that_is_not_generated_code_is_refused(built: Path, tmp_path: Path) -> None:
+    """Hashes catch damage, not intent: whoever can write the directory can rehash it. The stored source must
+    still have the shape of generated code before it is executed."""
+    import hashlib
+
+    from intent.runtime.safety import UnsafeModule
+
+    def inject(folder: Path) -> None:
+        registry = json.loads((folder / "registry.json").read_text())
+        entry = registry["kernels"]["scale"][0]
+        path = folder / entry["source"]["file"]
+        text = "import os\n" + path.read_text()
+        path.write_text(text)
+        entry["source"]["sha256"] = hashlib.sha256(text.encode()).hexdigest()
+        entry["hash"] = artifacts.entry_hash(entry)
+        (folder / "registry.json").write_text(json.dumps(registry))
+
+    lib = intent.load(_tampered(built, tmp_path, inject))
+    with pytest.raises(UnsafeModule, match=r"prebuilt kernel scale .*: refusing to run its Triton source .*kernel.py: "
+                                           r".* contains a top-level Import statement \(line 1\)"):
+        lib.scale(torch.arange(5.0), 2.0)
+
+
 def test_load_refuses_what_is_not_a_build_directory(tmp_path: Path) -> None:
     with pytest.raises(IntentError, match=r"is not a kernel build directory: it has no registry.json"):
         intent.load(tmp_path)

@@ -323,8 +323,8 @@ def test_a_python_file_name_with_code_in_it_never_runs(sandbox, tmp_path, escape
 # ---------------------------------------------------------------------------------------------- no eval
 
 # Where the code base may compile or execute a string: only the generated module, after its checks.
-ALLOWED_EXECUTION = {("emit_triton/targets.py", "compile"), ("emit_triton/aot_worker.py", "exec"),
-                     ("emit_triton/aot_worker.py", "compile"), ("emit_triton/safety.py", "compile")}
+ALLOWED_EXECUTION = {("intent/runtime/triton_adapter.py", "compile"), ("emit_triton/aot_worker.py", "exec"),
+                     ("emit_triton/aot_worker.py", "compile"), ("intent/runtime/safety.py", "compile")}
 
 
 def test_no_eval_or_exec_of_strings_outside_the_generated_module_loader() -> None:

@@ -32,6 +32,7 @@ from . import expr as E
 from . import profiling as profile_mod
 from .checks import byte_range, check_overlap, device_check_failure, solve_affine
 from .index_width import TensorExtent, choose_index_width
+from .safety import UnsafeModule, check_generated
 
 FORMAT = "intent-aot/1"
 REGISTRY = "registry.json"
@@ -539,6 +540,11 @@ class Entry:
         with self._lock:
             src = self.data["source"]
             text = self._read(src, "the Triton source").decode("utf-8")
+            try:  # refuse, never run, text of the wrong shape (hashes catch damage; anyone can rehash)
+                check_generated(text, self.data["abi"]["name"])
+            except UnsafeModule as exc:
+                raise UnsafeModule(f"{self.describe()}: refusing to run its Triton source {self.root / src['file']}: "
+                                   f"{exc}") from None
             name = f"_intent_prebuilt_{self.kernel}_{src['sha256'][:16]}_{mode.value}"
             module = adapter.import_source(self.root / src["file"], text, name, mode)
             fn = getattr(module, self.data["abi"]["name"])

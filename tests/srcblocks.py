@@ -313,6 +313,8 @@ def block_loop(g: Gen) -> None:
     kv = g.shapes["N"] if k == "N" else int(k)
     init = g.r.choice(("zeros", "full", "empty"))
     g.notes.append(f"local {init} ({k})")
+    if init != "empty" and g.shapes["M"] > 512:
+        g.notes.append("local zeros/full in short rows")
     ob = g.param("o", dt, (m, k) if k == "N" else (m, k), "out")
     if init == "empty":
         lines += [f"buf = intent.empty(({k},), {dt})", f"for t in range({k}):", f"    buf[t] = {x}[i, t % N] * 2"]

@@ -37,10 +37,12 @@ from tests.srcref import PRELUDE
 
 # Known wrong-result patterns (issue 18) that the generator steers clear of while this set names them.
 # Remove a name once its fix is on main: the generator then produces the pattern.
-AVOID: frozenset[str] = frozenset({"float_pow_small_int"})  # float `x ** 2`, `x ** 3` through exp2/log2
-# Every name the generator understands. Fixed on main: float `//` and `%` (one fmod-based rule for every
-# width), `~` of a 0-d compare and atomics at a constant index (masks that were not boolean), zeros/full
-# local buffers in many short rows (initialisation tiles over Triton's numel limit).
+AVOID: frozenset[str] = frozenset()
+# Every name the generator understands, each a known wrong-result pattern of issue 18 whose fix has landed
+# (the generator produces them all while AVOID is empty): float `//` and `%` (one fmod-based rule for every
+# width), float `x ** n` for small integers n (through exp2/log2), `~` of a 0-d compare and atomics at a
+# constant index (masks that were not boolean), zeros/full local buffers in many short rows
+# (initialisation tiles over Triton's numel limit).
 KNOWN_PATTERNS = ("float_floordiv_mod", "float_pow_small_int", "not_of_0d_compare", "local_init_tile")
 
 FLOATS = ("f32", "f16", "bf16", "f64")
@@ -270,12 +272,16 @@ class Gen:
             )
         if roll < 0.78:
             self.notes.append("pow")
-            exps = ("0.5", "1.5", "2.5") + (() if "float_pow_small_int" in self.avoid else ("2", "3", "2.0"))
+            small = ("2", "3", "4", "-1", "-2", "2.0")
+            exps = ("0.5", "1.5", "2.5") + (() if "float_pow_small_int" in self.avoid else small)
             e = self.r.choice(exps)
+            if e in small:
+                self.notes.append("float ** small int")
             base, bref = (f"intent.abs({a.src})", f"{a.ref}.abs()") if "." in e and e != "2.0" else (a.src, a.ref)
             if e == "2" and "float_pow_small_int" not in self.avoid:  # x * x: exact where IEEE multiplication is
                 return Val(f"({a.src} ** 2)", f"rnd({a.ref} * {a.ref}, {dt!r})", dt, a.exact, a.scalar)
-            return Val(f"({base} ** {e})", f"rnd({bref} ** {float(e)}, {dt!r})", dt, False, a.scalar)
+            e_src = f"({e})" if e.startswith("-") else e
+            return Val(f"({base} ** {e_src})", f"rnd({bref} ** {float(e)}, {dt!r})", dt, False, a.scalar)
         if roll < 0.85:  # division by something away from zero
             b = self.expr(leaves, dt, depth - 1, exact)
             den, dref = (
@@ -395,7 +401,7 @@ class Gen:
             op = self.r.choice("&|^")
             p = Val(f"({p.src} {op} {q.src})", f"({p.ref} {op} {q.ref})", "pred", True, p.scalar and q.scalar)
         if self.r.random() < 0.3 and not (p.scalar and "not_of_0d_compare" in self.avoid):
-            self.notes.append("~pred")
+            self.notes.append("~0-d pred" if p.scalar else "~pred")
             p = Val(f"(~{p.src})", f"(~{p.ref})", "pred", True, p.scalar)
         return p
 

@@ -134,6 +134,13 @@ def test_the_reference_rounds_like_ieee() -> None:
 
 def test_known_bug_switches_name_the_four_patterns() -> None:
     assert AVOID <= set(KNOWN_PATTERNS)
+    on, off = Counter(), Counter()
+    for i in range(200):
+        on.update(random_source_case(random.Random(f"avoid/{i}"), avoid=frozenset()).notes)
+        off.update(random_source_case(random.Random(f"avoid/{i}"), avoid=frozenset(KNOWN_PATTERNS)).notes)
+    patterns = ("float //", "float %", "float ** small int", "~0-d pred", "local zeros/full in short rows")
+    assert all(on[p] for p in patterns), on
+    assert not any(off[p] for p in patterns), off
 
 
 # ---------------------------------------------------------------------------------------------- regressions

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from enum import Enum
 
 from .core import Op, Region, TensorType, Type, TypeContext, Value, op, scalar
 from .dims import DConst
 from .dtypes import DType, ElemType
-from .pointwise import Literal, is_float_like, literal_fits
+from .pointwise import BinaryFn, Literal, is_float_like, literal_fits
 
 
 class ReduceKind(Enum):
@@ -26,6 +27,57 @@ class ReduceKind(Enum):
 
 
 ARG_INDEX_DTYPE = DType.i64
+EMPTY_ARG_INDEX = -1  # argmax/argmin over an empty extent
+
+# The one table of built-in combines: the oracle, the physical lowering and the StableHLO exit all read it
+# (argmax/argmin combine (value, index) pairs by their own rule; custom kinds carry a region).
+COMBINE: dict[ReduceKind, BinaryFn] = {
+    ReduceKind.sum: BinaryFn.add, ReduceKind.prod: BinaryFn.mul, ReduceKind.max: BinaryFn.maximum,
+    ReduceKind.min: BinaryFn.minimum, ReduceKind.any: BinaryFn.or_, ReduceKind.all: BinaryFn.and_,
+}
+
+
+def combine_fn(kind: ReduceKind) -> BinaryFn:
+    """The binary function a built-in elementwise fold combines with."""
+    try:
+        return COMBINE[kind]
+    except KeyError:
+        raise ValueError(f"reduce {kind} is not an elementwise fold") from None
+
+
+def identity(kind: ReduceKind, dtype: DType) -> Literal:
+    """The neutral element of a built-in kind in `dtype` (argmax/argmin: of their value component).
+
+    It seeds accumulators, fills padding and masked lanes, and is an empty extent's result. The float
+    sum's is -0.0, the one value with `x + -0.0 == x` bit for bit for every x (+0.0 + -0.0 is +0.0), so
+    neither padding, block size nor tree shape can change a sum: a sum of negative zeros is -0.0, and so
+    is an empty float sum (torch and NumPy start from +0.0 and give +0.0 for both; the values compare
+    equal and differ only in the sign bit).
+    """
+    if kind is ReduceKind.sum:
+        return False if dtype.is_pred else -0.0 if dtype.is_float else 0
+    if kind is ReduceKind.prod:
+        return True if dtype.is_pred else 1.0 if dtype.is_float else 1
+    if kind is ReduceKind.any:
+        return False
+    if kind is ReduceKind.all:
+        return True
+    if kind in (ReduceKind.max, ReduceKind.argmax, ReduceKind.min, ReduceKind.argmin):
+        lowest = kind in (ReduceKind.max, ReduceKind.argmax)
+        if dtype.is_float:
+            return -math.inf if lowest else math.inf
+        if dtype.is_pred:
+            return not lowest
+        lo, hi = dtype.int_range
+        return lo if lowest else hi
+    raise ValueError(f"reduce {kind} has no built-in identity")
+
+
+def same_literal(a: Literal, b: Literal) -> bool:
+    """Whether two literals are one value: signed zeros differ, NaN is never the same."""
+    if isinstance(a, float) or isinstance(b, float):
+        return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
+    return a == b
 
 
 def default_acc(kind: ReduceKind, dtype: ElemType) -> ElemType | None:

@@ -31,7 +31,8 @@ import numpy as np
 from kir import float_rules
 from kir.dtypes import DType, ElemType, bf16_rounded_bits, fp8_rounded
 from kir.errors import IntentError
-from kir.reduce import ReduceKind
+from kir.pointwise import BinaryFn
+from kir.reduce import COMBINE, EMPTY_ARG_INDEX, ReduceKind, identity
 
 _STORAGE = {d: d.np for d in DType}
 
@@ -185,47 +186,44 @@ def int_pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return result
 
 
+# The elementwise binary functions that are plain ufuncs (integer and float division, modulo and pow have
+# their own rules above); built-in reductions fold with these.
+BINARY: dict[BinaryFn, np.ufunc] = {
+    BinaryFn.add: np.add,
+    BinaryFn.sub: np.subtract,
+    BinaryFn.mul: np.multiply,
+    BinaryFn.maximum: np.maximum,  # NaN-propagating
+    BinaryFn.minimum: np.minimum,
+    BinaryFn.and_: np.bitwise_and,
+    BinaryFn.or_: np.bitwise_or,
+    BinaryFn.xor: np.bitwise_xor,
+    # NumPy's shifts clamp like PTX's: amounts outside [0, bits) give 0 or the sign fill.
+    BinaryFn.shl: np.left_shift,
+    BinaryFn.shr: np.right_shift,  # arithmetic for signed dtypes, logical for unsigned
+}
+
+
 # ---------------------------------------------------------------------------------------------- reductions
 
 
 def reduce_identity(kind: ReduceKind, dtype: DType) -> int | float | bool:
-    """The value an empty built-in reduction (and an exclusive scan's first element) gives."""
-    if kind is ReduceKind.sum:
-        return False if dtype.is_pred else 0
-    if kind is ReduceKind.prod:
-        return True if dtype.is_pred else 1
-    if kind is ReduceKind.any:
-        return False
-    if kind is ReduceKind.all:
-        return True
-    if kind in (ReduceKind.max, ReduceKind.min):
-        lowest = kind is ReduceKind.max
-        if dtype.is_float:
-            return -np.inf if lowest else np.inf
-        if dtype.is_pred:
-            return not lowest
-        lo, hi = dtype.int_range
-        return lo if lowest else hi
+    """The value an empty built-in reduction (and an exclusive scan's first element) gives: the kind's
+    identity from kir.reduce's table (argmax/argmin: the empty index, -1)."""
     if kind in (ReduceKind.argmax, ReduceKind.argmin):
-        return -1
-    raise IntentError(f"reduce {kind} has no built-in identity")
-
-
-UFUNC: dict[ReduceKind, np.ufunc] = {
-    ReduceKind.sum: np.add,
-    ReduceKind.prod: np.multiply,
-    ReduceKind.max: np.maximum,  # NaN-propagating
-    ReduceKind.min: np.minimum,
-    ReduceKind.any: np.logical_or,
-    ReduceKind.all: np.logical_and,
-}
+        return EMPTY_ARG_INDEX
+    try:
+        return identity(kind, dtype)
+    except ValueError as e:
+        raise IntentError(str(e)) from None
 
 
 def reduce_ufunc(kind: ReduceKind) -> np.ufunc:
+    """The NumPy ufunc of a built-in kind's combine (kir.reduce.COMBINE)."""
     try:
-        return UFUNC[kind]
+        fn = COMBINE[kind]
     except KeyError:
         raise IntentError(f"reduce {kind} is not an elementwise fold") from None
+    return BINARY[fn]
 
 
 def accumulate_dtype(kind: ReduceKind, value: DType, acc: ElemType | None) -> np.dtype:

@@ -25,6 +25,7 @@ from kir.pointwise import (
 
 from .interp import Frame, evaluates
 from .numerics import (
+    BINARY,
     bitcast,
     cast,
     float_floordiv,
@@ -125,21 +126,6 @@ FLOAT_BINARY: dict[BinaryFn, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     BinaryFn.mod: float_mod,
     BinaryFn.pow: float_pow,
 }
-
-BINARY: dict[BinaryFn, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
-    BinaryFn.add: np.add,
-    BinaryFn.sub: np.subtract,
-    BinaryFn.mul: np.multiply,
-    BinaryFn.maximum: np.maximum,  # NaN-propagating
-    BinaryFn.minimum: np.minimum,
-    BinaryFn.and_: np.bitwise_and,
-    BinaryFn.or_: np.bitwise_or,
-    BinaryFn.xor: np.bitwise_xor,
-    # NumPy's shifts clamp like PTX's: amounts outside [0, bits) give 0 or the sign fill.
-    BinaryFn.shl: np.left_shift,
-    BinaryFn.shr: np.right_shift,  # arithmetic for signed dtypes, logical for unsigned
-}
-
 
 @evaluates(Binary)
 def _binary(frame: Frame, op: Binary) -> tuple[np.ndarray]:

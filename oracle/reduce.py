@@ -64,8 +64,10 @@ def _reduce(frame: Frame, op: Reduce) -> tuple[np.ndarray, ...]:
     if op.kind is ReduceKind.sum and acc.kind == "f":
         # NumPy sums pairwise only along one contiguous axis (a column sum adds row after row): move the
         # reduced axes last, in the accumulator's type, so that every float sum is pairwise.
+        # Started from the identity (-0.0): NumPy would start an add from +0.0 and lose the sign of a sum
+        # of negative zeros.
         flat = np.ascontiguousarray(reduced_last(x, axes), dtype=acc)
-        out = np.add.reduce(flat, axis=-1, **kwargs)
+        out = np.add.reduce(flat, axis=-1, initial=reduce_identity(op.kind, dtype) if initial is None else initial)
         return (np.asarray(keep_dims(out, axes) if op.keepdims else out),)
     out = reduce_ufunc(op.kind).reduce(x, axis=axes, dtype=acc, keepdims=op.keepdims, **kwargs)
     return (np.asarray(out),)

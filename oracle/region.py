@@ -131,11 +131,12 @@ def fold_runs(fn: np.ufunc, values: np.ndarray, lo: np.ndarray, hi: np.ndarray, 
 
 def pairwise_runs(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, acc: np.dtype) -> np.ndarray:
     """The float sum of values[lo:hi] for each pair, pairwise in `acc` (as a reduction sums: `np.add.reduceat`
-    adds each run sequentially), 0 for empty pairs."""
+    adds each run sequentially), from the identity -0.0 (so also for empty pairs)."""
     wide = np.ascontiguousarray(values, dtype=acc)
-    out = np.zeros(lo.shape[0], acc)
+    zero = reduce_identity(ReduceKind.sum, DType.f64)
+    out = np.full(lo.shape[0], zero, acc)
     for k in np.flatnonzero(hi > lo):
-        out[k] = np.add.reduce(wide[lo[k]:hi[k]])
+        out[k] = np.add.reduce(wide[lo[k]:hi[k]], initial=zero)
     return out
 
 

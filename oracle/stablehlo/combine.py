@@ -14,40 +14,27 @@ from collections.abc import Callable, Sequence
 
 from kir.core import RefType, Region
 from kir.dtypes import DType
-from kir.reduce import ReduceKind
+from kir.reduce import EMPTY_ARG_INDEX, ReduceKind, combine_fn
+from kir.reduce import identity as reduce_identity
 
 from .context import Ctx
+from .pointwise import binary_op_name
 from .registry import captured, run_region
-from .values import Val, highest, lowest
+from .values import Val
 
 Combiner = Callable[[list[Val], list[Val]], list[Val]]
 
-_BUILTIN_OP = {ReduceKind.sum: "add", ReduceKind.prod: "multiply", ReduceKind.max: "maximum",
-               ReduceKind.min: "minimum", ReduceKind.any: "or", ReduceKind.all: "and"}
-
-
 def builtin_op(kind: ReduceKind) -> str:
-    return _BUILTIN_OP[kind]
+    """The StableHLO op of a built-in kind's combine (kir.reduce.COMBINE)."""
+    return binary_op_name(combine_fn(kind))
 
 
-def identity(kind: ReduceKind, dtype: DType, nonempty: bool = False) -> int | float | bool:
-    """The identity of a built-in combine. A float sum over a non-empty extent starts at -0.0, which
-    is exact for every addend (0.0 + -0.0 would lose the sign of an all-negative-zero sum)."""
-    if kind is ReduceKind.sum:
-        return -0.0 if dtype.is_float and nonempty else 0
-    if kind is ReduceKind.prod:
-        return 1
-    if kind is ReduceKind.max:
-        return lowest(dtype)
-    if kind is ReduceKind.min:
-        return highest(dtype)
-    if kind is ReduceKind.any:
-        return False
-    if kind is ReduceKind.all:
-        return True
+def identity(kind: ReduceKind, dtype: DType) -> int | float | bool:
+    """A built-in combine's initial value: kir.reduce's identity (-0.0 for a float sum, exact for every
+    addend), argmax/argmin's empty index (-1)."""
     if kind in (ReduceKind.argmax, ReduceKind.argmin):
-        return -1
-    raise AssertionError(kind)
+        return EMPTY_ARG_INDEX
+    return reduce_identity(kind, dtype)
 
 
 def apply_region(ctx: Ctx, region: Region, args: Sequence[Val]) -> list[Val]:

@@ -158,6 +158,11 @@ _SIMPLE_BINARY = {
 }
 
 
+def binary_op_name(fn: BinaryFn) -> str:
+    """The StableHLO op of a binary function that maps to one op (reductions combine with these)."""
+    return _SIMPLE_BINARY[fn]
+
+
 def float_divide(ctx: Ctx, a: Val, b: Val) -> Val:
     """IEEE division. The barrier keeps XLA from rewriting `a / broadcast(b)`, `a / sqrt(b)` and the like
     into multiplications by a reciprocal, which round differently."""

@@ -24,9 +24,8 @@ from .values import Val
 def reduce_builtin(ctx: Ctx, kind: ReduceKind, x: Val, axes: list[int], acc: DType, out: DType,
                    initial: int | float | bool | None = None) -> Val:
     s = ctx.ssa
-    nonempty = all(x.shape[a] > 0 for a in axes)
     x = s.convert(x, acc)
-    init = ctx.splat(identity(kind, acc, nonempty) if initial is None else initial, acc)
+    init = ctx.splat(identity(kind, acc) if initial is None else initial, acc)
     op_name = builtin_op(kind)
     (r,) = s.reduce([x], [init], axes, lambda a: [s.binary(op_name, a[0], a[1])], x.depth, str(kind))
     return s.convert(r, out)

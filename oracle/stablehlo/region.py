@@ -180,7 +180,7 @@ def _region_fold(ctx: Ctx, op: Op) -> None:
         accs = [ctx.splat(0, comp_dtypes[0], lanes, depth), ctx.splat(-1, DType.i64, lanes, depth)]
     else:
         acc_dtype = concrete(ctx, op.effective_acc())
-        accs = [ctx.splat(identity(kind, acc_dtype, nonempty=True), acc_dtype, lanes, depth)]
+        accs = [ctx.splat(identity(kind, acc_dtype), acc_dtype, lanes, depth)]
     offset = s.binary("subtract", w.start, w.begin)
 
     def step(k: Val, cv: list[Val]) -> list[Val]:

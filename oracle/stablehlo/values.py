@@ -112,21 +112,3 @@ def literal(value: int | float | bool, dtype: DType) -> str:
             mantissa += ".0"
         return mantissa + e + exponent
     return _float_bits(v, dtype)
-
-
-def lowest(dtype: DType) -> int | float | bool:
-    """The identity of max: -inf for floats, the smallest integer, false."""
-    if dtype.is_float:
-        return -math.inf
-    if dtype.is_pred:
-        return False
-    return dtype.int_range[0]
-
-
-def highest(dtype: DType) -> int | float | bool:
-    """The identity of min: +inf for floats, the largest integer, true."""
-    if dtype.is_float:
-        return math.inf
-    if dtype.is_pred:
-        return True
-    return dtype.int_range[1]

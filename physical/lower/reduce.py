@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 from kir import core as K
 from kir import reduce as KR
 from kir.dtypes import DType
@@ -17,34 +15,13 @@ from .context import Lowerer
 INT64_MAX = (1 << 63) - 1
 
 
-def identity_of(kind: KR.ReduceKind, dtype: DType) -> Literal:
-    if kind is KR.ReduceKind.sum:
-        return False if dtype.is_pred else 0.0 if dtype.is_float else 0
-    if kind is KR.ReduceKind.prod:
-        return 1.0 if dtype.is_float else 1
-    if kind in (KR.ReduceKind.max, KR.ReduceKind.argmax):
-        return -math.inf if dtype.is_float else (False if dtype.is_pred else dtype.int_range[0])
-    if kind in (KR.ReduceKind.min, KR.ReduceKind.argmin):
-        return math.inf if dtype.is_float else (True if dtype.is_pred else dtype.int_range[1])
-    if kind is KR.ReduceKind.any:
-        return False
-    if kind is KR.ReduceKind.all:
-        return True
-    raise ValueError(f"no built-in identity for {kind}")
-
-
-_BUILTIN_FN = {KR.ReduceKind.sum: BinaryFn.add, KR.ReduceKind.prod: BinaryFn.mul,
-               KR.ReduceKind.max: BinaryFn.maximum, KR.ReduceKind.min: BinaryFn.minimum,
-               KR.ReduceKind.any: BinaryFn.or_, KR.ReduceKind.all: BinaryFn.and_}
-
-
 def builtin_combine(lw: Lowerer, kind: KR.ReduceKind, dtypes: tuple[DType, ...]) -> PRegion:
     """The combine region of a built-in kind over scalars (argmax/argmin: over (value, index) pairs)."""
     types = tuple(Fragment(d) for d in dtypes)
     with lw.scalar_context():
         args = lw.begin(types * 2, tuple(f"{s}{k}" for s in "ab" for k in range(len(dtypes))), isolated=True)
-        if kind in _BUILTIN_FN:
-            r = lw.add(P.Binary, types[0], fn=_BUILTIN_FN[kind], lhs=args[0], rhs=args[1])
+        if kind in KR.COMBINE:
+            r = lw.add(P.Binary, types[0], fn=KR.COMBINE[kind], lhs=args[0], rhs=args[1])
             return lw.end((r,))
         va, ia, vb, ib = args
         better = CmpFn.gt if kind is KR.ReduceKind.argmax else CmpFn.lt
@@ -66,15 +43,14 @@ def builtin_combine(lw: Lowerer, kind: KR.ReduceKind, dtypes: tuple[DType, ...])
 def seeded(lw: Lowerer, kind: KR.ReduceKind, acc: DType, identity: Literal, v: PValue) -> PValue:
     """`identity (+) v` in the accumulator dtype: an identity given for a built-in kind is the accumulator's
     initial value (padding and masked members still fold the kind's own neutral element)."""
-    neutral = identity_of(kind, acc)
-    if identity == neutral and not (isinstance(identity, float) and math.isnan(identity)):
+    if KR.same_literal(identity, KR.identity(kind, acc)):
         return v
     dt = v.type.dtype
     if acc.is_int and isinstance(identity, int) and not isinstance(identity, bool):
         # an identity written for the element type (u64's 2**64 - 1) wraps into a signed accumulator
         lo, hi = acc.int_range
         identity = (identity - lo) % (hi - lo + 1) + lo
-    folded = lw.binary(_BUILTIN_FN[kind], lw.broadcast_to(lw.const(identity, acc), v.type.with_dtype(acc)),
+    folded = lw.binary(KR.COMBINE[kind], lw.broadcast_to(lw.const(identity, acc), v.type.with_dtype(acc)),
                        lw.cast(v, acc))
     return lw.cast(folded, dt)
 
@@ -120,19 +96,19 @@ def lower_reduce(lw: Lowerer, op: KR.Reduce) -> None:
         dt = xs[0].type.dtype
         inputs = (xs[0], arg_index(lw, xs[0], tuple(sorted(op.axes))))
         accs = (dt, DType.i64)
-        combine, identity = builtin_combine(lw, op.kind, accs), (identity_of(op.kind, dt), INT64_MAX)
+        combine, identity = builtin_combine(lw, op.kind, accs), (KR.identity(op.kind, dt), INT64_MAX)
         out_types = (Fragment(dt, lanes, kept), Fragment(DType.i64, lanes, kept))
     else:
         dt = xs[0].type.dtype
         acc = op.effective_acc()
         assert isinstance(acc, DType)
-        combine, identity, accs = builtin_combine(lw, op.kind, (acc,)), (identity_of(op.kind, acc),), (acc,)
+        combine, identity, accs = builtin_combine(lw, op.kind, (acc,)), (KR.identity(op.kind, acc),), (acc,)
         inputs, out_types = xs, (Fragment(dt, lanes, kept),)
     r = lw.emit(P.Reduce, out_types, names=(op.results[0].name,) * len(out_types), inputs=inputs,
                 axes=tuple(sorted(op.axes)), kind=op.kind, identity=identity, acc_dtypes=accs, member=member,
                 combine=combine)
     results = r.results[1:] if op.kind in (KR.ReduceKind.argmax, KR.ReduceKind.argmin) else r.results
-    if op.kind in _BUILTIN_FN and op.identity is not None:
+    if op.kind in KR.COMBINE and op.identity is not None:
         results = (seeded(lw, op.kind, accs[0], op.identity[0], results[0]),)
     for kv, pv in zip(op.results, results):
         if op.keepdims:

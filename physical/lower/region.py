@@ -8,6 +8,7 @@ from kir.dims import DConst
 from kir.dtypes import DType
 from kir.pointwise import BinaryFn, CmpFn
 from kir.reduce import default_acc
+from kir.reduce import identity as reduce_identity
 
 from .. import ops as P
 from ..analysis import captured
@@ -15,7 +16,7 @@ from ..model import Fragment, PRegion, PValue
 from . import lower_ops, rule
 from .access import fill_for, note_read, note_write
 from .context import Lowerer
-from .reduce import builtin_combine, identity_of, lower_combine, seeded
+from .reduce import builtin_combine, lower_combine, seeded
 
 CHUNK = 256  # elements of a subregion visited per chunk step
 
@@ -101,12 +102,12 @@ def lower_region_fold(lw: Lowerer, op: KG.RegionFold) -> None:
         # (value, position) pairs folded in element order: the first extreme wins, NaN counts as the
         # extreme; an empty subregion keeps the identity's position, -1
         combine = builtin_combine(lw, op.kind, dtypes)
-        identity, accs = (identity_of(op.kind, dtypes[0]), -1), dtypes
+        identity, accs = (reduce_identity(op.kind, dtypes[0]), -1), dtypes
         outs = tuple(Fragment(d, lanes) for d in dtypes)
     else:
         acc = op.effective_acc()
         assert isinstance(acc, DType)
-        combine, identity, accs = builtin_combine(lw, op.kind, (acc,)), (identity_of(op.kind, acc),), (acc,)
+        combine, identity, accs = builtin_combine(lw, op.kind, (acc,)), (reduce_identity(op.kind, acc),), (acc,)
         outs = (Fragment(dtypes[0], lanes),)
     names = (op.results[0].name,) * len(outs) if arg else tuple(v.name for v in op.results)
     r = lw.emit(P.RegionFold, outs, names=names, begin=begin, end=end,
@@ -136,7 +137,7 @@ def lower_region_scan(lw: Lowerer, op: KG.RegionScan) -> None:
         acc = default_acc(op.kind.as_reduce, dtypes[0]) or dtypes[0]
         assert isinstance(acc, DType)
         accs = (acc,)
-        combine, identity = builtin_combine(lw, op.kind.as_reduce, accs), (identity_of(op.kind.as_reduce, acc),)
+        combine, identity = builtin_combine(lw, op.kind.as_reduce, accs), (reduce_identity(op.kind.as_reduce, acc),)
     buf = lw.buffer_of(op.dst)
     tile = lw.tile((DConst(CHUNK),))
     lanes = begin.type.lanes or end.type.lanes

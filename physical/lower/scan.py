@@ -5,12 +5,13 @@ from __future__ import annotations
 from kir import scan as KS
 from kir.dtypes import DType
 from kir.reduce import default_acc
+from kir.reduce import identity as reduce_identity
 
 from .. import ops as P
 from ..model import Fragment
 from . import rule
 from .context import Lowerer
-from .reduce import builtin_combine, identity_of, lower_combine, seeded
+from .reduce import builtin_combine, lower_combine, seeded
 
 
 @rule(KS.Scan)
@@ -28,7 +29,7 @@ def lower_scan(lw: Lowerer, op: KS.Scan) -> None:
             default_acc(op.kind.as_reduce, dtypes[0]) or dtypes[0]
         assert isinstance(acc, DType)
         combine = builtin_combine(lw, op.kind.as_reduce, (acc,))
-        identity = (identity_of(op.kind.as_reduce, acc),)  # an identity given is folded in after the scan
+        identity = (reduce_identity(op.kind.as_reduce, acc),)  # an identity given is folded in after the scan
         accs = (acc,)
     outs = tuple(Fragment(d, lanes, tile) for d in dtypes)
     r = lw.emit(P.Scan, outs, names=tuple(v.name for v in op.results), inputs=xs, axis=op.axis, kind=op.kind,

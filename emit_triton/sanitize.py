@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from kir.core import Kernel, ParamKind, RefType
-from kir.dtypes import DType
+from kir.dtypes import DType, fp8_ml_dtype
 from kir.errors import IntentError
 
 ENV = "INTENT_SANITIZE"
@@ -110,6 +110,8 @@ def _oracle_bits(values: np.ndarray, dtype: DType) -> np.ndarray:
     """The oracle's results as the bit patterns the device stores (bf16: the high half of its f32)."""
     if dtype is DType.bf16:
         return (np.ascontiguousarray(values, np.float32).view(np.uint32) >> np.uint32(16)).astype(np.uint16)
+    if dtype.is_fp8:  # the oracle holds fp8 values in f32 (exactly): the device stores their 8-bit patterns
+        return np.asarray(values, np.float32).astype(fp8_ml_dtype(dtype)).view(np.uint8)
     return np.ascontiguousarray(values).view(_BITS[_width(dtype)])
 
 

@@ -283,3 +283,36 @@ def test_fp8_local_buffers_are_initialised_through_their_bits(tmp_path: Path) ->
     assert (o.float().numpy() == want["o"].astype(np.float32)).all()
     assert (p.float().numpy() == want["p"].astype(np.float32)).all()
     assert p.float()[:, 0].min() > -10  # the fill is 3.0, not the number 68 made of its bits
+
+
+def test_sanitized_launch_of_an_fp8_output(tmp_path: Path) -> None:
+    """The sanitizer's sentinels for an fp8 output took the oracle's f32-held values as 4 bytes each (an
+    IndexError in the launch, found by the source-level generator); the device stores one byte."""
+    from emit_triton.sanitize import sanitizing
+
+    k = _kernel(
+        tmp_path,
+        """
+        import intent
+        from intent import Out, dims, parallel, f8e4m3
+        M, N = dims("M N")
+
+        @intent.kernel
+        def k(x: f8e4m3[M, N], o: Out[f8e4m3[M]], p: Out[f8e4m3[M, 1]]):
+            for i in parallel(M):
+                acc = f8e4m3(0.0)
+                for t in range(N):
+                    acc = acc * 0.5 + x[i, t]
+                o[i] = acc
+                buf = intent.empty((1,), f8e4m3)
+                buf[0] = x[i, 0] * 2
+                p[i, :] = buf
+    """,
+    )
+    x = torch.randn(37, 2, generator=torch.Generator().manual_seed(1)).to(torch.float8_e4m3fn)
+    o, p = torch.zeros(37).to(torch.float8_e4m3fn), torch.zeros(37, 1).to(torch.float8_e4m3fn)
+    with sanitizing():
+        k(x, o, p)
+    want = k.oracle(x=x, o=o, p=p)
+    assert (o.float().numpy() == want["o"].astype(np.float32)).all()
+    assert (p.float().numpy() == want["p"].astype(np.float32)).all()

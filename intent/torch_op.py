@@ -4,7 +4,7 @@ Every specialised kernel (one dtype assignment and const values) that PyTorch tr
 use, an operator `torch.ops.intent.<kernel>__<digest>`:
 
 * its schema comes from the KIR parameters: tensor inputs are `Tensor`, `InOut` parameters and the
-  `Out` parameters the caller passes are mutated (`Tensor(a!)`), the `Out` parameters the caller
+  `Out` parameters the caller passes are mutated (`Tensor(a1!)`), the `Out` parameters the caller
   omits are returned, runtime scalars are `float`, `SymInt` or `bool` (const parameters are part of
   the specialisation, not of the schema);
 * its fake (meta) implementation comes from the KIR types: the shape symbols are bound from the input
@@ -59,15 +59,10 @@ def scalar_schema_type(dtype: DType) -> str:
 class Schema:
     """The operator signature of one specialisation called with a given set of `Out` parameters."""
 
-    text: str  # "(Tensor x, Tensor(a!) out, float eps) -> ()"
+    text: str  # "(Tensor x, Tensor(a1!) out, float eps) -> ()"
     inputs: tuple[str, ...]  # the operator's arguments (KIR parameter names), in KIR order
     mutated: tuple[str, ...]  # InOut parameters and the Out parameters passed in
     returned: tuple[str, ...]  # the Out parameters the caller omitted, allocated and returned
-
-
-def _alias_set(n: int) -> str:
-    letters = "abcdefghijklmnopqrstuvwxyz"
-    return letters[n] if n < len(letters) else f"{letters[n % len(letters)]}{n // len(letters)}"
 
 
 def schema_for(kernel: Kernel, given: Iterable[str]) -> Schema:
@@ -86,7 +81,8 @@ def schema_for(kernel: Kernel, given: Iterable[str]) -> Schema:
             if p.role is Role.IN:
                 parts.append(f"Tensor {p.name}")
             else:
-                parts.append(f"Tensor({_alias_set(len(mutated))}!) {p.name}")
+                # the alias set is named after the argument's position, as torch.library.infer_schema does
+                parts.append(f"Tensor(a{len(inputs)}!) {p.name}")
                 mutated.append(p.name)
         else:
             assert isinstance(t.dtype, DType), "operators are made for specialised kernels"
@@ -297,9 +293,17 @@ _lock = threading.RLock()
 
 def op_name(kernel: Kernel, given: frozenset[str], autotune: bool) -> str:
     """`<kernel>__<digest>`: the digest covers the specialised KIR (dtypes, consts, checks), the `Out`
-    parameters passed and the launch options, so equal kernels share an operator across kernel objects."""
-    text = "\0".join([str(kernel), f"checks={kernel.checks}", f"autotune={autotune}", ",".join(sorted(given))])
+    parameters passed, the schema and the launch options, so equal kernels share an operator across kernel
+    objects, and a name in a compiled program cached on disk means the same operator in every process."""
+    schema = schema_for(kernel, _given_names(kernel, given))
+    text = "\0".join([str(kernel), f"checks={kernel.checks}", f"autotune={autotune}", ",".join(sorted(given)),
+                      schema.text])
     return f"{kernel.name}__{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+
+
+def _given_names(kernel: Kernel, outs: frozenset[str]) -> set[str]:
+    """Every parameter a call passes when it passes the `Out` parameters in `outs`."""
+    return {p.name for p in kernel.params if p.role is not Role.OUT or p.name in outs}
 
 
 def op_for(kernel: Kernel, given: Iterable[str], *, autotune: bool = False,
@@ -319,8 +323,7 @@ def op_for(kernel: Kernel, given: Iterable[str], *, autotune: bool = False,
         name = op_name(kernel, outs, autotune) + ("_triton" if triton else "")
         found = _by_name.get(name)
         if found is None:
-            schema = schema_for(kernel, {p.name for p in kernel.params} - (
-                {p.name for p in kernel.params if p.role is Role.OUT} - outs))
+            schema = schema_for(kernel, _given_names(kernel, outs))
             found = torch_triton.register_triton(name, kernel, schema) if triton else \
                 register(name, kernel, schema, autotune)
         _ops[key] = (kernel, found)

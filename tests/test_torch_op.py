@@ -69,11 +69,11 @@ def test_schema_returns_omitted_outs_and_mutates_inout_and_given_outs() -> None:
     kir = _kir(scaled)
     every = {"x", "acc", "s", "k", "flag"}
     assert torch_op.schema_for(kir, every).text == \
-        "(Tensor x, Tensor(a!) acc, float s, SymInt k, bool flag) -> (Tensor, Tensor)"
+        "(Tensor x, Tensor(a1!) acc, float s, SymInt k, bool flag) -> (Tensor, Tensor)"
     given = torch_op.schema_for(kir, every | {"y"})
-    assert given.text == "(Tensor x, Tensor(a!) acc, float s, SymInt k, bool flag, Tensor(b!) y) -> Tensor"
+    assert given.text == "(Tensor x, Tensor(a1!) acc, float s, SymInt k, bool flag, Tensor(a5!) y) -> Tensor"
     assert given.mutated == ("acc", "y") and given.returned == ("sums",)
-    assert torch_op.schema_for(kir, every | {"y", "sums"}).text.endswith("Tensor(c!) sums) -> ()")
+    assert torch_op.schema_for(kir, every | {"y", "sums"}).text.endswith("Tensor(a5!) y, Tensor(a6!) sums) -> ()")
 
 
 def test_operator_names_cover_the_specialisation_and_the_outs_given() -> None:

@@ -15,7 +15,7 @@ from bench.kernels import traffic_cases
 from emit_triton import targets
 from emit_triton.abi import ArgKind
 from emit_triton.launcher import plan_launch
-from intent import Out, dims, f32, parallel, torch_op, torch_triton
+from intent import InOut, Out, dims, f32, i32, parallel, pred, torch_op, torch_triton
 
 M, N = dims("M N")
 
@@ -26,6 +26,15 @@ def softmax(x: f32[M, N], out: Out[f32[M, N]]):
         row = x[i, :]
         e = intent.exp(row - intent.max(row))
         out[i, :] = e / intent.sum(e)
+
+
+@intent.kernel
+def mixed(x: f32[M, N], acc: InOut[f32[M, N]], s: f32, k: i32, flag: pred, y: Out[f32[M, N]], sums: Out[f32[M]]):
+    for i in parallel(M):
+        row = x[i, :] * s + k.to(f32)
+        acc[i, :] = acc[i, :] + row
+        y[i, :] = intent.where(flag, row, -row)
+        sums[i] = intent.sum(row)
 
 
 @pytest.fixture(autouse=True)
@@ -53,6 +62,24 @@ def test_triton_operator_schema_and_eager_call(triton_softmax) -> None:
     assert str(triton_softmax.op._schema) == "intent::softmax_triton_op_test(Tensor x) -> Tensor"
     x = torch.randn(3, 7)
     torch.testing.assert_close(triton_softmax.op(x), torch.softmax(x, 1))  # eagerly: the launcher
+
+
+@pytest.mark.parametrize("outs", [(), ("y",), ("y", "sums")], ids=["returned", "one-given", "all-given"])
+def test_triton_operator_schemas_match_the_derived_schema(outs) -> None:
+    kir = mixed.specialize_with()
+    schema = torch_op.schema_for(kir, {"x", "acc", "s", "k", "flag", *outs})
+    entry = torch_triton.register_triton(f"mixed_triton_test_{len(outs)}", kir, schema)  # checks the schema
+    assert str(entry.op._schema).split("(", 1)[1] == schema.text[1:]
+    x, acc = torch.randn(2, 3), torch.zeros(2, 3)
+    given = {name: torch.empty(2, 3) if name == "y" else torch.empty(2) for name in outs}
+    result = entry.op(x, acc, 2.0, 1, True, *given.values())
+    row = x * 2 + 1
+    torch.testing.assert_close(acc, row)
+    if not outs:
+        torch.testing.assert_close(result[0], row)
+        torch.testing.assert_close(result[1], row.sum(1))
+    else:
+        torch.testing.assert_close(given["y"], row)
 
 
 def test_inductor_receives_the_triton_kernel_on_symbolic_sizes(triton_softmax) -> None:

@@ -205,13 +205,61 @@ def float_rule(em: Emitter, rule: str, a: str, b: str, compute: str) -> str:
 
 
 _POW = f'''@triton.jit
+def _intent_pow_magnitude(x, b):
+    # |x| ** b for finite x > 0 in f64 under the interpreter, within 2 ulp: log2 x = e + log2 m in
+    # double-double (m in [sqrt(1/2), sqrt(2)), ln m = 2 atanh(s) with s = (m - 1) / (m + 1)), y = b * log2 x
+    # in double-double (products split exactly by fma), then exp2(y_hi) * (1 + y_lo * ln 2)
+    one = tl.full((), 1.0, tl.float64)
+    bits = x.to(tl.int64, bitcast=True)
+    sub = ((bits >> 52) & 0x7FF) == 0
+    xs = tl.where(sub, x * 18014398509481984.0, x)  # subnormals scaled by 2**54
+    bits = xs.to(tl.int64, bitcast=True)
+    e = ((bits >> 52) & 0x7FF) - tl.where(sub, 1077, 1023)
+    m = ((bits & 0x000FFFFFFFFFFFFF) | 0x3FF0000000000000).to(tl.float64, bitcast=True)
+    big = m > tl.full((), 1.4142135623730951, tl.float64)
+    m = tl.where(big, m * 0.5, m)
+    ef = tl.where(big, e + 1, e).to(tl.float64)
+    num = m - 1.0  # exact (Sterbenz)
+    den = m + 1.0
+    t = den - m
+    den_lo = (m - (den - t)) + (1.0 - t)
+    s = num / den
+    s_lo = (tl.fma(-s, den, num) - s * den_lo) / den
+    s2 = s * s
+    poly = one / 27.0
+    for k in tl.static_range(12, 0, -1):
+        poly = poly * s2 + one / (2 * k + 1)
+    ln_hi = 2.0 * s
+    ln_lo = 2.0 * s_lo + 2.0 * s * s2 * poly
+    inv_hi = tl.full((), 1.4426950408889634, tl.float64)
+    inv_lo = tl.full((), 2.0355273740931033e-17, tl.float64)
+    l_hi = ln_hi * inv_hi
+    l_lo = tl.fma(ln_hi, inv_hi, -l_hi) + (ln_hi * inv_lo + ln_lo * inv_hi)
+    p1 = b * ef
+    p1_lo = tl.fma(b, ef, -p1)
+    p2 = b * l_hi
+    p2_lo = tl.fma(b, l_hi, -p2)
+    y = p1 + p2
+    z = y - p1
+    y_lo = ((p1 - (y - z)) + (p2 - z)) + p1_lo + p2_lo + b * l_lo
+    y_hi = y + y_lo
+    y_lo = y_lo - (y_hi - y)
+    r = tl.exp2(y_hi)
+    return r + r * (y_lo * tl.full((), 0.6931471805599453, tl.float64))
+
+
+@triton.jit
 def _intent_pow(a, b, {DEVICE_FLAG}: tl.constexpr):
     # f64 operands. The device: libdevice's pow (C99's special cases, within 2 ulp in f64). The
-    # interpreter (no libdevice): exp2(b * log2|a|) in f64 with C's special cases.
+    # interpreter (no libdevice): `_intent_pow_magnitude` with C's special cases.
     if {DEVICE_FLAG}:
         r = tl.extra.cuda.libdevice.pow(a, b)
     else:
-        m = tl.exp2(b * tl.log2(tl.abs(a)))
+        x = tl.abs(a)
+        simple = tl.exp2(b * tl.log2(x))  # right for 0, inf and NaN, and where b * log2 x overflows
+        finite = tl.where(x > 0.0, tl.where(x < float("inf"), True, False), False)
+        careful = _intent_pow_magnitude(tl.where(finite, x, 1.0), b)
+        m = tl.where(finite, tl.where(tl.abs(b * tl.log2(x)) < 2000.0, careful, simple), simple)
         integral = tl.floor(b) == b
         odd = tl.floor(b * 0.5) * 2.0 != b
         # a negative base needs an integral exponent; -0.0 keeps its sign for odd ones (nested selects,

@@ -308,3 +308,28 @@ def test_general_float_pow_compiles_to_libdevice_pow_for_sm90(tmp_path):
     text = emit_triton.ptx(k.kir, args, arch=90)
     assert ".target sm_90" in text and "ex2.approx" not in text  # the f64 pow, not exp2(b * log2 a)
     assert_self_contained(text)
+
+
+def test_general_f64_pow_is_within_two_ulp_under_the_interpreter(tmp_path):
+    mpmath = pytest.importorskip("mpmath")
+    k = kernel(tmp_path, GENERAL_POW.format(w="f64"))
+    g = torch.Generator().manual_seed(13)
+    n = 400
+    a = torch.cat([torch.rand(n, generator=g, dtype=torch.float64) * 4,
+                   torch.exp(torch.randn(n, generator=g, dtype=torch.float64) * 200),  # far from 1: large b * log2 a
+                   1.0 + torch.randn(n, generator=g, dtype=torch.float64) * 1e-9,     # near 1: large b
+                   torch.tensor([5e-324, 2.5e-310, 1e300, 0.5, 2.0, 10.0], dtype=torch.float64)])
+    b = torch.cat([(torch.rand(n, generator=g, dtype=torch.float64) - 0.5) * 60,
+                   (torch.rand(n, generator=g, dtype=torch.float64) - 0.5) * 4,
+                   (torch.rand(n, generator=g, dtype=torch.float64) - 0.5) * 1e9,
+                   torch.tensor([0.5, -0.75, 1.0 / 3.0, 1000.5, -1074.0, 307.5], dtype=torch.float64)])
+    out = torch.empty(len(a), dtype=torch.float64)
+    k(a=a, b=b, out=out)
+    got = out.numpy()
+    mpmath.mp.prec = 160
+    exact = np.array([float(mpmath.power(mpmath.mpf(float(x)), mpmath.mpf(float(y)))) for x, y in zip(a, b)])
+    finite = np.isfinite(exact) & (exact != 0) & (np.abs(exact) >= np.finfo(np.float64).tiny) & \
+        (np.abs(exact) < np.finfo(np.float64).max)
+    assert finite.sum() > 900
+    ulps = _ulps(got[finite], exact[finite])
+    assert ulps.max() <= 2, (a.numpy()[finite][ulps.argmax()], b.numpy()[finite][ulps.argmax()])

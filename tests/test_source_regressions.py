@@ -333,3 +333,32 @@ def test_general_f64_pow_is_within_two_ulp_under_the_interpreter(tmp_path):
     assert finite.sum() > 900
     ulps = _ulps(got[finite], exact[finite])
     assert ulps.max() <= 2, (a.numpy()[finite][ulps.argmax()], b.numpy()[finite][ulps.argmax()])
+
+
+KEYWORD_MASKS = """
+@intent.kernel
+def combos(c: f32[N], s: i32, u: u32, d: f64, out: Out[f32[N]]):
+    for i in parallel(N):
+        p = not ((s > 1) and (u != 3)) or (d < 0.5)
+        q = ((i % 2) == 0) ^ (s == 2)
+        r = ~(True & (d >= 1.0)) | False
+        if (p and q) or (r & (c[i] > 0.5)) or ((p == q) & ~r):
+            out[i] = c[i]
+        else:
+            out[i] = -1.0
+"""
+
+
+@pytest.mark.parametrize(("s", "u", "d"), [(0, 3, 0.25), (2, 4, 0.75), (5, 3, 1.5), (5, 4, 1.5)])
+def test_masks_from_and_or_not_xor_and_equality_of_predicates(tmp_path, s, u, d):
+    k = kernel(tmp_path, KEYWORD_MASKS)
+    c = torch.tensor([0.1, 0.7, 0.6, 0.2, 0.9, 0.3])
+    want, got, _ = three_ways(k, {"c": c, "s": s, "u": u, "d": d, "out": torch.empty(6)})
+    expect = []
+    for i, ci in enumerate(c.tolist()):
+        p = (not ((s > 1) and (u != 3))) or (d < 0.5)
+        q = ((i % 2) == 0) ^ (s == 2)
+        r = not (d >= 1.0)
+        expect.append(ci if (p and q) or (r and ci > 0.5) or ((p == q) and not r) else -1.0)
+    np.testing.assert_array_equal(want["out"], np.float32(expect))
+    np.testing.assert_array_equal(got["out"], np.float32(expect))

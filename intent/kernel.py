@@ -80,6 +80,18 @@ def _torch_probes() -> tuple[Callable[[], bool], Callable[[], int]] | None:
     return _tracing_probes
 
 
+def _launch_shapes(kernel: Kernel, abi: Mapping[str, object]) -> tuple[dict[str, int], int] | None:
+    """The shape symbols and multiprocessor count a launch with `abi` would use; None unless every
+    parameter is given (inputs may be omitted for `explain`)."""
+    if any(p.name not in abi or abi[p.name] is None for p in kernel.params if p.role is not Role.OUT):
+        return None
+    from emit_triton import targets
+    from emit_triton.arguments import bind_arguments
+
+    bound = bind_arguments(kernel, abi)
+    return {s: int(bound.env[s]) for s in kernel.symbols}, targets.multiprocessors(bound.device)
+
+
 # Distinct call forms (positional count, keyword names) and specialisations remembered per kernel object.
 _MAX_CALL_FORMS = 64
 _MAX_SPECIALISATIONS = 256
@@ -358,8 +370,12 @@ class KernelObject:
 
     @api_boundary
     def explain(self, *args: object, **kwargs: object) -> str:
-        kernel, _ = self._prepare(args, kwargs, require_inputs=False)
-        return _stage("physical", "explain", "the physical plan")(kernel)
+        """The physical plan; given every tensor argument, also its numbers at their shapes (grid, block
+        sizes, warps, active forms, bytes moved against the ideal) on their device."""
+        kernel, abi = self._prepare(args, kwargs, require_inputs=False)
+        explain = _stage("physical", "explain", "the physical plan")
+        at = _launch_shapes(kernel, abi)
+        return explain(kernel) if at is None else explain(kernel, *at)
 
     def __repr__(self) -> str:
         params = ", ".join(f"{p.name}: {_describe_spec(p.spec)}" for p in self.signature.params)

@@ -231,8 +231,8 @@ def _count(n: int) -> str:
 def evaluated_lines(p: Program, shapes: Mapping[str, int], sms: int, counts=None) -> list[str]:
     env = launch_environment(p, shapes, sms)
     bound = ", ".join(f"{k} = {v}" for k, v in shapes.items()) or "no symbols"
-    device = f"a device of {sms} multiprocessors" if sms > 0 else "Triton's interpreter (one program at a time)"
-    lines = [f"at {bound} ({device}):"]
+    device = f"a device of {sms} multiprocessors" if sms > 0 else "Triton's interpreter, one program at a time"
+    lines = [f"at {bound}, on {device}:"]
     lines.append(f"  grid = {_count(p.grid.evaluate(env))} programs, num_warps = "
                  f"{p.num_warps if isinstance(p.num_warps, int) else p.num_warps.evaluate(env)}")
     lines.append("  constexprs: " + (", ".join(f"{n} = {env[n]}" for n, _ in p.constexprs) or "none"))

@@ -75,7 +75,7 @@ def test_explain_with_shapes_evaluates_the_plan(capsys) -> None:
     code, out, err = run(capsys, "explain", path, "--shape", "M=4096", "N=1000")
     assert (code, err) == (0, "")
     at = out[out.index("at M = 4096, N = 1000"):].splitlines()
-    assert at == ["at M = 4096, N = 1000 (a device of 132 multiprocessors):",
+    assert at == ["at M = 4096, N = 1000, on a device of 132 multiprocessors:",
                   "  grid = 1,024 programs, num_warps = 8",
                   "  constexprs: BLOCK_I0 = 4, BLOCK_N = 1024, BLOCK_N_LOOPED = 0, BLOCK_N_CHUNK = 4096",
                   "  group 0 (parallel): programs [0, 1,024) (1,024 programs); one block of BLOCK_I0 = 4 instances "
@@ -84,7 +84,7 @@ def test_explain_with_shapes_evaluates_the_plan(capsys) -> None:
                   "  float operations: 20,480,000"]
     code, out, _ = run(capsys, "explain", path, "--shape", "M=8", "N=65536", "--sms", "0")
     assert code == 0
-    assert "at M = 8, N = 65536 (Triton's interpreter (one program at a time)):" in out
+    assert "at M = 8, N = 65536, on Triton's interpreter, one program at a time:" in out
     assert "looped (BLOCK_N_LOOPED = 1: the row in chunks of BLOCK_N_CHUNK = 4096)" in out
 
 
@@ -157,3 +157,12 @@ assert not any(name.split(".")[0] in ("intent", "kir", "physical", "emit_triton"
     want = getattr(mod, kernel).oracle(**saved["inputs"])
     for name, got in saved["outputs"].items():
         np.testing.assert_allclose(got.numpy(), np.asarray(want[name]), rtol=1e-4, atol=1e-4)
+
+
+def test_the_kernel_object_explains_a_call_at_its_shapes() -> None:
+    softmax = acceptance.load(acceptance.path_of("softmax")).softmax
+    plan = softmax.explain(torch.randn(64, 1000), torch.empty(64, 1000))
+    assert "at M = 64, N = 1000, on Triton's interpreter, one program at a time:" in plan  # CPU tensors
+    assert "  grid = 16 programs, num_warps = 8" in plan
+    assert softmax.explain(torch.randn(64, 1000)) == plan  # the output may be omitted
+    assert "at M =" not in softmax.explain()  # no inputs: the formulas only

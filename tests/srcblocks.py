@@ -259,12 +259,22 @@ def block_loop(g: Gen) -> None:
             ("range(N)", "range(a[{x!r}].shape[1])"),
             ("range(1, N, 2)", "range(1, a[{x!r}].shape[1], 2)"),
             ("range(N - 1)", "range(a[{x!r}].shape[1] - 1)"),
+            ("range(n)", "range(a[{n!r}])"),  # a runtime trip count (negative: no iteration)
         ]
     )
-    lines.append(f"for t in {rng}:")
-    g.ref.append(f"for t in {rref.format(x=x)}:")
-    lines.append(f"    v = {x}[i, t]")
-    g.ref.append(f"    v = a[{x!r}][:, t]")
+    if rng == "range(n)":
+        ns = g.param("n", "i32", None)
+        rng, rref = f"range({ns})", f"range(a[{ns!r}])"
+        g.notes.append("runtime trip count")
+        lines.append(f"for t in {rng}:")
+        g.ref.append(f"for t in {rref}:")
+        lines.append(f"    v = {x}[i, t % N]")
+        g.ref.append(f"    v = a[{x!r}][:, t % a[{x!r}].shape[1]]")
+    else:
+        lines.append(f"for t in {rng}:")
+        g.ref.append(f"for t in {rref.format(x=x)}:")
+        lines.append(f"    v = {x}[i, t]")
+        g.ref.append(f"    v = a[{x!r}][:, t]")
     kind = g.r.choice(("affine", "max", "if", "while"))
     if kind == "while":  # a data-dependent trip count: stop at the row's end or once the carry is large
         lines[-2:] = [

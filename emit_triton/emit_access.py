@@ -75,7 +75,7 @@ def sanitize_access(em: Emitter, op: P.POp, what: str, a: AccessRelation, shape:
     buf = em.buffers[a.buffer]
     info = em.p.op_info(op.origin) if op.origin is not None else None
     where = f" at {info.loc}" if info is not None and info.loc is not None else ""
-    off = f"{em.fresh('san_off')}"
+    off = em.fresh("san_off")
     base, terms = _offset_terms(em, a, shape)
     em.line(f"# sanitizer: {comment_text(f'{what} of {buf.name}')}")
     em.line(f"{off} = {' + '.join(terms) if terms else '0'}")

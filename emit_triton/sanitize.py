@@ -143,7 +143,7 @@ def launch(kernel: Kernel, args: Mapping[str, Any], run: Any) -> Any:
             assert isinstance(ref, RefType)
             given[p.name] = torch.empty(want[p.name].shape, dtype=ref.dtype.torch)  # type: ignore[union-attr]
             allocated.append(p.name)
-    planted: list[tuple[str, DType, np.ndarray, np.ndarray, np.ndarray]] = []
+    planted: list[tuple[str, np.ndarray, np.ndarray, np.ndarray]] = []
     for p in kernel.params:
         if p.kind is ParamKind.SCALAR or p.name not in writes or p.name not in given:
             continue
@@ -160,9 +160,9 @@ def launch(kernel: Kernel, args: Mapping[str, Any], run: Any) -> Any:
             continue
         sentinel = _sentinel(dtype, _oracle_bits(want[p.name], dtype))
         bits[fresh] = sentinel[fresh]
-        planted.append((p.name, dtype, bits, fresh, sentinel))
+        planted.append((p.name, bits, fresh, sentinel))
     run(kernel, given)
-    for name, _dtype, bits, fresh, sentinel in planted:
+    for name, bits, fresh, sentinel in planted:
         left = fresh & (bits == sentinel)
         if left.any():
             first = int(np.flatnonzero(left.reshape(-1))[0])

@@ -239,3 +239,27 @@ def test_numpy_arguments_are_sanitized_in_place(tmp_path, monkeypatch):
     _mutated(monkeypatch, k, lambda program: edit(program, lambda op: [] if isinstance(op, P.Store) else None))
     with pytest.raises(SanitizerError, match="left 4 element"):
         emit_triton.launch(k.kir, dict(args, out=np.zeros(4, np.float32)), sanitize=True)
+
+
+SENTINEL_VALUES = """
+@intent.kernel
+def copies(a: i8[N], b: i32[N], c: f32[N], d: pred[N], oa: Out[i8[N]], ob: Out[i32[N]], oc: Out[f32[N]],
+           od: Out[pred[N]]):
+    for i in parallel(N):
+        oa[i] = a[i]
+        ob[i] = b[i]
+        oc[i] = c[i]
+        od[i] = d[i]
+"""
+
+
+def test_a_written_value_equal_to_the_sentinel_is_not_reported(tmp_path):
+    k = kernel(tmp_path, SENTINEL_VALUES)
+    args = {"a": torch.tensor([-91, 1], dtype=torch.int8), "b": torch.tensor([0x7FA5A5A5, 0], dtype=torch.int32),
+            "c": torch.tensor([0x7FA5A5A5, 0x3F800000], dtype=torch.int32).view(torch.float32),  # sentinel bits, 1.0
+            "d": torch.tensor([True, False]),
+            "oa": torch.zeros(2, dtype=torch.int8), "ob": torch.zeros(2, dtype=torch.int32), "oc": torch.zeros(2),
+            "od": torch.zeros(2, dtype=torch.bool)}
+    emit_triton.launch(k.kir, args, sanitize=True)
+    assert args["oa"].tolist() == [-91, 1] and args["ob"].tolist() == [0x7FA5A5A5, 0]
+    assert args["oc"].view(torch.int32).tolist()[0] == 0x7FA5A5A5 and args["od"].tolist() == [True, False]

@@ -1,9 +1,11 @@
 """Reductions and scans over tile axes (the lanes axis is axis 0).
 
-Built-in kinds use Triton's native reductions and cumulative sums (fast on the device and under the
-interpreter); every other combine (prod, custom tuples, argmax/argmin over several axes, cummax, exclusive
-float scans) goes through the whole-tile helpers of `emit_combine`, which keep the element order and never
-run a combine one element at a time.
+Reductions and scans that physical marks native (`Reduce.native`, `Scan.native`: decided in
+physical/ops/reduce.py and scan.py, which the register budgets read too) use Triton's reductions and
+cumulative sums (fast on the device and under the interpreter); every other combine (prod, custom
+tuples, argmax/argmin over several axes, cummax, exclusive float sums and products) goes through the
+whole-tile helpers of `emit_combine`, which keep the element order and never run a combine one element
+at a time.
 """
 
 from __future__ import annotations
@@ -38,19 +40,17 @@ def _shape_of(xs: tuple[PValue, ...]) -> Fragment:
     return Fragment(xs[0].type.dtype, lanes, tiles[0] if tiles else ())
 
 
-NATIVE = (ReduceKind.sum, ReduceKind.max, ReduceKind.min, ReduceKind.any, ReduceKind.all, ReduceKind.argmax,
-          ReduceKind.argmin)
-
-
 def reduce_axis(em: Emitter, cur: list[str], kind: ReduceKind, accs: tuple[DType, ...], axis: int,
                 combine: PRegion, rank: int, valid: str | None = None) -> str | None:
     """Fold `axis` of the (already masked) rank-`rank` components `cur` in place.
 
-    Built-in kinds use Triton's native reductions (also the interpreter's fast paths); float max/min
-    then restore NaN propagation, and argmax/argmin pick the first NaN when there is one. Anything else
-    folds with the combine region, in element order, only over the members marked by `valid` (returns the
-    folded validity then; see `fold_inline`).
+    Native kinds (`physical.ops.native_reduce`) use Triton's reductions (also the interpreter's fast
+    paths); float max/min then restore NaN propagation, and argmax/argmin pick the first NaN when there
+    is one. Anything else folds with the combine region, in element order, only over the members marked
+    by `valid` (returns the folded validity then; see `fold_inline`).
     """
+    if not P.native_reduce(kind):
+        return fold_inline(em, combine, cur, axis, rank, valid)
     x = cur[0]
     if kind is ReduceKind.sum:
         # at the accumulator's width: Triton widens 8- and 16-bit integer sums to 32 bits, KIR wraps
@@ -100,12 +100,10 @@ def emit_reduce(em: Emitter, op: P.Reduce) -> None:
         em.line(f"{v} = {masked(em, x, op.member, acc, ident, shape)}")
         cur.append(v)
     axes = sorted(op.axes, reverse=True)
-    kind = op.kind
-    if kind in (ReduceKind.argmax, ReduceKind.argmin) and len(axes) > 1:
-        kind = ReduceKind.custom  # several axes: fold (value, position) pairs with the combine region
+    kind = op.kind if op.native else ReduceKind.custom  # not native: fold in element order with the combine
     rank = shape.rank
     valid = None
-    if kind not in NATIVE and op.member is not None:  # element-order folds skip padding instead of folding it
+    if not op.native and op.member is not None:  # element-order folds skip padding instead of folding it
         valid = em.fresh("members")
         em.line(f"{valid} = tl.broadcast_to({em.arg(op.member, shape)}, {em.shape(shape)})")
     for ax in axes:  # innermost first: row-major positions meet in order
@@ -129,7 +127,7 @@ def scan_axis(em: Emitter, xs: list[str], combine: PRegion, identity: tuple[obje
     return from_last(em, out, axis, rank)
 
 
-NATIVE_SCAN = {ScanKind.sum: "tl.cumsum", ScanKind.prod: "tl.cumprod"}
+_SCAN_FN = {ScanKind.sum: "tl.cumsum", ScanKind.prod: "tl.cumprod"}
 
 
 @emits(P.Scan)
@@ -141,9 +139,8 @@ def emit_scan(em: Emitter, op: P.Scan) -> None:
         v = em.fresh("scan_in")
         em.line(f"{v} = {masked(em, x, op.member, acc, ident, shape)}")
         xs.append(v)
-    native = NATIVE_SCAN.get(op.kind) if len(xs) == 1 else None
-    exact_inverse = op.acc_dtypes[0].is_int and op.kind is ScanKind.sum
-    if native is not None and (not op.exclusive or exact_inverse):
+    if op.native:
+        native = _SCAN_FN[op.kind]
         out = em.fresh("scanned")
         rev = ", reverse=True" if op.reverse else ""
         width = f", dtype={REGISTER_DTYPE[op.acc_dtypes[0]]}" if op.kind is ScanKind.sum else ""  # as tl.sum

@@ -10,14 +10,14 @@ from .histogram import BinCount, Histogram
 from .layout import Broadcast, ExpandDims, Permute, Squeeze, TileConcat, TileReshape, TileSlice
 from .pointwise import Binary, Bitcast, Cast, Compare, Const, Select, Unary
 from .program import Barrier, ChunkLanes, OwnedInstances, OwnedTile, ScalarParam, ShapeValue, TileIndex
-from .reduce import Reduce
+from .reduce import Reduce, native_reduce
 from .region import RegionFold, RegionScan
 from .rng import Random
-from .scan import Scan
+from .scan import Scan, native_scan
 
 __all__ = ["OP_CLASSES", "pop", "DEVICE_CHECK", "Check", "Load", "Store", "AtomicRMW", "AtomicCAS", "Sharing",
            "SCOPE_FOR_SHARING", "AllocBuffer", "Contract", "MatMul", "For", "If", "While", "Yield", "Histogram",
            "BinCount", "Broadcast", "ExpandDims", "Permute", "Squeeze", "TileSlice", "TileConcat", "TileReshape",
            "Binary", "Bitcast", "Cast", "Compare", "Const", "Select", "Unary", "Barrier", "ChunkLanes",
            "OwnedInstances", "OwnedTile", "ScalarParam", "ShapeValue", "TileIndex", "Reduce", "RegionFold",
-           "RegionScan", "Random", "Scan"]
+           "RegionScan", "Random", "Scan", "native_reduce", "native_scan"]

@@ -8,6 +8,19 @@ from kir.reduce import ReduceKind
 from ..model import Literal, POp, PRegion, PValue
 from ._base import pop
 
+# Built-in kinds the target folds natively (Triton's tl.sum, tl.max, tl.argmax, ...); prod has none.
+NATIVE_REDUCE = frozenset({ReduceKind.sum, ReduceKind.max, ReduceKind.min, ReduceKind.any, ReduceKind.all,
+                           ReduceKind.argmax, ReduceKind.argmin})
+
+
+def native_reduce(kind: ReduceKind, n_axes: int = 1) -> bool:
+    """Whether a fold of `kind` over `n_axes` tile axes uses the target's native reduction; otherwise it folds
+    in element order with its combine region (a tree). argmax/argmin over several axes fold (value,
+    position) pairs with the combine, so that the first extreme in row-major order wins. The one place
+    this is decided: register budgets (passes/looped.py) and the emitter read it.
+    """
+    return kind in NATIVE_REDUCE and (kind not in (ReduceKind.argmax, ReduceKind.argmin) or n_axes == 1)
+
 
 @pop("reduce")
 class Reduce(POp):
@@ -27,3 +40,7 @@ class Reduce(POp):
     acc_dtypes: tuple[DType, ...]
     member: PValue | None
     combine: PRegion
+
+    @property
+    def native(self) -> bool:
+        return native_reduce(self.kind, len(self.axes))

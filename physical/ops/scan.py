@@ -9,6 +9,18 @@ from ..model import Literal, POp, PRegion, PValue
 from ._base import pop
 
 
+def native_scan(kind: ScanKind, components: int, exclusive: bool, acc: DType) -> bool:
+    """Whether a scan uses the target's native cumulative sum or product (one component); otherwise it runs
+    the element-order tree with its combine region. An exclusive scan is native only where the inclusive
+    scan minus the element is exact, an integer sum (wrapping): a float sum would round, and a product
+    has no inverse (x / 0). The one place this is decided: register budgets (passes/looped.py) and the
+    emitter read it.
+    """
+    if kind not in (ScanKind.sum, ScanKind.prod) or components != 1:
+        return False
+    return not exclusive or (kind is ScanKind.sum and acc.is_int)
+
+
 @pop("scan")
 class Scan(POp):
     """Prefix-combine tile axis `axis` of the inputs.
@@ -28,3 +40,7 @@ class Scan(POp):
     acc_dtypes: tuple[DType, ...]
     member: PValue | None
     combine: PRegion
+
+    @property
+    def native(self) -> bool:
+        return native_scan(self.kind, len(self.inputs), self.exclusive, self.acc_dtypes[0])

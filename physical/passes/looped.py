@@ -66,10 +66,6 @@ REGISTER_VALUES = 65536    # four-byte row values a program keeps live with nati
 TREE_VALUES = 12288        # ... with element-order folds and scans (their halving steps need room)
 CHUNK_VALUES = 4096        # four-byte values of one component per chunk step
 TREE_CHUNK_VALUES = 1024   # ... when each chunk is folded in element order
-NATIVE_REDUCE = (ReduceKind.sum, ReduceKind.max, ReduceKind.min, ReduceKind.any, ReduceKind.all,
-                 ReduceKind.argmax, ReduceKind.argmin)
-ARG_KINDS = (ReduceKind.argmax, ReduceKind.argmin)
-NATIVE_SCAN = (ScanKind.sum, ScanKind.prod)
 BUDGET_VARIABLE = "INTENT_LOOP_BUDGET"
 
 ELEMENTWISE_KINDS = (ReduceKind.sum, ReduceKind.prod, ReduceKind.max, ReduceKind.min, ReduceKind.any,
@@ -120,13 +116,6 @@ def row_axis(group: Group) -> TileAxis | None:
     return tile[0] if len(tile) == 1 else None
 
 
-def _native(op: P.Reduce | P.Scan) -> bool:
-    """Whether the emitter folds `op` with Triton's native reductions (no element-order tree)."""
-    if isinstance(op, P.Reduce):
-        return op.kind in NATIVE_REDUCE and (op.kind not in ARG_KINDS or len(op.axes) == 1)
-    return op.kind in NATIVE_SCAN and len(op.inputs) == 1 and (not op.exclusive or op.acc_dtypes[0].is_int)
-
-
 def budget(group: Group, axis: TileAxis, forced: int | None = None) -> int:
     """Row elements one program keeps on chip, from the values it holds per row element.
 
@@ -139,7 +128,7 @@ def budget(group: Group, axis: TileAxis, forced: int | None = None) -> int:
         if isinstance(op, P.Reduce | P.Scan) and any(_row(x.type, axis) for x in op.inputs):
             width = max(width, len(op.inputs))
             size = max([size] + [d.bits // 8 for d in op.acc_dtypes])
-            native = native and _native(op)
+            native = native and op.native
         elif isinstance(op, P.Load) and _row(op.result.type, axis):
             size = max(size, op.result.type.dtype.bits // 8)
             loads += 1
@@ -160,8 +149,8 @@ def chunk_size(group: Group, axis: TileAxis, limit: int) -> int:
     for op in group.body.walk():
         if isinstance(op, P.Reduce | P.Scan) and any(_row(x.type, axis) for x in op.inputs):
             width = max(width, len(op.inputs))
-            native = native and _native(op)
-            if isinstance(op, P.Scan) and not _native(op):
+            native = native and op.native
+            if isinstance(op, P.Scan) and not op.native:
                 scans = max(scans, len(op.inputs))
     values = CHUNK_VALUES // (1 << (width - 1).bit_length()) if native else \
         TREE_CHUNK_VALUES // (1 << (scans - 1).bit_length())
@@ -172,7 +161,7 @@ def chunk_weight(group: Group, axis: TileAxis, chunk: int) -> int:
     """The row elements one chunk counts for when sizing lanes: an element-order scan holds every
     component's halving steps, its prefixes and the chunk's total at once, so its programs own one row
     (calibrated with `ptxas -v`: more rows per program spill with vectorised loads)."""
-    scans = [op for op in group.body.walk() if isinstance(op, P.Scan) and not _native(op)
+    scans = [op for op in group.body.walk() if isinstance(op, P.Scan) and not op.native
              and any(_row(x.type, axis) for x in op.inputs)]
     return max(chunk, TILE_BUDGET) if scans else chunk
 

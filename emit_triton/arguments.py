@@ -110,7 +110,8 @@ def bind_arguments(kernel: Kernel, args: Mapping[str, Any]) -> BoundArgs:
     for p in kernel.params:
         if p.name in tensors:
             t = tensors[p.name]
-            bound.tensors[p.name] = TensorArg(p.name, p.role, _ref(p).dtype, tuple(t.shape), tuple(t.stride()), t)
+            bound.tensors[p.name] = TensorArg(p.name, p.role, _ref(p).dtype, logical_shape(_ref(p), t),
+                                              tuple(t.stride()), t)
         elif p.name in omitted:
             shape = tuple(d.evaluate(bound.env) for d in _ref(p).shape)
             if any(e < 0 for e in shape):
@@ -119,6 +120,15 @@ def bind_arguments(kernel: Kernel, args: Mapping[str, Any]) -> BoundArgs:
             bound.tensors[p.name] = TensorArg(p.name, p.role, _ref(p).dtype, shape, _contiguous(shape), None)
     _check_overlap(kernel, tensors)
     return bound
+
+
+def logical_shape(ref: RefType, t: torch.Tensor) -> tuple[int, ...]:
+    """The shape of the values a tensor holds: i4 packs two per byte along the last axis
+    (`kir.dtypes.I4_PACKING`), so its last extent is twice the tensor's; strides stay in bytes."""
+    shape = tuple(int(e) for e in t.shape)
+    if ref.dtype is DType.i4 and shape:
+        return (*shape[:-1], 2 * shape[-1])
+    return shape
 
 
 def _ref(p: Param) -> RefType:
@@ -148,6 +158,15 @@ def _check_tensor(p: Param, ref: RefType, value: Any) -> torch.Tensor:
         raise LaunchError(f"parameter {p.name}: expected a dense (strided) tensor ({ref}), got a tensor with layout "
                           f"{value.layout}")
     assert isinstance(ref.dtype, DType), "launch needs a specialised kernel"
+    if ref.dtype is DType.i4:
+        if value.dtype not in (torch.int8, torch.uint8) or value.dim() != ref.rank or ref.rank == 0:
+            raise LaunchError(f"parameter {p.name}: expected i4 values packed two per byte in an int8 or uint8 "
+                              f"tensor of rank {ref.rank} (the last axis holds N // 2 bytes), got a tensor of "
+                              f"{value.dtype} and shape {tuple(value.shape)}")
+        if p.role is not Role.IN:
+            raise LaunchError(f"parameter {p.name}: i4 tensors are inputs only (writing one nibble of a byte that "
+                              f"another program writes would race)")
+        return value
     if DType.from_torch(value.dtype) is not ref.dtype:
         raise LaunchError(f"parameter {p.name}: expected {ref.dtype}, got {value.dtype}")
     if value.dim() != ref.rank:
@@ -233,7 +252,7 @@ def _bind_symbols(kernel: Kernel, tensors: Mapping[str, torch.Tensor], bound: Bo
     for p in kernel.params:
         if p.name not in tensors:
             continue
-        for axis, (d, extent) in enumerate(zip(_ref(p).shape, tensors[p.name].shape)):
+        for axis, (d, extent) in enumerate(zip(_ref(p).shape, logical_shape(_ref(p), tensors[p.name]))):
             extent = int(extent)
             if isinstance(d, DConst):
                 if extent != d.value:

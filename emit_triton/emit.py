@@ -53,7 +53,7 @@ def emits(*classes: type[POp]):
 TL_DTYPE = {DType.pred: "tl.int1", DType.i8: "tl.int8", DType.i16: "tl.int16", DType.i32: "tl.int32",
             DType.i64: "tl.int64", DType.u8: "tl.uint8", DType.u16: "tl.uint16", DType.u32: "tl.uint32",
             DType.u64: "tl.uint64", DType.f16: "tl.float16", DType.bf16: "tl.bfloat16", DType.f32: "tl.float32",
-            DType.f64: "tl.float64", DType.f8e4m3: "tl.uint8", DType.f8e5m2: "tl.uint8"}
+            DType.f64: "tl.float64", DType.f8e4m3: "tl.uint8", DType.f8e5m2: "tl.uint8", DType.i4: "tl.int8"}
 
 # bf16 and fp8 values live in f32 registers (see numerics.py); buffers and pointers keep TL_DTYPE (fp8 buffers
 # are read and written as their uint8 bits)

@@ -50,7 +50,10 @@ def _offset_terms(em: Emitter, a: AccessRelation, shape: Fragment) -> tuple[str,
     if buf.param is not None:
         base = em.param_names[buf.param]
         for ax, c in enumerate(a.coords):
-            terms.append(f"{_coord(em, c, shape)} * {em.stride_names[(buf.param, ax)]}")
+            coord = _coord(em, c, shape)
+            if buf.dtype is DType.i4 and ax == len(a.coords) - 1:  # two per byte (kir.dtypes.I4_PACKING)
+                coord = f"({coord} >> 1)"
+            terms.append(f"{coord} * {em.stride_names[(buf.param, ax)]}")
     else:
         base = em.workspace_names[buf.storage]  # type: ignore[index]
         dims = [em.dim(d) for d in buf.shape]
@@ -136,6 +139,12 @@ def emit_load(em: Emitter, op: P.Load) -> None:
     n = em.define(op.result)
     loaded = f"tl.load({pointer(em, a, shape)}{_mask(em, a, shape)}{other})"
     em.line(f"{n} = {from_storage(em, loaded, buf.dtype)}")
+    if buf.dtype is DType.i4:  # the nibble of the element: low for even, high for odd last coordinates
+        last = _coord(em, a.coords[-1], shape)
+        em.line(f"{n} = ((({n}).to(tl.int32) >> (({last} & 1) * 4).to(tl.int32)) << 28) >> 28")
+        em.line(f"{n} = {n}.to(tl.int8)")
+        if a.mask is not None and int(a.fill) != 0:
+            em.line(f"{n} = tl.where({em.arg(a.mask, shape)}, {n}, {int(a.fill)})")
     if fp8 and a.mask is not None and float(a.fill) != 0.0:
         em.line(f"{n} = tl.where({em.arg(a.mask, shape)}, {n}, {literal(float(a.fill), DType.f32)})")
     if shape.lanes != t.lanes or shape.tile != t.tile:

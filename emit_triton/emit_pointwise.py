@@ -9,7 +9,7 @@ from physical import ops as P
 from physical.model import Fragment, PValue
 
 from .emit import REGISTER_DTYPE, TL_DTYPE, Emitter, emits, literal
-from .numerics import as_int1, convert, float_pow, float_rule, library, narrow_result, round_bf16_value
+from .numerics import as_int1, convert, float_pow, float_rule, library, narrow_result, round_bf16_value, wrap_i4
 
 _LITERAL_DTYPES = (DType.f32, DType.i32, DType.pred)
 
@@ -87,6 +87,8 @@ def emit_unary(em: Emitter, op: P.Unary) -> None:
         raise AssertionError(f"no emission for unary {fn}")
     if narrow and fn not in (UnaryFn.neg, UnaryFn.abs, UnaryFn.isnan, UnaryFn.isinf, UnaryFn.not_):
         e = narrow_result(em, e, t.dtype)
+    if t.dtype is DType.i4:  # -(-8) and abs(-8) wrap to -8
+        e = wrap_i4(e)
     em.line(f"{em.define(op.result)} = {e}")
 
 
@@ -177,6 +179,8 @@ def _emit_int_binary(em: Emitter, op: P.Binary) -> None:
         e = f"tl.{'maximum' if fn is BinaryFn.maximum else 'minimum'}({a}, {b})"
     else:
         raise AssertionError(f"no emission for binary {fn}")
+    if t.dtype is DType.i4 and not t.index:
+        e = wrap_i4(e)
     em.line(f"{em.define(op.result)} = {e}")
 
 

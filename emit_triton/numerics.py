@@ -302,6 +302,11 @@ def round_bf16_value(value: float) -> float:
         return float(bf16_rounded_bits(value).view(np.float32))
 
 
+def wrap_i4(expr: str) -> str:
+    """An integer register value wrapped to i4 (two's complement at 4 bits), held in int8."""
+    return f"((({expr}).to(tl.int32) << 28) >> 28).to(tl.int8)"
+
+
 def fp8_bits(value: float, dtype: DType) -> str:
     """The uint8 bits of `value` rounded to the fp8 `dtype` (a local buffer's fill), as a literal."""
     from kir.dtypes import fp8_ml_dtype, fp8_rounded
@@ -355,6 +360,8 @@ def convert(em: Emitter, expr: str, src: DType, dst: DType) -> str:
         return narrow_result(em, wide, dst)
     if src.is_fp8 and dst is DType.f32:
         return expr
+    if dst is DType.i4:
+        return wrap_i4(expr)
     return f"{expr}.to({REGISTER_DTYPE[dst]})"
 
 

@@ -108,7 +108,7 @@ from .runtime import load, profile
 # Names that need the compiler, by the module that defines them (imported on first use).
 _LAZY: dict[str, str] = {
     **dict.fromkeys(("Dim", "DTypeObject", "DTypeVariable", "InOut", "Out", "Pred", "TensorAnnotation", "bf16",
-                     "const", "dims", "dtype_var", "f16", "f32", "f64", "f8e4m3", "f8e5m2", "i8", "i16", "i32",
+                     "const", "dims", "dtype_var", "f16", "f32", "f64", "f8e4m3", "f8e5m2", "i4", "i8", "i16", "i32",
                      "i64", "pred", "u8", "u16", "u32", "u64"), ".dsl"),
     **dict.fromkeys(("Helper", "KernelObject", "combine", "func", "kernel"), ".kernel"),
     "kernels_in_file": ".loading",
@@ -133,6 +133,7 @@ if TYPE_CHECKING:
         f16,
         f32,
         f64,
+        i4,
         i8,
         i16,
         i32,
@@ -181,8 +182,8 @@ _sys.modules[__name__].__class__ = _Package
 __all__ = ["kernel", "autograd", "AutogradKernel",
            "func", "combine", "dims", "Dim", "Pred", "parallel", "const", "dtype_var", "Out", "InOut",
            "pred", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "bf16", "f32", "f64",
-           "f8e4m3", "f8e5m2", "IntentError", "DiagnosticError", "LaunchError", "NotExpressible", "kernels_in_file",
-           "KernelObject",
+           "f8e4m3", "f8e5m2", "i4", "IntentError", "DiagnosticError", "LaunchError", "NotExpressible",
+           "kernels_in_file", "KernelObject",
            "load", "profile", "Helper", "DTypeObject", "DTypeVariable", "TensorAnnotation", "SPELLINGS",
            *sorted(SPELLINGS)]
 

@@ -382,9 +382,10 @@ f16 = DTypeObject(DType.f16)
 bf16 = DTypeObject(DType.bf16)
 f32 = DTypeObject(DType.f32)
 f64 = DTypeObject(DType.f64)
+i4 = DTypeObject(DType.i4)
 f8e4m3 = DTypeObject(DType.f8e4m3)
 f8e5m2 = DTypeObject(DType.f8e5m2)
 
 __all__ = ["Dim", "Pred", "dims", "TensorAnnotation", "DTypeObject", "DTypeVariable", "dtype_var", "Out", "InOut",
            "ConstAnnotation", "const", "pred", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
-           "f16", "bf16", "f32", "f64", "f8e4m3", "f8e5m2"]
+           "f16", "bf16", "f32", "f64", "f8e4m3", "f8e5m2", "i4"]

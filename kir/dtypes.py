@@ -12,6 +12,7 @@ if TYPE_CHECKING:  # NumPy is imported where it is used: `import intent` stays l
 
 class DType(Enum):
     pred = "pred"
+    i4 = "i4"  # signed 4-bit, two per byte in memory (see `I4_PACKING`)
     i8 = "i8"
     i16 = "i16"
     i32 = "i32"
@@ -104,11 +105,11 @@ class DType(Enum):
         return _FROM_NP.get(numpy.dtype(dt).name)
 
 
-_BITS = {DType.pred: 1, DType.i8: 8, DType.i16: 16, DType.i32: 32, DType.i64: 64, DType.u8: 8, DType.u16: 16,
-         DType.u32: 32, DType.u64: 64, DType.f16: 16, DType.bf16: 16, DType.f32: 32, DType.f64: 64,
+_BITS = {DType.pred: 1, DType.i4: 4, DType.i8: 8, DType.i16: 16, DType.i32: 32, DType.i64: 64, DType.u8: 8,
+         DType.u16: 16, DType.u32: 32, DType.u64: 64, DType.f16: 16, DType.bf16: 16, DType.f32: 32, DType.f64: 64,
          DType.f8e4m3: 8, DType.f8e5m2: 8}
-_NP = {DType.pred: "bool", DType.i8: "int8", DType.i16: "int16", DType.i32: "int32", DType.i64: "int64",
-       DType.u8: "uint8", DType.u16: "uint16", DType.u32: "uint32", DType.u64: "uint64",
+_NP = {DType.pred: "bool", DType.i4: "int8", DType.i8: "int8", DType.i16: "int16", DType.i32: "int32",
+       DType.i64: "int64", DType.u8: "uint8", DType.u16: "uint16", DType.u32: "uint32", DType.u64: "uint64",
        DType.f16: "float16", DType.bf16: "float32", DType.f32: "float32", DType.f64: "float64",
        DType.f8e4m3: "float32", DType.f8e5m2: "float32"}
 _TORCH = {DType.pred: "bool", DType.i8: "int8", DType.i16: "int16", DType.i32: "int32", DType.i64: "int64",
@@ -116,7 +117,40 @@ _TORCH = {DType.pred: "bool", DType.i8: "int8", DType.i16: "int16", DType.i32: "
           DType.f16: "float16", DType.bf16: "bfloat16", DType.f32: "float32", DType.f64: "float64",
           DType.f8e4m3: "float8_e4m3fn", DType.f8e5m2: "float8_e5m2"}
 _FROM_TORCH = {v: k for k, v in _TORCH.items()}
-_FROM_NP = {v: k for k, v in _NP.items() if not k.in_f32}
+_TORCH[DType.i4] = "int8"  # the packed bytes; an int8 (or uint8) tensor is i8 (u8) unless a parameter says i4
+_FROM_NP = {v: k for k, v in _NP.items() if not k.in_f32 and k is not DType.i4}
+
+I4_PACKING = """An i4[..., N] parameter is an int8 or uint8 tensor of shape [..., N // 2] (N even): element 2j of
+the last axis is the low nibble of byte j, element 2j + 1 its high nibble, each a two's-complement value in
+[-8, 7]. The other axes and every stride are the tensor's own (in bytes)."""
+
+
+def i4_unpacked(packed: np.ndarray) -> np.ndarray:
+    """The int8 values of an i4 tensor from its packed bytes (`I4_PACKING`); the last axis doubles."""
+    import numpy as np
+
+    b = np.asarray(packed).view(np.uint8) if np.asarray(packed).dtype.itemsize == 1 else np.asarray(packed)
+    b = b.astype(np.uint8)
+    low = ((b & 0x0F).astype(np.int8) ^ 8) - 8
+    high = ((b >> 4).astype(np.int8) ^ 8) - 8
+    out = np.stack([low, high], axis=-1).astype(np.int8)
+    return out.reshape(*b.shape[:-1], b.shape[-1] * 2) if b.ndim else out
+
+
+def i4_packed(values: np.ndarray) -> np.ndarray:
+    """Pack int values in [-8, 7] (last axis even) into uint8 bytes (`I4_PACKING`)."""
+    import numpy as np
+
+    v = np.asarray(values).astype(np.int64) & 0x0F
+    pairs = v.reshape(*v.shape[:-1], v.shape[-1] // 2, 2)
+    return (pairs[..., 0] | (pairs[..., 1] << 4)).astype(np.uint8)
+
+
+def i4_wrapped(x: np.ndarray) -> np.ndarray:
+    """Integers wrapped to i4's range (two's complement at 4 bits), as int8."""
+    import numpy as np
+
+    return ((np.asarray(x).astype(np.int64) + 8) % 16 - 8).astype(np.int8)
 
 
 @dataclass(frozen=True)

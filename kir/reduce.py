@@ -85,6 +85,8 @@ def default_acc(kind: ReduceKind, dtype: ElemType) -> ElemType | None:
     narrow = (DType.f16, DType.bf16, DType.f8e4m3, DType.f8e5m2)
     if kind in (ReduceKind.sum, ReduceKind.prod) and dtype in narrow:
         return DType.f32
+    if kind in (ReduceKind.sum, ReduceKind.prod) and dtype is DType.i4:
+        return DType.i32  # the same value modulo 16 as wrapping at every step; Triton has no 4-bit arithmetic
     if kind in (ReduceKind.sum, ReduceKind.prod) and not isinstance(dtype, DType) and \
             any(c in narrow for c in dtype.choices):
         return DType.f32

@@ -15,11 +15,9 @@ import numpy as np
 
 from kir.core import Kernel, Param, ParamKind, RefType, Role, shape_str
 from kir.dims import solve_for
-from kir.dtypes import DType
+from kir.dtypes import DType, fp8_ml_dtype, fp8_rounded, i4_unpacked
 from kir.errors import LaunchError
 from kir.solver import check_concrete, default_lower_bounds
-
-from kir.dtypes import fp8_ml_dtype, fp8_rounded
 
 from .numerics import np_dtype, round_bf16
 
@@ -47,6 +45,8 @@ def tensor_array(p: Param, x: Any) -> np.ndarray:
         if x.device.type == "meta":
             raise LaunchError(f"{p.name}: expected {_describe(p)}, got a tensor on the meta device (it has no data)")
         got = DType.from_torch(x.dtype)
+        if dtype is DType.i4 and got in (DType.i8, DType.u8) and x.dim() >= 1:
+            return i4_unpacked(x.detach().cpu().numpy())  # the packed bytes (kir.dtypes.I4_PACKING)
         if got is not dtype:
             raise LaunchError(f"{p.name}: expected {_describe(p)}, got a tensor of {x.dtype}")
         t = x.detach().cpu()
@@ -58,6 +58,8 @@ def tensor_array(p: Param, x: Any) -> np.ndarray:
         if dtype.is_fp8 and (x.dtype == fp8_ml_dtype(dtype) or x.dtype.name == "float32"):
             # NumPy's fp8 (ml_dtypes) arrays, or float32 arrays standing for them (their values are rounded).
             return fp8_rounded(x.astype(np.float32), dtype)
+        if dtype is DType.i4 and x.dtype.name in ("int8", "uint8") and x.ndim >= 1:
+            return i4_unpacked(x)
         got = _FROM_NUMPY.get(x.dtype)
         if got is not dtype:
             raise LaunchError(f"{p.name}: expected {_describe(p)}, got an array of {x.dtype}")

@@ -29,12 +29,10 @@ import numpy as np
 from kir.control import Yield
 from kir.core import Kernel, Op, Region, TensorType, Value
 from kir.dims import Dim
-from kir.dtypes import DType, ElemType
+from kir.dtypes import DType, ElemType, fp8_rounded, i4_wrapped
 from kir.errors import IntentError
 
 from .memory import MemView, at
-from kir.dtypes import fp8_rounded
-
 from .numerics import np_dtype, round_bf16
 
 Evaluated = np.ndarray | MemView
@@ -163,5 +161,7 @@ def _as_type(x: np.ndarray, dtype: ElemType, rounds: bool) -> np.ndarray:
         return round_bf16(x) if rounds or x.dtype != np.float32 else x
     if isinstance(dtype, DType) and dtype.is_fp8:
         return fp8_rounded(x, dtype) if rounds or x.dtype != np.float32 else x
+    if dtype is DType.i4:  # held in int8, wrapped at 4 bits
+        return i4_wrapped(x) if rounds or x.dtype != np.int8 else x
     want = np_dtype(dtype)
     return x if x.dtype == want else x.astype(want)

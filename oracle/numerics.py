@@ -29,7 +29,7 @@ from collections.abc import Callable
 import numpy as np
 
 from kir import float_rules
-from kir.dtypes import DType, ElemType, bf16_rounded_bits, fp8_rounded
+from kir.dtypes import DType, ElemType, bf16_rounded_bits, fp8_rounded, i4_wrapped
 from kir.errors import IntentError
 from kir.pointwise import BinaryFn
 from kir.reduce import COMBINE, EMPTY_ARG_INDEX, ReduceKind, identity
@@ -59,6 +59,8 @@ def to_storage(x: np.ndarray, dtype: DType) -> np.ndarray:
         return round_bf16(x)
     if dtype.is_fp8:
         return fp8_rounded(x, dtype)
+    if dtype is DType.i4:
+        return i4_wrapped(x)
     return np.asarray(x).astype(np_dtype(dtype), copy=False)
 
 
@@ -75,6 +77,8 @@ def cast(x: np.ndarray, src: DType, dst: DType) -> np.ndarray:
         # Ints and floats convert with round to nearest even; bf16 then rounds the f32 value.
         wide = x.astype(np.float32) if dst.in_f32 else x
         return to_storage(wide, dst)
+    if dst is DType.i4:
+        return i4_wrapped(x)
     return x.astype(np_dtype(dst))  # integer/pred -> integer: wraps at the target width
 
 

@@ -223,9 +223,11 @@ def merge_heads(y: f32[B, H, S, D // H], out: Out[f32[B, S, D]]):
 
 
 @intent.kernel
-def chunk_sums(x: f32[M, N], out: Out[f32[M, N // 4]]):
+def chunk_sums(x: f32[M, N], off: i64[M], out: Out[f32[M, N // 4]], pairs: Out[f32[M]]):
     for i, c in parallel(M, N // 4):
         out[i, c] = intent.sum(x[i, 4 * c:4 * c + 4])
+    for i in parallel(M):
+        pairs[i] = intent.sum(x[i, off[i]:off[i] + 2])  # a window at a data-dependent start
 
 
 def test_windows_of_launch_known_length_are_affine_views() -> None:
@@ -241,8 +243,12 @@ def test_windows_of_launch_known_length_are_affine_views() -> None:
     plan = merge_heads.explain(y, torch.empty(2, 3, 8))
     assert "workset over (B, S, H)" in plan and "a single instance" not in plan
     xs = rand(3, 12)
-    sums = three_ways(chunk_sums, {"x": xs, "out": torch.empty(3, 3)}, ("out",), rtol=1e-6, atol=1e-6)
+    off = torch.tensor([0, 5, 10])
+    sums = three_ways(chunk_sums, {"x": xs, "off": off, "out": torch.empty(3, 3), "pairs": torch.empty(3)},
+                      ("out", "pairs"), rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(sums["out"], xs.view(3, 3, 4).sum(-1).numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(sums["pairs"], [xs[r, o:o + 2].sum().item() for r, o in enumerate(off.tolist())],
+                               rtol=1e-6, atol=1e-6)
 
 
 def test_a_window_stored_into_a_target_of_another_extent(tmp_path) -> None:
@@ -258,3 +264,54 @@ def test_a_window_stored_into_a_target_of_another_extent(tmp_path) -> None:
             """)
     assert info.value.message == ("shape mismatch in store to `out`: cannot broadcast [3] to [K] (cannot prove 3 == "
                                   "K: counterexample K = 1, M = 1, N = 1)")
+
+
+# ---------------------------------------------------------------------------------------------- sparse rows
+
+
+R, E, C = dims("R E C")
+
+
+@intent.kernel
+def spmv(data: f32[E], indices: i64[E], indptr: i64[R + 1], x: f32[C], y: Out[f32[R]], m: Out[f32[R]],
+         mu: Out[f32[R]]):
+    for r in parallel(R):
+        b = indptr[r]
+        e = indptr[r + 1]
+        y[r] = intent.sum(data[b:e] * x[indices[b:e]])
+        m[r] = intent.max(data[b:e] + x[indices[b:e]])
+        mu[r] = intent.mean(data[b:e] * 2.0 + data[b:e])
+
+
+def test_sparse_rows_as_written() -> None:
+    """Several subregions with the same bounds, one read through the other (CSR SpMV), fold as an ordered loop
+    over the range; an empty row gives the identity (0, -inf, NaN for the mean)."""
+    indptr = torch.tensor([0, 3, 3, 7, 8])
+    indices = torch.tensor([0, 2, 4, 1, 2, 3, 4, 0])
+    data, x = rand(8), rand(5)
+    args = {"data": data, "indices": indices, "indptr": indptr, "x": x, "y": torch.empty(4), "m": torch.empty(4),
+            "mu": torch.empty(4)}
+    got = three_ways(spmv, args, ("y", "m", "mu"), rtol=1e-6, atol=1e-6)
+    dense = torch.zeros(4, 5)
+    for r in range(4):
+        for k in range(int(indptr[r]), int(indptr[r + 1])):
+            dense[r, indices[k]] = data[k]
+    np.testing.assert_allclose(got["y"], (dense @ x).numpy(), rtol=1e-6, atol=1e-6)
+    want_m = [max((data[k] + x[indices[k]]).item() for k in range(int(indptr[r]), int(indptr[r + 1])))
+              if indptr[r + 1] > indptr[r] else -np.inf for r in range(4)]
+    np.testing.assert_allclose(got["m"], want_m, rtol=1e-6)
+    assert np.isnan(got["mu"][1])
+    np.testing.assert_allclose(got["mu"][[0, 2, 3]], [3 * data[0:3].mean().item(), 3 * data[3:7].mean().item(),
+                                                      3 * data[7:8].mean().item()], rtol=1e-5)
+
+
+def test_subregions_with_different_bounds_are_refused(tmp_path) -> None:
+    diagnostic(tmp_path, """
+        @intent.kernel
+        def k(a: f32[N], off: i64[M], out: Out[f32[M]]):
+            for i in parallel(M):
+                out[i] = intent.sum(a[1:off[i]] * a[0:off[i]])
+        """, "a[0:off[i]]", "intent.sum reads two data-dependent subregions, `a[1:off[i]]` and "
+                            "`a[0:off[i]]`; a region fold reads one subregion and maps each of its elements. To "
+                            "combine several arrays over one range (a CSR row's values and column indices), write "
+                            "an ordered loop: `for k in range(b, e): acc += ...`")

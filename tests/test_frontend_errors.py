@@ -260,9 +260,9 @@ CASES = {
         @intent.kernel
         def k(v: f32[E], cols: i32[E], offs: i64[S + 1], x: f32[N], out: Out[f32[S]]):
             for s in parallel(S):
-                out[s] = intent.sum(v[offs[s]:offs[s + 1]] * x[cols[offs[s]:offs[s + 1]]])
-    """, "cols[offs", "intent.sum reads two data-dependent subregions, `v[offs[s]:offs[s + 1]]` and "
-                     "`cols[offs[s]:offs[s + 1]]`; a region fold reads one subregion and maps each of its elements. "
+                out[s] = intent.sum(v[offs[s]:offs[s + 1]] * x[cols[0:offs[s + 1]]])
+    """, "cols[0", "intent.sum reads two data-dependent subregions, `v[offs[s]:offs[s + 1]]` and "
+                  "`cols[0:offs[s + 1]]`; a region fold reads one subregion and maps each of its elements. "
                      "To combine several arrays over one range (a CSR row's values and column indices), write an "
                      "ordered loop: `for k in range(b, e): acc += ...`"),
     "tensor_method": ("""

@@ -16,7 +16,8 @@ from .calls import CallArgs, spelling
 from .coerce import WEAK_FLOAT, broadcast_all, cast, constant, is_pred, to_tval
 from .helpers import combine_region
 from .pointwise import binary, cast_value, is_float_like
-from .region import find_region, fold_map, region_scope
+from .region import SeveralSubregions, find_region, fold_map, region_scope
+from .region_loop import fold_as_loop
 from .values import DimExpr, FValue, NoneLit, Num, TupleV, TVal, describe
 
 if TYPE_CHECKING:
@@ -96,7 +97,14 @@ def builtin_reduction(lw: Lowerer, call: CallArgs) -> FValue:
     name = call.name
     what = f"intent.{name}"
     with region_scope(lw):
-        region = find_region(lw, [call.arg_node("x")], call.node, what)
+        try:
+            region = find_region(lw, [call.arg_node("x")], call.node, what)
+        except SeveralSubregions as several:
+            if not call.is_none("axis") or call.static_bool("keepdims"):
+                raise lw.error(call.node, f"{what}: subregions x[b:e] are reduced as a whole; drop `axis` and "
+                                          f"`keepdims`") from None
+            return fold_as_loop(lw, name, call.arg_node("x"), call.node, several.subs, several.begin,
+                                several.end)
         if region is not None:
             if not call.is_none("axis"):
                 raise lw.error(call.arg_node("axis"), f"{what}: a subregion x[b:e] is reduced as a whole; drop "

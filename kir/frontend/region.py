@@ -28,6 +28,14 @@ FOLDING_SPELLINGS = frozenset({"sum", "prod", "max", "min", "any", "all", "argma
 SCAN_KINDS = {"cumsum": ScanKind.sum, "cumprod": ScanKind.prod, "cummax": ScanKind.max, "cummin": ScanKind.min}
 
 
+class SeveralSubregions(Exception):
+    """Raised by `find_region` for several subregions with the same bounds (`data[b:e] * x[idx[b:e]]`)."""
+
+    def __init__(self, subs: list[ast.Subscript], begin: object, end: object) -> None:
+        super().__init__("several subregions")
+        self.subs, self.begin, self.end = subs, begin, end
+
+
 @dataclass
 class RegionAccess:
     ref: RefV
@@ -88,6 +96,10 @@ def find_region(lw: Lowerer, nodes: list[ast.AST], node: ast.AST, what: str) -> 
     if not found:
         return None
     if len({ast.dump(s) for s, _, _ in found}) > 1:
+        bounds = {_bounds_text(items) for _, _, items in found}
+        if len(bounds) == 1 and None not in bounds:
+            dyn = next(it for it in found[0][2] if it.kind == "dyn")
+            raise SeveralSubregions([s for s, _, _ in found], dyn.begin, dyn.end)
         first, second = (ast.unparse(s) for s, _, _ in found[:2])
         raise lw.error(found[1][0], f"{what} reads two data-dependent subregions, `{first}` and `{second}`; a region "
                                     f"fold reads one subregion and maps each of its elements. To combine several "
@@ -96,6 +108,15 @@ def find_region(lw: Lowerer, nodes: list[ast.AST], node: ast.AST, what: str) -> 
     sub, ref, items = found[0]
     index = region_index(lw, ref, items, sub, what)
     return RegionAccess(ref, index, [s for s, _, _ in found])
+
+
+def _bounds_text(items: list[Item]) -> str | None:
+    dyn = [it for it in items if it.kind == "dyn"]
+    if len(dyn) != 1:
+        return None
+    s = dyn[0].node
+    assert isinstance(s, ast.Slice)
+    return f"{ast.dump(s.lower) if s.lower else ''}:{ast.dump(s.upper) if s.upper else ''}"
 
 
 def fold_map(lw: Lowerer, acc: RegionAccess, components: list[ast.AST], what: str) -> tuple[Region | None,

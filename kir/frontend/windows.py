@@ -79,6 +79,8 @@ class _Expander:
             if isinstance(fv, TVal) and not fv.shape:
                 return {(f"v:{node.id}",): 1}
             raise _NotPolynomial
+        if isinstance(node, ast.Subscript | ast.Attribute):  # a runtime value (`offsets[i]`): an opaque atom
+            return {(f"v:{ast.dump(node)}",): 1}
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             return _add({}, self.expand(node.operand), -1)
         if isinstance(node, ast.BinOp):

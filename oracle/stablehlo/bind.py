@@ -41,6 +41,8 @@ def bind_symbols(kernel: Kernel, args: Mapping[str, Any]) -> dict[str, int]:
         if len(shape) != len(want):
             raise LaunchError(f"parameter {p.name}: expected rank {len(want)} ({p.type.dtype}{_shape_text(want)}), "
                               f"got shape {shape}")
+        if p.type.dtype is DType.i4 and shape:  # two per byte along the last axis (kir.dtypes.I4_PACKING)
+            shape = (*shape[:-1], 2 * shape[-1])
         shapes[p.name] = shape
     env: dict[str, int] = {}
     pending = [(p, ax, d) for p in kernel.params if p.name in shapes
@@ -86,6 +88,11 @@ def to_numpy(p: Param, x: Any) -> np.ndarray:
     """The argument as a NumPy array of the parameter's storage dtype (bf16: float32 holding bf16 values)."""
     dtype = p.type.dtype
     assert isinstance(dtype, DType)
+    if dtype is DType.i4 and getattr(x, "ndim", 0) >= 1 and str(getattr(x, "dtype", "")).split(".")[-1] in (
+            "int8", "uint8"):
+        from kir.dtypes import i4_unpacked
+
+        return i4_unpacked(x.detach().cpu().numpy() if _is_torch(x) else np.asarray(x))  # kir.dtypes.I4_PACKING
     if _is_torch(x):
         x = x.detach().cpu()
         got = DType.from_torch(x.dtype)

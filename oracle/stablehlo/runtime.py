@@ -123,6 +123,10 @@ def _device_value(array: np.ndarray, dtype: DType) -> np.ndarray:
         from kir.dtypes import fp8_ml_dtype
 
         return np.asarray(array, dtype=np.float32).astype(fp8_ml_dtype(dtype))
+    if dtype is DType.i4:
+        import ml_dtypes
+
+        return np.asarray(array).astype(ml_dtypes.int4)
     return np.ascontiguousarray(array)
 
 

@@ -14,7 +14,7 @@ _ELEMENT = {
     DType.pred: "i1", DType.i8: "i8", DType.i16: "i16", DType.i32: "i32", DType.i64: "i64",
     DType.u8: "ui8", DType.u16: "ui16", DType.u32: "ui32", DType.u64: "ui64",
     DType.f16: "f16", DType.bf16: "bf16", DType.f32: "f32", DType.f64: "f64",
-    DType.f8e4m3: "f8E4M3FN", DType.f8e5m2: "f8E5M2",
+    DType.f8e4m3: "f8E4M3FN", DType.f8e5m2: "f8E5M2", DType.i4: "i4",
 }
 
 

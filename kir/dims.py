@@ -287,8 +287,19 @@ def dim_to_z3(d: Dim, env: Mapping[str, object]):
         return a - b
     if d.op == "*":
         return a * b
-    # Dims are non-negative where they are divided, where Z3's Euclidean / and % agree with Python's.
-    return a / b if d.op == "//" else a % b
+    return _floor_div_mod(d.op, a, b, d.rhs.value if isinstance(d.rhs, DConst) else None)
+
+
+def _floor_div_mod(op: str, a, b, const: int | None):
+    """Python's floor `//` and `%` (as `DBin.evaluate`) for divisors of either sign, the one meaning of a
+    dim's division wherever it is proved. Z3's `/` and `%` are Euclidean: the floor for a positive divisor;
+    a negative one divides the negated operands (floor(a / b) == floor(-a / -b))."""
+    import z3
+
+    if const is not None and const > 0:
+        return a / b if op == "//" else a % b
+    q = (-a) / (-b) if const is not None else z3.If(b >= 0, a / b, (-a) / (-b))
+    return q if op == "//" else a - b * q
 
 
 def pred_to_z3(p: Pred, env: Mapping[str, object]):

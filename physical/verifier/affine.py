@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import z3
 
-from kir.dims import DBin, DConst, Dim, DSym, PAnd, PCmp, PNot, POr, Pred, dim_bin
+from kir.dims import DBin, DConst, Dim, DSym, PAnd, PCmp, PNot, POr, Pred, dim_bin, pred_to_z3
 from kir.solver import default_lower_bounds
 
 from .. import ops as P
@@ -292,8 +292,32 @@ class Forms:
         if fn == "mul":
             return dim_bin("*", a, b)
         if fn in ("floordiv", "mod") and isinstance(b, DConst) and b.value > 0:
-            return DBin("//" if fn == "floordiv" else "%", a, b)
+            return self._truncated(fn, a, b)
         return self.opaque(v)
+
+    def _truncated(self, fn: str, a: Dim, b: DConst) -> Dim:
+        """Integer `//` and `%` of the physical program truncate toward zero (C); a dim's `//` and `%` floor
+        (kir.dims, one meaning everywhere). They agree on a non-negative dividend; otherwise the quotient is
+        a fresh atom q with exact facts (the remainder a - b*q lies in [0, b) when a >= 0, in (-b, 0] when
+        a < 0)."""
+        if self._nonneg(a):
+            return DBin("//" if fn == "floordiv" else "%", a, b)
+        q = self.atom("t")
+        rem = dim_bin("-", a, dim_bin("*", b, q))
+        zero = DConst(0)
+        self.facts.append(POr((PAnd((PCmp(">=", a, zero), PCmp(">=", rem, zero), PCmp("<", rem, b))),
+                               PAnd((PCmp("<", a, zero), PCmp("<=", rem, zero), PCmp(">", rem, DConst(-b.value)))))))
+        return q if fn == "floordiv" else rem
+
+    def _nonneg(self, d: Dim) -> bool:
+        """Whether `d` is non-negative by its shape: constants, kernel symbols, atoms with a lower bound, and
+        sums, products and floor divisions of such."""
+        if isinstance(d, DConst):
+            return d.value >= 0
+        if isinstance(d, DSym):
+            return d.name in self.ix.program.symbols or \
+                PCmp(">=", d, DConst(0)) in self.facts or PCmp(">=", d, DConst(1)) in self.facts
+        return isinstance(d, DBin) and d.op in ("+", "*", "//", "%") and self._nonneg(d.lhs) and self._nonneg(d.rhs)
 
     def _same(self, a: Dim, b: Dim) -> bool:
         if a == b:
@@ -440,46 +464,15 @@ def _factors(e: LaunchExpr) -> tuple[Dim, ...] | None:
 # ---------------------------------------------------------------------------------------------- Z3
 
 
-def _z3_dim(d: Dim, env: dict[str, z3.ArithRef]) -> z3.ArithRef:
-    if isinstance(d, DConst):
-        return z3.IntVal(d.value)
-    if isinstance(d, DSym):
-        if d.name not in env:
-            env[d.name] = z3.Int(d.name)
-        return env[d.name]
-    assert isinstance(d, DBin)
-    a, b = _z3_dim(d.lhs, env), _z3_dim(d.rhs, env)
-    if d.op == "+":
-        return a + b
-    if d.op == "-":
-        return a - b
-    if d.op == "*":
-        return a * b
-    # Physical integer division truncates toward zero (C semantics); Z3's is Euclidean.
-    q = z3.If(a >= 0, a / b, -((-a) / b))
-    return q if d.op == "//" else a - b * q
-
-
-def _z3_pred(p: Pred, env: dict[str, z3.ArithRef]) -> z3.BoolRef:
-    if isinstance(p, PCmp):
-        a, b = _z3_dim(p.lhs, env), _z3_dim(p.rhs, env)
-        return {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[p.op]
-    if isinstance(p, PAnd):
-        return z3.And(*[_z3_pred(q, env) for q in p.items]) if p.items else z3.BoolVal(True)
-    if isinstance(p, POr):
-        return z3.Or(*[_z3_pred(q, env) for q in p.items]) if p.items else z3.BoolVal(False)
-    assert isinstance(p, PNot)
-    return z3.Not(_z3_pred(p.item, env))
-
-
 def proves(hyps: Iterable[Pred], goal: Pred) -> bool:
     """Whether `goal` holds in every model of `hyps` (an undecided query counts as not proven)."""
-    env: dict[str, z3.ArithRef] = {}
+    hyps = list(hyps)
+    env = {name: z3.Int(name) for p in (*hyps, goal) for name in sorted(p.symbols())}
     s = z3.Solver()
     s.set("timeout", TIMEOUT_MS)
     for h in hyps:
-        s.add(_z3_pred(h, env))
-    s.add(z3.Not(_z3_pred(goal, env)))
+        s.add(pred_to_z3(h, env))
+    s.add(z3.Not(pred_to_z3(goal, env)))
     return s.check() == z3.unsat
 
 

@@ -228,12 +228,16 @@ def _count(n: int) -> str:
     return f"{n:,}"
 
 
+def _programs(n: int) -> str:
+    return f"{n:,} program{'s' * (n != 1)}"
+
+
 def evaluated_lines(p: Program, shapes: Mapping[str, int], sms: int, counts=None) -> list[str]:
     env = launch_environment(p, shapes, sms)
     bound = ", ".join(f"{k} = {v}" for k, v in shapes.items()) or "no symbols"
     device = f"a device of {sms} multiprocessors" if sms > 0 else "Triton's interpreter, one program at a time"
     lines = [f"at {bound}, on {device}:"]
-    lines.append(f"  grid = {_count(p.grid.evaluate(env))} programs, num_warps = "
+    lines.append(f"  grid = {_programs(p.grid.evaluate(env))}, num_warps = "
                  f"{p.num_warps if isinstance(p.num_warps, int) else p.num_warps.evaluate(env)}")
     lines.append("  constexprs: " + (", ".join(f"{n} = {env[n]}" for n, _ in p.constexprs) or "none"))
     for g in p.groups:
@@ -241,7 +245,7 @@ def evaluated_lines(p: Program, shapes: Mapping[str, int], sms: int, counts=None
         where = ""
         if seg is not None:
             start, length = seg.offset.evaluate(env), seg.length.evaluate(env)
-            where = f"programs [{_count(start)}, {_count(start + length)}) ({_count(length)} programs)"
+            where = f"programs [{_count(start)}, {_count(start + length)}) ({_programs(length)})"
         lines.append(f"  group {g.id} ({g.name}): {where}; {_form(g, env)}")
     counts = counts if counts is not None else operation_counts(p)
     moved, ideal = counts.bytes.evaluate(env), ideal_bytes(p).evaluate(env)

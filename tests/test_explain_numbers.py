@@ -166,3 +166,8 @@ def test_the_kernel_object_explains_a_call_at_its_shapes() -> None:
     assert "  grid = 16 programs, num_warps = 8" in plan
     assert softmax.explain(torch.randn(64, 1000)) == plan  # the output may be omitted
     assert "at M =" not in softmax.explain()  # no inputs: the formulas only
+
+
+def test_one_program_is_singular(capsys) -> None:
+    code, out, _ = run(capsys, "explain", str(ACCEPTANCE / "softmax.py"), "--shape", "M=1", "N=1")
+    assert code == 0 and "  grid = 1 program, num_warps = 4" in out and "(1 program);" in out

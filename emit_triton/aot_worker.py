@@ -7,18 +7,21 @@ be compiled there. This script starts with interpretation off, loads the cache e
 one JSON object: `{"ptx": ..., "cubin": base64 or null, "metadata": Triton's kernel metadata}` or
 `{"error": ...}`.
 
-It depends on the standard library and `triton` only, so it starts quickly and needs no path setup.
+It depends on the standard library, `triton` and the Triton adapter (intent/runtime/triton_adapter.py,
+loaded by path: it imports the standard library only), so it starts quickly and needs no path setup.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import importlib.util
 import json
 import linecache
 import os
 import sys
 import types
+from pathlib import Path
 from typing import Any
 
 
@@ -37,6 +40,17 @@ def _load(path: str, sha256: str, name: str) -> Any:
     return getattr(module, name)
 
 
+def _adapter() -> Any:
+    """The one module that calls Triton's compiler API (`compile_for`), loaded from its file."""
+    path = Path(__file__).resolve().parent.parent / "intent" / "runtime" / "triton_adapter.py"
+    spec = importlib.util.spec_from_file_location("_intent_aot_triton_adapter", path)
+    if spec is None or spec.loader is None:  # pragma: no cover - only when the file is missing
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _paths(obj: dict[str, Any]) -> dict[tuple[int, ...], Any]:
     return {tuple(json.loads(k)): v for k, v in obj.items()}
 
@@ -45,17 +59,11 @@ def main() -> int:
     os.environ.pop("TRITON_INTERPRET", None)
     request = json.loads(sys.stdin.read())
     try:
-        import triton
-        from triton.backends.compiler import GPUTarget
-        from triton.compiler import ASTSource
-
         fn = _load(request["path"], request["sha256"], request["name"])
-        src = ASTSource(fn, request["signature"], _paths(request["constexprs"]), _paths(request["attrs"]))
-        compiled = triton.compile(src, target=GPUTarget("cuda", request["arch"], 32), options=request["options"])
-        cubin = compiled.asm.get("cubin")
-        metadata = json.loads(json.dumps(compiled.metadata._asdict(),
-                                         default=lambda v: v.__dict__ if hasattr(v, "__dict__") else repr(v)))
-        reply = {"ptx": compiled.asm["ptx"], "cubin": base64.b64encode(cubin).decode("ascii") if cubin else None,
+        ptx, cubin, metadata = _adapter().compile_for(fn, request["arch"], request["signature"],
+                                                      _paths(request["constexprs"]), _paths(request["attrs"]),
+                                                      request["options"])
+        reply = {"ptx": ptx, "cubin": base64.b64encode(cubin).decode("ascii") if cubin else None,
                  "metadata": metadata}
     except Exception as exc:  # reported to the caller, which raises it as an IntentError
         reply = {"error": f"{type(exc).__name__}: {exc}"}

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 from pathlib import Path
 
+import pytest
 import torch
 
 from intent.runtime import triton_adapter as adapter
@@ -65,3 +67,78 @@ def test_specialisation_compile_and_a_launchable_kernel_from_stored_files(tmp_pa
     kernel = adapter.load_compiled(tmp_path, "k_copy", "k.json", "k.cubin", ["p_x", "p_out", "s_N", "BLOCK"],
                                    signature, constexprs, "key")
     assert kernel.name == "k_copy" and kernel.kernel == cubin and kernel.metadata.num_warps == options.num_warps
+
+
+LIBRARY_SOURCE = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _twice(x):
+    return x + x
+
+
+@triton.jit
+def k_rowsum(p_x, p_out, BLOCK: tl.constexpr):
+    x = tl.load(p_x + tl.arange(0, BLOCK))
+    tl.store(p_out, _twice(tl.sum(x, axis=0)))
+    tl.store(p_out + 1, tl.max(tl.cumsum(x, axis=0), axis=0))
+
+
+@triton.jit
+def k_assert(p_x, BLOCK: tl.constexpr):
+    x = tl.load(p_x + tl.arange(0, BLOCK))
+    tl.device_assert(x < 0, "x must be negative")
+'''
+
+
+def _module(tmp_path: Path, mode: adapter.Mode, name: str) -> object:
+    path = tmp_path / f"{name}.py"
+    path.write_text(LIBRARY_SOURCE)
+    return adapter.import_source(path, LIBRARY_SOURCE, name, mode)
+
+
+def test_interpreted_runs_call_the_library_and_helpers_then_leave_triton_as_it_was(tmp_path: Path) -> None:
+    import triton.language as tl
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    calls = (JITFunction.__call__, InterpretedFunction.__call__)
+    loads, sums = tl.load, tl.sum
+    module = _module(tmp_path, adapter.Mode.INTERPRETED, "_adapter_library")
+    x, out = torch.arange(8.0), torch.zeros(2)
+    adapter.run_interpreted(module.k_rowsum, 1, [x, out], {"BLOCK": 8})
+    assert out.tolist() == [56.0, 28.0]
+    # the interpreter's patches and the library's call path are restored after the run
+    assert (JITFunction.__call__, InterpretedFunction.__call__) == calls
+    assert tl.load is loads and tl.sum is sums and isinstance(tl.sum, JITFunction)
+    compiled = _module(tmp_path, adapter.Mode.COMPILED, "_adapter_library_compiled")
+    options, signature, constexprs, attrs = adapter.specialisation(compiled.k_rowsum, 90, [x, out], {"BLOCK": 8})
+    ptx, _, _ = adapter.compile_for(compiled.k_rowsum, 90, signature, constexprs, attrs, options.__dict__)
+    assert ".entry k_rowsum" in ptx  # the library still compiles in this process
+
+
+def test_device_asserts_fire_only_under_debug_and_the_option_is_restored(tmp_path: Path) -> None:
+    from triton.runtime.interpreter import interpreter_builder
+
+    before = interpreter_builder.options
+    module = _module(tmp_path, adapter.Mode.INTERPRETED, "_adapter_assert")
+    x = torch.ones(4)
+    adapter.run_interpreted(module.k_assert, 1, [x], {"BLOCK": 4})  # no debug: not checked
+    with pytest.raises(Exception, match="x must be negative"):
+        adapter.run_interpreted(module.k_assert, 1, [x], {"BLOCK": 4, "debug": True})
+    assert interpreter_builder.options is before
+
+
+def test_the_interpreter_switch_is_scoped(monkeypatch) -> None:
+    from triton import knobs
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    assert not adapter.user_wants_interpreter()
+    with adapter.triton_interpret(True):
+        assert knobs.runtime.interpret and adapter.user_wants_interpreter()
+        with adapter.triton_interpret(False):
+            assert not knobs.runtime.interpret
+        assert knobs.runtime.interpret
+    assert not knobs.runtime.interpret and "TRITON_INTERPRET" not in os.environ

@@ -37,7 +37,8 @@ def _run() -> np.ndarray:
 
 
 def _entry(root):
-    (entry,) = [p for p in root.iterdir() if p.is_dir()]
+    # the module entry holds kernel.py; `emitted/` beside it records emitted kernels for new processes
+    (entry,) = [p for p in root.iterdir() if p.is_dir() and p.name != "emitted"]
     return entry
 
 

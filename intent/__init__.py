@@ -98,6 +98,7 @@ from .ops import (
     store,
     sum,
     tanh,
+    topk,
     transpose,
     where,
     zeros,

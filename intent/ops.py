@@ -99,6 +99,10 @@ def clamp(x, lo=None, hi=None): """minimum(maximum(x, lo), hi), as torch.clamp (
 @_spelling
 def lerp(a, b, w): """a + w * (b - a), as torch.lerp (w = 1 gives b exactly)"""
 @_spelling
+def topk(x, k):
+    """(values, i64 indices) of the k largest elements of a 1-D value, largest first (NaN counts as the largest,
+    ties in index order)"""
+@_spelling
 def gather(src, index, fill=0):
     """a masked read: src[index] where index is in range, else fill (a tuple of indices for rank > 1)"""
 @_spelling

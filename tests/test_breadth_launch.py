@@ -315,3 +315,45 @@ def test_subregions_with_different_bounds_are_refused(tmp_path) -> None:
                             "`a[0:off[i]]`; a region fold reads one subregion and maps each of its elements. To "
                             "combine several arrays over one range (a CSR row's values and column indices), write "
                             "an ordered loop: `for k in range(b, e): acc += ...`")
+
+
+# ---------------------------------------------------------------------------------------------- topk
+
+
+@intent.kernel(requires=[N >= 4])
+def top4(x: f32[M, N], v: Out[f32[M, 4]], ix: Out[i64[M, 4]], iv: Out[i32[M, 2]]):
+    for i in parallel(M):
+        vals, idx = intent.topk(x[i, :], 4)
+        v[i, :] = vals
+        ix[i, :] = idx
+        ints, _ = intent.topk((x[i, :] * 4.0).to(i32), 2)
+        iv[i, :] = ints
+
+
+def test_topk_values_and_indices() -> None:
+    x = rand(5, 9)
+    x[1, :] = 1.0                       # ties: index order
+    x[2, 3] = float("nan")              # NaN counts as the largest, as torch.topk
+    x[3, :] = -float("inf")
+    x[3, 5] = 0.0
+    args = {"x": x, "v": torch.empty(5, 4), "ix": torch.empty(5, 4, dtype=torch.int64),
+            "iv": torch.empty(5, 2, dtype=torch.int32)}
+    got = three_ways(top4, args, ("v", "ix", "iv"), rtol=0, atol=0)
+    tv, ti = torch.topk(x, 4)
+    np.testing.assert_array_equal(got["v"], tv.numpy())
+    np.testing.assert_array_equal(got["ix"][[0, 4]], ti.numpy()[[0, 4]])  # distinct values: torch's indices
+    np.testing.assert_array_equal(got["ix"][1], [0, 1, 2, 3])
+    np.testing.assert_array_equal(got["ix"][3], [5, 0, 1, 2])
+    assert got["ix"][2][0] == 3
+    np.testing.assert_array_equal(got["iv"][[0, 4]], torch.topk((x * 4).to(torch.int32), 2).values.numpy()[[0, 4]])
+
+
+def test_topk_needs_k_within_the_row(tmp_path) -> None:
+    diagnostic(tmp_path, """
+        @intent.kernel
+        def k(x: f32[M, N], out: Out[f32[M, 4]]):
+            for i in parallel(M):
+                vals, _ = intent.topk(x[i, :], 4)
+                out[i, :] = vals
+        """, "4)", "intent.topk(): k = 4 must be at least 1 and at most the row's extent N (state it with "
+                   "requires=[...])")

@@ -161,8 +161,11 @@ class _TritonOps:
         return self._let(f"{a} / {b}" if self.f64 else f"tl.div_rn({a}, {b})")  # IEEE (f64 `/` is)
 
     def fmod(self, a: str, b: str) -> str:
-        # the exact remainder: the device's `%` is a - trunc(a / b) * b, wrong when a / b rounds to an integer
-        self.lines += [f"    if {DEVICE_FLAG}:", f"        r = tl.extra.cuda.libdevice.fmod({a}, {b})", "    else:",
+        # the exact remainder: the device's `%` is a - trunc(a / b) * b, wrong when a / b rounds to an integer.
+        # f32 takes libdevice's f64 fmod (exact, so exact in f32 too): its f32 one flushes subnormals.
+        device = f"tl.extra.cuda.libdevice.fmod({a}, {b})" if self.f64 else \
+            f"tl.extra.cuda.libdevice.fmod({a}.to(tl.float64), {b}.to(tl.float64)).to(tl.float32)"
+        self.lines += [f"    if {DEVICE_FLAG}:", f"        r = {device}", "    else:",
                        f"        r = {a} % {b}  # NumPy's fmod under the interpreter"]
         return "r"
 

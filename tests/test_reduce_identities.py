@@ -45,7 +45,8 @@ def _kernel(kind: ReduceKind, dtype: DType):
         return None
 
 
-CASES = [(kind, dt) for kind in KINDS for dt in DType if _kernel(kind, dt) is not None]
+# i4 memory packs two elements per byte and cannot be written, so no kernel stores an i4 reduction
+CASES = [(kind, dt) for kind in KINDS for dt in DType if dt is not DType.i4 and _kernel(kind, dt) is not None]
 
 
 def _bits(value: object, dtype: DType) -> bytes:

@@ -357,3 +357,69 @@ def test_topk_needs_k_within_the_row(tmp_path) -> None:
                 out[i, :] = vals
         """, "4)", "intent.topk(): k = 4 must be at least 1 and at most the row's extent N (state it with "
                    "requires=[...])")
+
+
+# ---------------------------------------------------------------------------------------------- jagged rows
+
+
+J, JE = dims("J JE")
+
+
+@intent.kernel
+def jagged(values: f32[JE, D], offsets: i64[J + 1], total: Out[f32[J, D]], top: Out[f32[J, D]],
+           avg: Out[f32[J, D]]):
+    for s in parallel(J):
+        b = offsets[s]
+        e = offsets[s + 1]
+        total[s, :] = intent.sum(values[b:e, :], axis=0)
+        top[s, :] = intent.max(values[b:e, :] * 2.0, axis=0)
+        avg[s, :] = intent.mean(values[b:e, :], axis=0)
+
+
+def test_jagged_folds_keep_whole_axes() -> None:
+    """`values[b:e, :]` reduced along its data-dependent axis: the kept axis is the carried tile of an ordered
+    loop over the segment's rows (coalesced rows, not a loop per column); an empty segment gives the identity."""
+    v = rand(9, 5)
+    off = torch.tensor([0, 3, 3, 9])
+    args = {"values": v, "offsets": off, "total": torch.empty(3, 5), "top": torch.empty(3, 5),
+            "avg": torch.empty(3, 5)}
+    got = three_ways(jagged, args, ("total", "top", "avg"), rtol=1e-6, atol=1e-6)
+    segs = [v[0:3], v[3:3], v[3:9]]
+    np.testing.assert_allclose(got["total"], torch.stack([s.sum(0) for s in segs]).numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(got["top"][[0, 2]], torch.stack([(segs[i] * 2).amax(0) for i in (0, 2)]).numpy())
+    assert (got["top"][1] == -np.inf).all() and np.isnan(got["avg"][1]).all()
+    np.testing.assert_allclose(got["avg"][[0, 2]], torch.stack([segs[i].mean(0) for i in (0, 2)]).numpy(),
+                               rtol=1e-6, atol=1e-6)
+    plan = jagged.explain(v, off, torch.empty(3, 5), torch.empty(3, 5), torch.empty(3, 5))
+    assert "BLOCK_D" in plan
+
+
+def test_jagged_fold_along_a_kept_axis_is_refused(tmp_path) -> None:
+    diagnostic(tmp_path, """
+        @intent.kernel
+        def k(values: f32[E, N], offsets: i64[S + 1], out: Out[f32[S]]):
+            for s in parallel(S):
+                out[s] = intent.sum(values[offsets[s]:offsets[s + 1], :])
+        """, "intent.sum(values", "intent.sum: a jagged subregion `x[b:e, :]` is reduced along its data-dependent "
+                                  "axis: write axis=0 (no keepdims)")
+
+
+@intent.kernel
+def jagged_scan(values: f32[JE, D], offsets: i64[J + 1], run: Out[f32[JE, D]], best: Out[f32[JE, D]]):
+    for s in parallel(J):
+        b = offsets[s]
+        e = offsets[s + 1]
+        run[b:e, :] = intent.cumsum(values[b:e, :], axis=0)
+        best[b:e, :] = intent.cummax(values[b:e, :], axis=0, exclusive=True)
+
+
+def test_jagged_region_scans_keep_whole_axes() -> None:
+    v = rand(7, 4)
+    off = torch.tensor([0, 3, 3, 7])
+    args = {"values": v, "offsets": off, "run": torch.zeros(7, 4), "best": torch.zeros(7, 4)}
+    got = three_ways(jagged_scan, args, ("run", "best"), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(got["run"], torch.cat([v[0:3].cumsum(0), v[3:7].cumsum(0)]).numpy(), rtol=1e-6,
+                               atol=1e-6)
+    for lo, hi in ((0, 3), (3, 7)):
+        assert (got["best"][lo] == -np.inf).all()
+        np.testing.assert_array_equal(got["best"][lo + 1:hi], v[lo:hi - 1].cummax(0).values.numpy())

@@ -100,7 +100,13 @@ def builtin_reduction(lw: Lowerer, call: CallArgs) -> FValue:
         try:
             region = find_region(lw, [call.arg_node("x")], call.node, what)
         except SeveralSubregions as several:
-            if not call.is_none("axis") or call.static_bool("keepdims"):
+            if several.axis is not None:  # `values[b:e, :]`: reduced along the subregion's axis only
+                axes = normalize_axes(lw, call, several.rank) if not call.is_none("axis") else ()
+                if axes != (several.axis,) or call.static_bool("keepdims"):
+                    raise lw.error(call.node, f"{what}: a jagged subregion `x[b:e, :]` is reduced along its "
+                                              f"data-dependent axis: write axis={several.axis} (no keepdims)") \
+                        from None
+            elif not call.is_none("axis") or call.static_bool("keepdims"):
                 raise lw.error(call.node, f"{what}: subregions x[b:e] are reduced as a whole; drop `axis` and "
                                           f"`keepdims`") from None
             return fold_as_loop(lw, name, call.arg_node("x"), call.node, several.subs, several.begin,

@@ -31,9 +31,11 @@ SCAN_KINDS = {"cumsum": ScanKind.sum, "cumprod": ScanKind.prod, "cummax": ScanKi
 class SeveralSubregions(Exception):
     """Raised by `find_region` for several subregions with the same bounds (`data[b:e] * x[idx[b:e]]`)."""
 
-    def __init__(self, subs: list[ast.Subscript], begin: object, end: object) -> None:
+    def __init__(self, subs: list[ast.Subscript], begin: object, end: object, axis: int | None = None,
+                 rank: int = 1) -> None:
         super().__init__("several subregions")
-        self.subs, self.begin, self.end = subs, begin, end
+        self.subs, self.begin, self.end, self.rank = subs, begin, end, rank
+        self.axis = axis  # a jagged subregion keeping whole axes (`values[b:e, :]`): the position of b:e
 
 
 @dataclass
@@ -106,6 +108,11 @@ def find_region(lw: Lowerer, nodes: list[ast.AST], node: ast.AST, what: str) -> 
                                     f"arrays over one range (a CSR row's values and column indices), write an "
                                     f"ordered loop: `for k in range(b, e): acc += ...`")
     sub, ref, items = found[0]
+    if any(it.kind == "slice" for it in items) and all(it.kind in ("slice", "dyn", "point") for it in items):
+        # jagged data of any rank: the fold runs over the range with the kept axes as the carried tile
+        dyn = next(it for it in items if it.kind == "dyn")
+        kept = [it for it in items if it.kind != "point"]
+        raise SeveralSubregions([s for s, _, _ in found], dyn.begin, dyn.end, kept.index(dyn), len(kept))
     index = region_index(lw, ref, items, sub, what)
     return RegionAccess(ref, index, [s for s, _, _ in found])
 
@@ -160,7 +167,24 @@ def region_scan_store(lw: Lowerer, ref: RefV, items: list[Item], value_node: ast
     src_node = call.arg_node(src_param)
     what = f"intent.{callee.name}"
     with region_scope(lw):
-        acc = find_region(lw, [src_node], value_node, what)
+        try:
+            acc = find_region(lw, [src_node], value_node, what)
+        except SeveralSubregions as several:
+            if several.axis is None or callee.name not in SCAN_KINDS or not isinstance(src_node, ast.Subscript) \
+                    or _bounds_text(items) != _bounds_text(resolve_index(lw, ref.type.shape, src_node.slice,
+                                                                         src_node, what)):
+                raise lw.error(src_node, f"{what}: a jagged region scan `out[b:e, :] = intent.{callee.name}"
+                                         f"(x[b:e, :], axis=0)` scans a subregion with the target's bounds") from None
+            from .region_loop import scan_as_loop
+
+            if call.static_int("axis") % several.rank != several.axis:
+                raise lw.error(call.arg_node("axis"), f"{what}: a region scan runs along the subregion's axis "
+                                                      f"{several.axis}") from None
+            reverse, exclusive = scan_flags(call)
+            if reverse:
+                raise lw.error(value_node, f"{what}: a reverse jagged region scan is not supported") from None
+            scan_as_loop(lw, callee.name, target, src_node, value_node, several.begin, several.end, exclusive)
+            return
         if acc is None or not any(src_node is s for s in acc.subs):
             raise lw.error(src_node, f"{what}: the scanned value must be a subregion itself, e.g. "
                                      f"intent.{callee.name}(x[b:e]), to be stored into `{ref.name}[b:e]`")

@@ -40,6 +40,46 @@ class _AtPosition(ast.NodeTransformer):
         return ast.copy_location(ast.Subscript(node.value, index, ast.Load()), node)
 
 
+_SCANS = {"cumsum": "sum", "cumprod": "prod", "cummax": "max", "cummin": "min"}
+
+
+def scan_as_loop(lw: Lowerer, name: str, target: ast.Subscript, src: ast.Subscript, call: ast.Call, begin: FValue,
+                 end: FValue, exclusive: bool) -> None:
+    """`out[b:e, :] = intent.<name>(x[b:e, :], axis=0)`: the running value carried over the rows, the kept axes a
+    tile, each row stored as the loop reaches it."""
+    n = next(_COUNTER)
+    acc, k, lo, hi, fn = (f"__region{n}_{part}" for part in ("acc", "k", "begin", "end", "combine"))
+    identity, combine = _KINDS[_SCANS[name]]
+    lw.env.set(lo, begin)
+    lw.env.set(hi, end)
+    element = _AtPosition([src], k).visit(src)  # a new node: the subscripts themselves are replaced
+    at = _AtPosition([target], k).visit(target)
+    assert isinstance(at, ast.Subscript)
+    at.ctx = ast.Store()
+    step = _combine(lw, combine, fn, acc, element)
+    store = ast.Assign([at], ast.Name(acc, ast.Load()))
+    update = ast.Assign([ast.Name(acc, ast.Store())], step)
+    body = [
+        ast.Assign([ast.Name(acc, ast.Store())], ast.parse(identity, mode="eval").body),
+        ast.For(ast.Name(k, ast.Store()), ast.Call(ast.Name("range", ast.Load()), [ast.Name(lo, ast.Load()),
+                                                                                   ast.Name(hi, ast.Load())], []),
+                [store, update] if exclusive else [update, store], []),
+    ]
+    for stmt in body:
+        for node in ast.walk(stmt):
+            ast.copy_location(node, call)
+    lw.block(body)
+
+
+def _combine(lw: Lowerer, combine: str, fn: str, acc: str, element: ast.expr) -> ast.expr:
+    if combine in ("maximum", "minimum"):
+        spellings = importlib.import_module("intent.ops").SPELLINGS  # as suggest.py: kir does not import intent
+        lw.env.set(fn, OpRef(combine, spellings[combine]))
+        return ast.Call(ast.Name(fn, ast.Load()), [ast.Name(acc, ast.Load()), element], [])
+    op = {"+": ast.Add(), "*": ast.Mult(), "|": ast.BitOr(), "&": ast.BitAnd()}[combine]
+    return ast.BinOp(ast.Name(acc, ast.Load()), op, element)
+
+
 def fold_as_loop(lw: Lowerer, name: str, arg: ast.AST, call: ast.Call, subs: list[ast.Subscript], begin: FValue,
                  end: FValue) -> FValue:
     """`intent.<name>(<arg>)` over subregions `subs` sharing the bounds `begin:end`, as an ordered loop."""
@@ -54,13 +94,7 @@ def fold_as_loop(lw: Lowerer, name: str, arg: ast.AST, call: ast.Call, subs: lis
     memo: dict[int, object] = {}
     copied = copy.deepcopy(arg, memo)
     element = _AtPosition([memo[id(s)] for s in subs], k).visit(copied)  # type: ignore[misc]
-    if combine in ("maximum", "minimum"):
-        spellings = importlib.import_module("intent.ops").SPELLINGS  # as suggest.py: kir does not import intent
-        lw.env.set(fn, OpRef(combine, spellings[combine]))
-        step: ast.expr = ast.Call(ast.Name(fn, ast.Load()), [ast.Name(acc, ast.Load()), element], [])
-    else:
-        op = {"+": ast.Add(), "*": ast.Mult(), "|": ast.BitOr(), "&": ast.BitAnd()}[combine]
-        step = ast.BinOp(ast.Name(acc, ast.Load()), op, element)
+    step = _combine(lw, combine, fn, acc, element)
     body = [
         ast.Assign([ast.Name(acc, ast.Store())], ast.parse(identity, mode="eval").body),
         ast.For(ast.Name(k, ast.Store()), ast.Call(ast.Name("range", ast.Load()), [ast.Name(lo, ast.Load()),

@@ -1,7 +1,8 @@
 """`kirc`: check, lower, run and explain kernels from `.kir` files and Python files.
 
 Exit codes: 0 success; 1 a diagnostic about the input (rendered with file:line:col and a caret);
-2 a usage error; 3 an internal error (a bug in Intent: shown as one line, with the traceback when
+2 a usage error (including names the command line gives that the file does not have: a kernel, dtype
+variables, shape symbols); 3 an internal error (a bug in Intent: shown as one line, with the traceback when
 KIRC_DEBUG=1).
 """
 
@@ -175,7 +176,7 @@ def _load(path: str) -> dict[str, Any]:
 def _select(kernels: dict[str, Any], name: str | None, path: str) -> list[tuple[str, Any]]:
     if name is not None:
         if name not in kernels:
-            raise LaunchError(f"{path} has no kernel {name} (kernels: {', '.join(kernels) or 'none'})")
+            raise UsageError(f"{path} has no kernel {name} (kernels: {', '.join(kernels) or 'none'})")
         return [(name, kernels[name])]
     if not kernels:
         raise LaunchError(f"{path} holds no kernel")
@@ -205,6 +206,15 @@ def _specialised(obj: Any, dtypes: dict[str, DType]) -> Kernel:
     """The KIR of a kernel with dtype variables assigned (a Python kernel object specialises itself)."""
     if not dtypes:
         return _kir_of(obj)
+    generic = _kir_of(obj)
+    variables = {v.name: v for v in generic.dtype_vars}
+    for name, dt in dtypes.items():  # what the command line names: a usage error when it does not fit
+        if name not in variables:
+            have = ", ".join(variables) or "none"
+            raise UsageError(f"kernel {generic.name} has no dtype variable {name} (its dtype variables: {have})")
+        if dt not in variables[name].choices:
+            choices = ", ".join(str(c) for c in variables[name].choices)
+            raise UsageError(f"dtype variable {name} of kernel {generic.name} is one of {choices}, not {dt}")
     if not isinstance(obj, Kernel):
         for method in ("specialize_with", "specialize_dtypes"):
             if hasattr(obj, method):
@@ -278,7 +288,7 @@ def _stage(module: str, attr: str, stage: str) -> Callable[..., Any]:
 def _require_specialised(k: Kernel) -> None:
     if k.dtype_vars:
         names = ", ".join(v.name for v in k.dtype_vars)
-        raise LaunchError(f"kernel {k.name} is generic in {names}; choose with --dtype {k.dtype_vars[0].name}=...")
+        raise UsageError(f"kernel {k.name} is generic in {names}; choose with --dtype {k.dtype_vars[0].name}=...")
 
 
 # ---------------------------------------------------------------------------------------------- commands

@@ -116,7 +116,7 @@ def test_missing_file_and_unknown_kernel(capsys: pytest.CaptureFixture[str], tmp
     assert code == 1 and "No such file" in err
     path = write(tmp_path, GOOD)
     code, _, err = run(capsys, "check", path, "--kernel", "mul")
-    assert (code, err) == (1, f"{path} has no kernel mul (kernels: add)\n")
+    assert (code, err) == (2, f"kirc check: error: {path} has no kernel mul (kernels: add)\n")  # usage: exit 2
     code, _, err = run(capsys, "check", write(tmp_path, GOOD, "k.txt"))
     assert (code, err) == (1, f"{tmp_path / 'k.txt'}: expected a .kir or a .py file\n")
     code, _, err = run(capsys, "check", write(tmp_path, "# nothing\n", "empty.kir"))
@@ -175,11 +175,15 @@ def test_lower_specialises_dtype_variables(capsys: pytest.CaptureFixture[str]) -
     assert "%two: bf16 = constant 2 : bf16" in out
     kir.verify(kir.text.parse_kernel(out))
     code, _, err = run(capsys, "lower", generic, "--emit=kir", "--dtype", "T=i32")
-    assert (code, err) == (1, "dtype variable T of kernel scaled_row_max is one of f16, bf16, f32, not i32\n")
+    # What the command line names (a kernel, dtype variables) is a usage error when it does not fit: exit 2.
+    assert (code, err) == (2, "kirc lower: error: dtype variable T of kernel scaled_row_max is one of f16, bf16, "
+                              "f32, not i32\n")
     code, _, err = run(capsys, "lower", generic, "--emit=kir", "--dtype", "U=f16")
-    assert (code, err) == (1, "kernel scaled_row_max has no dtype variable U (its dtype variables: T)\n")
+    assert (code, err) == (2, "kirc lower: error: kernel scaled_row_max has no dtype variable U (its dtype "
+                              "variables: T)\n")
     code, _, err = run(capsys, "lower", generic, "--emit=triton", "--shape", "M=2", "N=3")
-    assert (code, err) == (1, "kernel scaled_row_max is generic in T; choose with --dtype T=...\n")
+    assert (code, err) == (2, "kirc lower: error: kernel scaled_row_max is generic in T; choose with --dtype "
+                              "T=...\n")
 
 
 def test_lower_and_run_need_one_kernel(capsys: pytest.CaptureFixture[str]) -> None:

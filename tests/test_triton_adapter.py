@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,26 @@ def test_the_private_names_the_adapter_uses_exist() -> None:
     assert list(inspect.signature(JITFunction._pack_args).parameters) == \
         ["self", "backend", "kwargs", "bound_args", "specialization", "options"]
     assert list(inspect.signature(CompiledKernel.__init__).parameters) == ["self", "src", "metadata_group", "hash"]
+
+
+def test_the_interpreter_folds_exactly_the_combines_twins_keep() -> None:
+    """Interpreted twins keep the library combines the interpreter recognises by identity (and folds with
+    NumPy) and call every other combine's Python code through `.fn`."""
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    source = inspect.getsource(interpreter)
+    assert set(re.findall(r"tl\.standard\.(\w+)", source)) == set(adapter._NATIVE_COMBINES)
+    assert all(hasattr(tl.standard, name) for name in adapter._NATIVE_COMBINES)
+    assert "combine_fn.fn(" in source
+
+
+def test_no_triton_function_is_replaced() -> None:
+    """Interpreted runs reach Triton's library through per-function twins, never by assigning to Triton's
+    classes or modules."""
+    text = Path(adapter.__file__).read_text()
+    assert not re.search(r"(JITFunction|InterpretedFunction)\.\w+\s*(,[^=\n]*)?=(?!=)", text)
+    assert not re.search(r"setattr\((tl|triton|JITFunction|InterpretedFunction)", text)
 
 
 def test_interpreted_runs_and_the_mode_switch(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """Every use of Triton's private (underscored or undocumented) API, in one place.
 
 Intent drives Triton in ways its public `fn[grid](...)` does not cover: switching the interpreter on
-and off within one process, running Triton's own library functions interpreted, computing the
+and off within one process, running Triton's own library functions interpreted (through per-function
+twins: no Triton function or class attribute is replaced), computing the
 specialisation a launch gets without launching (for ahead-of-time compiles), and launching a cubin
 compiled earlier from its stored metadata. Both the compiler's launcher (`emit_triton.targets`) and
 the compiler-free runtime (`intent.load`) go through this module; `tests/test_triton_adapter.py`
@@ -127,51 +128,156 @@ def import_source(path: str | Path, text: str, name: str, mode: Mode) -> Any:
 
 # ---------------------------------------------------------------------------------------------- interpreted runs
 
-_interpreted_library: dict[int, tuple[Any, Any]] = {}  # id(jit function) -> (it, its interpreted form)
+# Combines Triton's interpreter recognises by identity and folds with NumPy (np.sum, argmax, ...), never
+# calling them: twins keep these very objects.
+_NATIVE_COMBINES = ("_sum_combine", "_prod_combine", "_elementwise_max", "_elementwise_min",
+                    "_argmax_combine_tie_break_left", "_argmax_combine_tie_break_fast",
+                    "_argmin_combine_tie_break_left", "_argmin_combine_tie_break_fast")
 
 
-@contextmanager
-def _library_functions_interpreted() -> Iterator[None]:
-    """Run Triton's own `@jit` library functions (`tl.sum`, `tl.rand`, ...) under the interpreter.
+class _Twin:
+    """A callable interpreted twin of one `@jit` function, for interpreted runs only.
 
-    They were decorated when `triton` was imported, normally with interpretation off, so they are
-    compiled JIT functions that refuse to be called from Python. Had `TRITON_INTERPRET=1` been set
-    before that import they would be interpreted functions; while an interpreted kernel runs, calls
-    to them go to exactly that interpreted form (built once per function).
-
-    Calling an interpreted function patches `triton.language` for the interpreter and never undoes
-    it (harmless in a process that only interprets, fatal to later compiles here), so every such
-    nested call patches within a scope that is restored when it returns.
+    Triton's own library (`tl.sum`, `tl.rand`, ...) was decorated when `triton` was imported, normally
+    with interpretation off: compiled JIT functions that refuse to be called from Python. A twin runs
+    a copy of the function's Python code whose globals are twins too (`_twin_namespace`), so every
+    call it makes reaches another twin; nothing of Triton's is replaced. Each call patches
+    `triton.language` for the interpreter within a scope restored when it returns (Triton's own
+    interpreted call never restores it: harmless in a process that only interprets, fatal to later
+    compiles here).
     """
-    from triton.runtime.interpreter import InterpretedFunction, _patch_lang
-    from triton.runtime.jit import JITFunction
 
-    def interpreted_form(fn: Any) -> Any:
-        # Keyed by identity: a JIT function's own hash walks its source and dependencies.
-        known = _interpreted_library.get(id(fn))
-        if known is None or known[0] is not fn:
-            known = _interpreted_library[id(fn)] = (fn, InterpretedFunction(fn.fn))
-        return known[1]
+    def __init__(self, fn: Any) -> None:
+        from triton.runtime.interpreter import InterpretedFunction
 
-    def call_scoped(interpreted: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        scope = _patch_lang(interpreted.fn)
+        self.fn = _function_copy(fn, _twin_namespace(fn.__globals__))  # the interpreter folds with `.fn`
+        self.interpreted = InterpretedFunction(self.fn)
+        self.__name__ = fn.__name__
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from triton.runtime.interpreter import _patch_lang
+
+        scope = _patch_lang(self.fn)
         try:
-            return interpreted.rewrite()(*args, **kwargs)
+            return self.interpreted.rewrite()(*args, **kwargs)
         finally:
             scope.restore()
 
-    def call_jit(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return call_scoped(interpreted_form(self), args, kwargs)
 
-    def call_interpreted(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return call_scoped(self, args, kwargs)
+class _TwinModule:
+    """`triton.language` (or a submodule) as interpreted code sees it: `@jit` attributes are twins, every
+    other attribute is read from the module when asked (the interpreter patches its builtins)."""
 
-    originals = (JITFunction.__call__, InterpretedFunction.__call__)
-    JITFunction.__call__, InterpretedFunction.__call__ = call_jit, call_interpreted
-    try:
-        yield
-    finally:
-        JITFunction.__call__, InterpretedFunction.__call__ = originals
+    def __init__(self, module: Any) -> None:
+        self._module = module
+        self._twins: dict[str, Any] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._module, name)
+        twin = self._twins.get(name)
+        if twin is not None and twin[0] is value:
+            return twin[1]
+        made = _twin_of(value)
+        if made is not value:
+            self._twins[name] = (value, made)
+        return made
+
+
+# Twins of Triton's own modules and functions, id(original) -> (original, twin), for the life of the
+# process (the library is fixed), so each is rewritten by the interpreter once. A generated module's
+# twins live on its own objects and go with them.
+_twins: dict[int, tuple[Any, Any]] = {}
+_TWIN_ATTRIBUTE = "_intent_twin"
+_TWIN_NAMESPACE = "__intent_twin_namespace__"
+
+
+def _is_library(namespace: dict[str, Any]) -> bool:
+    return str(namespace.get("__name__", "")).startswith("triton.")
+
+
+def _function_copy(fn: Any, namespace: dict[str, Any]) -> Any:
+    import types
+
+    copy = types.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__, fn.__closure__)
+    copy.__kwdefaults__ = fn.__kwdefaults__
+    copy.__annotations__ = dict(fn.__annotations__)
+    copy.__qualname__ = fn.__qualname__
+    copy.__module__ = fn.__module__
+    return copy
+
+
+def _native_combines() -> set[int]:
+    import triton.language as tl
+
+    return {id(getattr(tl.standard, name)) for name in _NATIVE_COMBINES}
+
+
+def _twin_of(value: Any) -> Any:
+    import types
+
+    import triton.language as tl
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    if isinstance(value, types.ModuleType) and value.__name__.startswith(tl.__name__):
+        key = id(value)
+        if key not in _twins:
+            _twins[key] = (value, _TwinModule(value))
+        return _twins[key][1]
+    if not isinstance(value, JITFunction | InterpretedFunction) or id(value) in _native_combines():
+        return value
+    if not _is_library(value.fn.__globals__):
+        twin = value.__dict__.get(_TWIN_ATTRIBUTE)
+        if twin is None:
+            twin = _Twin(value.fn)
+            setattr(value, _TWIN_ATTRIBUTE, twin)
+        return twin
+    known = _twins.get(id(value))
+    if known is None or known[0] is not value:
+        known = _twins[id(value)] = (value, _Twin(value.fn))
+    return known[1]
+
+
+_namespaces: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
+
+
+def _twin_namespace(namespace: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a module's globals for interpreted twins: `@jit` functions and `triton.language` modules
+    become twins; the modules themselves stay reachable under private names (the interpreter finds
+    `triton.language` among a function's globals to patch it)."""
+    library = _is_library(namespace)
+    known = _namespaces.get(id(namespace)) if library else (namespace, namespace.get(_TWIN_NAMESPACE))
+    if known is not None and known[0] is namespace and known[1] is not None:
+        return known[1]
+    twin: dict[str, Any] = {}
+    # recorded before filling: functions refer to their own module
+    if library:
+        _namespaces[id(namespace)] = (namespace, twin)
+    else:
+        namespace[_TWIN_NAMESPACE] = twin
+    for name, value in list(namespace.items()):
+        if name == _TWIN_NAMESPACE:
+            continue
+        twin[name] = _twin_of(value)
+        if twin[name] is not value and not callable(value):
+            twin[f"_intent_module_{name}"] = value
+    return twin
+
+
+def run_interpreted(fn: Any, grid: int, positional: Sequence[Any], keywords: Mapping[str, Any]) -> None:
+    """Run an interpreted `@triton.jit` function over a 1-D grid of `grid` programs.
+
+    The kernel runs as an interpreted copy whose globals are twins (`_Twin`), so it can call Triton's
+    compiled library and the module's own helpers without any Triton function being replaced.
+    """
+    from triton.runtime.interpreter import InterpretedFunction
+
+    with INTERPRETER_LOCK, triton_interpret(True), _interpreter_checks(bool(keywords.get("debug"))):
+        kernel = fn.__dict__.get("_intent_kernel_twin")
+        if kernel is None:
+            kernel = InterpretedFunction(_function_copy(fn.fn, _twin_namespace(fn.fn.__globals__)))
+            fn._intent_kernel_twin = kernel
+        kernel[(grid,)](*positional, **keywords)
 
 
 @contextmanager
@@ -188,13 +294,6 @@ def _interpreter_checks(on: bool) -> Iterator[None]:
         yield
     finally:
         interpreter_builder.options = previous
-
-
-def run_interpreted(fn: Any, grid: int, positional: Sequence[Any], keywords: Mapping[str, Any]) -> None:
-    """Run an interpreted `@triton.jit` function over a 1-D grid of `grid` programs."""
-    with INTERPRETER_LOCK, triton_interpret(True), _library_functions_interpreted(), \
-            _interpreter_checks(bool(keywords.get("debug"))):
-        fn[(grid,)](*positional, **keywords)
 
 
 # ---------------------------------------------------------------------------------------------- ahead of time

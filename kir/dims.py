@@ -6,6 +6,7 @@ wraps them to give `N == 4` its predicate meaning.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -302,12 +303,16 @@ def _floor_div_mod(op: str, a, b, const: int | None):
     return q if op == "//" else a - b * q
 
 
+_COMPARE = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
+            ">=": operator.ge}
+
+
 def pred_to_z3(p: Pred, env: Mapping[str, object]):
+    """Translate a predicate into a Z3 formula (the KIR solver and the physical verifier both use it)."""
     import z3
 
     if isinstance(p, PCmp):
-        a, b = dim_to_z3(p.lhs, env), dim_to_z3(p.rhs, env)
-        return {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[p.op]
+        return _COMPARE[p.op](dim_to_z3(p.lhs, env), dim_to_z3(p.rhs, env))
     if isinstance(p, PAnd):
         return z3.And(*[pred_to_z3(q, env) for q in p.items]) if p.items else z3.BoolVal(True)
     if isinstance(p, POr):

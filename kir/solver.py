@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import operator
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .dims import DBin, DConst, Dim, DSym, PAnd, PCmp, PNot, POr, Pred, dim_to_z3
+from .dims import DBin, DConst, Dim, DSym, PAnd, PCmp, Pred, dim_to_z3, pred_to_z3
 
 if TYPE_CHECKING:
     import z3
@@ -80,10 +79,10 @@ class ShapeSolver:
         return self._vars
 
     def _term(self, p: Pred) -> z3.BoolRef:
-        """`pred_to_z3(p)`, translated once per solver."""
+        """`dims.pred_to_z3(p)`, translated once per solver."""
         found = self._terms.get(p)
         if found is None:
-            found = self._terms[p] = _pred_term(p, self._env((p,)))
+            found = self._terms[p] = pred_to_z3(p, self._env((p,)))
         return found
 
     def assumptions(self) -> tuple[Pred, ...]:
@@ -170,22 +169,6 @@ class ShapeSolver:
             return None
         core = [str(tags[str(t)]) for t in s.unsat_core()]
         return "these refinements cannot all hold: " + ", ".join(core)
-
-
-_COMPARE = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
-            ">=": operator.ge}
-
-
-def _pred_term(p: Pred, env: Mapping[str, z3.ArithRef]) -> z3.BoolRef:
-    """The formula `dims.pred_to_z3` builds, constructing only the comparison asked for."""
-    if isinstance(p, PCmp):
-        return _COMPARE[p.op](dim_to_z3(p.lhs, env), dim_to_z3(p.rhs, env))
-    if isinstance(p, PAnd):
-        return z3.And(*[_pred_term(q, env) for q in p.items]) if p.items else z3.BoolVal(True)
-    if isinstance(p, POr):
-        return z3.Or(*[_pred_term(q, env) for q in p.items]) if p.items else z3.BoolVal(False)
-    assert isinstance(p, PNot)
-    return z3.Not(_pred_term(p.item, env))
 
 
 # ---------------------------------------------------------------------------------------------- linear reasoning

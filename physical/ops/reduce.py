@@ -33,6 +33,10 @@ class Reduce(POp):
     For argmax/argmin the inputs are (values, indices) and the results (value, index).
     """
 
+    @property
+    def native(self) -> bool:  # decided here, read by the register budgets and the emitter
+        return native_reduce(self.kind, len(self.axes))
+
     inputs: tuple[PValue, ...]
     axes: tuple[int, ...]
     kind: ReduceKind
@@ -40,7 +44,3 @@ class Reduce(POp):
     acc_dtypes: tuple[DType, ...]
     member: PValue | None
     combine: PRegion
-
-    @property
-    def native(self) -> bool:
-        return native_reduce(self.kind, len(self.axes))

@@ -31,6 +31,10 @@ class Scan(POp):
     start). Members outside `member` take the identity before scanning.
     """
 
+    @property
+    def native(self) -> bool:  # decided here, read by the register budgets and the emitter
+        return native_scan(self.kind, len(self.inputs), self.exclusive, self.acc_dtypes[0])
+
     inputs: tuple[PValue, ...]
     axis: int
     kind: ScanKind
@@ -40,7 +44,3 @@ class Scan(POp):
     acc_dtypes: tuple[DType, ...]
     member: PValue | None
     combine: PRegion
-
-    @property
-    def native(self) -> bool:
-        return native_scan(self.kind, len(self.inputs), self.exclusive, self.acc_dtypes[0])

@@ -339,3 +339,27 @@ def test_f64_tanh_is_accurate_near_zero(tmp_path: Path) -> None:
     want = np.tanh(x.numpy())
     assert (np.abs(o.numpy() - want) <= 4 * np.spacing(np.abs(want))).all()
     assert (o.numpy() == k.oracle(x=x, o=o)["o"]).mean() > 0.5
+
+
+def test_stablehlo_argmax_of_f8e4m3(tmp_path: Path) -> None:
+    """The StableHLO exit started an fp8 argmax from f8e4m3's 0xFF, a NaN, which wins every comparison: the
+    index came back as the identity's (found by the source-level generator); it now compares in f32."""
+    k = _kernel(
+        tmp_path,
+        """
+        import intent
+        from intent import Out, dims, parallel, f8e4m3, i64
+        M, N = dims("M N")
+
+        @intent.kernel
+        def k(x: f8e4m3[M, N], o: Out[i64[M]], p: Out[i64[M]]):
+            for i in parallel(M):
+                o[i] = intent.argmax(x[i, :])
+                p[i] = intent.argmin(x[i, :])
+    """,
+    )
+    x = torch.randn(4, 17, generator=torch.Generator().manual_seed(2)).to(torch.float8_e4m3fn)
+    args = {"x": x, "o": torch.zeros(4, dtype=torch.int64), "p": torch.zeros(4, dtype=torch.int64)}
+    want, got = k.oracle(**args), k.stablehlo_run(**args)
+    assert (want["o"] == x.float().argmax(1).numpy()).all()
+    assert (got["o"] == want["o"]).all() and (got["p"] == want["p"]).all()

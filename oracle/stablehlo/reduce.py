@@ -61,9 +61,11 @@ def reduce_arg(ctx: Ctx, kind: ReduceKind, x: Val, axes: list[int]) -> Val:
     last = flat.rank - 1
     if flat.shape[-1] == 0:
         return ctx.splat(-1, DType.i64, flat.shape[:-1], x.depth)
+    if flat.dtype.is_fp8:  # f8e4m3 has no infinities to start from (its identity was NaN, which wins): f32, exact
+        flat = s.convert(flat, DType.f32)
     idx = s.iota(DType.i64, flat.shape, last, x.depth)
-    extreme = identity(ReduceKind.max if kind is ReduceKind.argmax else ReduceKind.min, x.dtype)
-    inits = [ctx.splat(extreme, x.dtype), ctx.splat(DType.i64.int_range[1], DType.i64)]
+    extreme = identity(ReduceKind.max if kind is ReduceKind.argmax else ReduceKind.min, flat.dtype)
+    inits = [ctx.splat(extreme, flat.dtype), ctx.splat(DType.i64.int_range[1], DType.i64)]
 
     def body(a: list[Val]) -> list[Val]:
         av, ai, bv, bi = a

@@ -178,3 +178,16 @@ def test_fp8_ptx_for_sm90() -> None:
     assert re.search(r"\bw?gmma\.|\bmma\.sync", ptx), "no tensor-core instruction"
     ptx_q = ex.quantize_rows.ptx(torch.zeros(4, 64), arch=90)
     assert ".target sm_90" in ptx_q and "st.global" in ptx_q
+
+
+@intent.kernel
+def call_form(x: f32[N], a: Out[f8e4m3[N]]):
+    for n in parallel(N):
+        a[n] = f8e4m3(x[n])
+
+
+def test_the_call_form_converts_as_to() -> None:
+    x = torch.tensor([1e6, -1e6, 3.3, float("inf")])
+    a = torch.empty(4, dtype=torch.float8_e4m3fn)
+    call_form(x, a)
+    assert torch.equal(a.view(torch.uint8), x.to(torch.float8_e4m3fn).view(torch.uint8))

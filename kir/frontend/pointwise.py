@@ -447,6 +447,8 @@ def cast_value(lw: Lowerer, x: FValue, dtype: ElemType, node: ast.AST, xnode: as
         return dim_value(lw, x.dim, dtype, node, weak=False)
     if not isinstance(x, TVal | RefV):
         raise lw.error(xnode, f"cannot convert {describe(x)} to {dtype}")
+    if isinstance(dtype, DType) and dtype.is_fp8:  # `f8e4m3(x)` converts as `x.to(f8e4m3)` does
+        return to_fp8(lw, x, dtype, node, xnode, None)
     tv = to_tval(lw, x, xnode, ".to()")
     return cast(lw, tv, dtype, node, weak=False)
 

@@ -4,7 +4,7 @@ kernel lines and reference lines to a `Gen`."""
 from __future__ import annotations
 
 from tests.diffinputs import InputSpec
-from tests.srcgen import ALL_FLOATS, DTYPES, FLOATS, FP8, INTS, SIZES, Gen, Val, _indent, castable
+from tests.srcgen import ALL_FLOATS, DTYPES, FLOATS, FP8, INTS, Gen, Val, _indent, castable
 
 
 def _rows_shape(g: Gen, short: bool = False, long: bool = False) -> tuple[str, str]:
@@ -12,10 +12,10 @@ def _rows_shape(g: Gen, short: bool = False, long: bool = False) -> tuple[str, s
     if short or g.r.random() < 0.12:
         g.notes.append("many short rows")
         return g.symbol("M", 1025), g.symbol("N", g.r.choice((1, 2)))
-    if long and g.r.random() < 0.15:
+    if long and not g.small and g.r.random() < 0.15:
         g.notes.append("long rows")
         return g.symbol("M", g.r.choice((1, 2, 3))), g.symbol("N", g.r.choice((255, 257, 1000, 4097)))
-    return g.symbol("M", g.r.choice(SIZES)), g.symbol("N", g.r.choice(SIZES))
+    return g.symbol("M", g.r.choice(g.sizes)), g.symbol("N", g.r.choice(g.sizes))
 
 
 def block_rows(g: Gen) -> None:
@@ -153,7 +153,7 @@ def reduction(g: Gen, v: Val, like: str) -> Val | None:
 
 def block_points(g: Gen) -> None:
     """2-D `parallel`, transposed and reversed indices, `if`/`else` with compound predicates, casts."""
-    m, n = g.symbol("M", g.r.choice(SIZES)), g.symbol("N", g.r.choice(SIZES))
+    m, n = g.symbol("M", g.r.choice(g.sizes)), g.symbol("N", g.r.choice(g.sizes))
     dt = g.r.choice(FLOATS + INTS + FP8)
     specials = dt in ALL_FLOATS and g.r.random() < 0.3
     x = g.param("x", dt, (m, n), spec=InputSpec("values", None, False, specials) if dt in ALL_FLOATS else None)
@@ -350,8 +350,8 @@ def block_loop(g: Gen) -> None:
 
 def block_elements(g: Gen) -> None:
     """Gathers through computed indices, scatters through permutations, integer atomics, compaction."""
-    e = g.symbol("E", g.r.choice((0,) + SIZES))
-    k = g.symbol("K", g.r.choice(SIZES))
+    e = g.symbol("E", g.r.choice((0,) + g.sizes))
+    k = g.symbol("K", g.r.choice(g.sizes))
     dt = g.r.choice(FLOATS + ("i32", "i64", "u8"))
     v = g.param("v", dt, (k,))
     vn = g.param("vn", dt, (e,))
@@ -442,8 +442,8 @@ def block_elements(g: Gen) -> None:
 
 def block_segments(g: Gen) -> None:
     """Folds and scans over subregions `v[offs[q]:offs[q + 1]]`, empty segments included."""
-    s = g.symbol("S", g.r.choice(SIZES[:8]))
-    e = g.symbol("E", g.r.choice((0,) + SIZES))
+    s = g.symbol("S", g.r.choice(g.sizes[:8]))
+    e = g.symbol("E", g.r.choice((0,) + g.sizes))
     dt = g.r.choice(FLOATS + ("i32", "i64"))
     v = g.param("v", dt, (e,))
     offs = g.param("offs", "i64", ("S + 1",), spec=InputSpec("offsets", "E"))

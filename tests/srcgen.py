@@ -116,9 +116,12 @@ def _indent(lines: list[str], n: int = 1) -> list[str]:
 class Gen:
     """The random choices of one kernel: parameters, kernel body, reference body, output facts."""
 
-    def __init__(self, rng: random.Random, avoid: frozenset[str]) -> None:
+    def __init__(self, rng: random.Random, avoid: frozenset[str], small: bool = False) -> None:
         self.r = rng
         self.avoid = avoid
+        # `small`: boundary sizes up to 17 and no rows longer than a tile (the CI campaign's budget)
+        self.sizes = tuple(n for n in SIZES if n <= 17) if small else SIZES
+        self.small = small
         self.params: dict[str, SrcParam] = {}
         self.body: list[str] = []
         self.ref: list[str] = []
@@ -414,12 +417,16 @@ def castable(src: str, dst: str) -> bool:
 
 
 def random_source_case(
-    rng: random.Random, blocks: tuple[str, ...] | None = None, avoid: frozenset[str] = AVOID, name: str = "k"
+    rng: random.Random,
+    blocks: tuple[str, ...] | None = None,
+    avoid: frozenset[str] = AVOID,
+    small: bool = False,
+    name: str = "k",
 ) -> SourceCase:
     """One random kernel module (kernel and torch reference); deterministic for the state of `rng`."""
     from tests.srcblocks import BLOCKS
 
-    g = Gen(rng, avoid)
+    g = Gen(rng, avoid, small)
     kinds = list(blocks or BLOCKS)
     chosen = [rng.choice(kinds) for _ in range(rng.choice((1, 1, 2, 2, 3)))]
     # one block per symbol family: blocks sharing M/N or E would fight over their sizes

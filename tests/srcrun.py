@@ -326,12 +326,14 @@ def source_campaign(
     avoid: frozenset[str] = AVOID,
     log: Callable[[str], None] | None = None,
     sanitize: bool = True,
+    small: bool = False,
 ) -> Any:
     """Run `kernels` generated source cases (case `i` from `random.Random(f"source/{seed}/{i}")`); save the
     first case of each new failure signature (unshrunk: a source case is reduced by hand). Launches run under
-    the memory sanitizer unless `sanitize` is False. Returns `tests.fuzz.Summary`."""
+    the memory sanitizer unless `sanitize` is False; `small` keeps to sizes up to 17 (see `srcgen.Gen`). Returns
+    `tests.fuzz.Summary`."""
     with sanitizing(sanitize):
-        return _source_campaign(kernels, seed, stablehlo, save_dir, progress, blocks, avoid, log)
+        return _source_campaign(kernels, seed, stablehlo, save_dir, progress, blocks, avoid, log, small)
 
 
 def _source_campaign(
@@ -343,6 +345,7 @@ def _source_campaign(
     blocks: tuple[str, ...] | None,
     avoid: frozenset[str],
     log: Callable[[str], None] | None,
+    small: bool = False,
 ) -> Any:
     from tests.fuzz import CASES_DIR, Found, Progress, Summary, known_signatures
 
@@ -352,7 +355,7 @@ def _source_campaign(
     start = time.time()
     with tempfile.TemporaryDirectory(prefix="intent-srcfuzz-") as tmp:
         for i in range(kernels):
-            case = random_source_case(random.Random(f"source/{seed}/{i}"), blocks=blocks, avoid=avoid)
+            case = random_source_case(random.Random(f"source/{seed}/{i}"), blocks=blocks, avoid=avoid, small=small)
             outcome = run_source_case(case, stablehlo, Path(tmp))
             summary.count(case, outcome)  # type: ignore[arg-type]
             bar.update(summary)

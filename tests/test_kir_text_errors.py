@@ -12,6 +12,7 @@ from kir.text import decode_source, parse_kernel, parse_module, print_kernel
 from kir.text.cursor import MAX_DIM_OPERATORS, MAX_NESTING
 from tests import kirgen
 
+DTYPES = "(expected one of pred, i4, i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64, f8e4m3, f8e5m2)"
 HEAD = "kernel f(x: in f32[N], out: out f32[N]) symbols(N) {\n"
 
 
@@ -32,9 +33,9 @@ CASES = [
     ("unknown generic op", HEAD + '  "frobnicate" x=%x\n}\n', (2, 3),
      "unknown op 'frobnicate'; did you mean 'concat'?"),
     ("bad dtype", "kernel f(x: in f33[N]) symbols(N) {\n}\n", (1, 16),
-     "unknown dtype 'f33' (expected one of pred, i4, i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64, f8e4m3, f8e5m2)"),
+     "unknown dtype 'f33' " + DTYPES),
     ("bad result dtype", HEAD + "  %a: float[N] = load %x[0:N]\n}\n", (2, 7),
-     "unknown dtype 'float' (expected one of pred, i4, i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64, f8e4m3, f8e5m2)"),
+     "unknown dtype 'float' " + DTYPES),
     ("unknown symbol", "kernel f(x: in f32[K]) symbols(N) {\n}\n", (1, 20),
      "unknown shape symbol 'K' (declared symbols: N)"),
     ("undefined value", HEAD + "  %a: f32[N] = load %y[0:N]\n}\n", (2, 21), "undefined value %y"),

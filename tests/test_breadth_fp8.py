@@ -118,6 +118,29 @@ def test_arithmetic_computes_in_f32_and_rounds_to_the_result() -> None:
     np.testing.assert_allclose(total, want, rtol=1e-5)
 
 
+M2 = dims("M2")
+
+
+@intent.kernel
+def fp8_floor_rules(x: f8e5m2[M2], y: f8e4m3[M2], q: Out[f8e5m2[M2]], r: Out[f8e5m2[M2]], qy: Out[f8e4m3[M2]]):
+    for i in parallel(M2):
+        q[i] = x[i] // 0.1
+        r[i] = x[i] % 0.1
+        qy[i] = y[i] // 0.1
+
+
+def test_fp8_floor_division_and_remainder_agree_in_every_backend() -> None:
+    """Found by the source campaign: the StableHLO exit evaluated the floor-division rule's steps at fp8
+    precision (-2.25 // 0.1 in f8e5m2 gave -20 where the oracle and the launch give -24, the constant being
+    0.09375); like f16/bf16 it computes in f32 and rounds once."""
+    vals = torch.tensor([-2.25, -1.0, -0.5, 0.0, 0.75, 1.5, 3.0, 7.0, -7.0, 12.0, 0.09375, -0.1875])
+    args = {"x": vals.to(torch.float8_e5m2), "y": vals.to(torch.float8_e4m3fn),
+            "q": torch.empty(12, dtype=torch.float8_e5m2), "r": torch.empty(12, dtype=torch.float8_e5m2),
+            "qy": torch.empty(12, dtype=torch.float8_e4m3fn)}
+    got = three_ways(fp8_floor_rules, args, ("q", "r", "qy"), rtol=0, atol=0)
+    assert got["q"][0] == -24.0
+
+
 # ---------------------------------------------------------------------------------------------- the example
 
 

@@ -1,7 +1,7 @@
 """Constants, index values and pointwise ops.
 
 Semantics checked against XLA: integer `divide`/`remainder` truncate toward zero (C), float
-`remainder` is fmod (float `floordiv`/`mod` evaluate `kir.float_rules` over it, f16/bf16 in f32),
+`remainder` is fmod (float `floordiv`/`mod` evaluate `kir.float_rules` over it, f16/bf16/fp8 in f32),
 `maximum`/`minimum` propagate NaN; the oracle's choices for division by
 zero, negative integer exponents, wide shifts and float -> integer casts are in `numerics.py`.
 StableHLO has no erf (it is CHLO), so erf is a rational approximation evaluated in f64 (error
@@ -210,9 +210,10 @@ class _SsaOps:
 
 
 def float_rule(ctx: Ctx, fn: BinaryFn, a: Val, b: Val) -> Val:
-    """Float floordiv/mod by `kir.float_rules`; f16/bf16 compute in f32 and round once."""
+    """Float floordiv/mod by `kir.float_rules`; f16, bf16 and fp8 compute in f32 and round once (as the
+    oracle and the generated code do: the rule's intermediate steps are not exact at fp8 precision)."""
     dt = a.dtype
-    narrow = dt in (DType.f16, DType.bf16)
+    narrow = dt in (DType.f16, DType.bf16) or dt.is_fp8
     if narrow:
         a, b = ctx.ssa.convert(a, DType.f32), ctx.ssa.convert(b, DType.f32)
     rule = float_rules.floordiv if fn is BinaryFn.floordiv else float_rules.mod

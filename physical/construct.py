@@ -35,7 +35,7 @@ from . import ops as P
 from .analysis import Effects, captured, conflict, effects_of, instances_independent, variant_values
 from .launch_expr import LaunchExpr, LConst, LConstexpr, lcdiv, ldim, lprod, lsum
 from .lower import Lowerer, ProgramState, lower_ops
-from .lower.control import decode
+from .lower.control import decode, note_loop_writes
 from .model import (
     Access,
     Buffer,
@@ -386,6 +386,10 @@ def _serial_parallel(lw: Lowerer, par: KCt.Parallel, independent: bool, block: s
     coords = decode(lw, flat, par.domain, names)
     for ka, pa in zip(par.body.args, coords):
         lw.bind(ka, pa)
+    if not independent:
+        # instance k + 1 may read what instance k wrote (buf[r] = buf[r + 1]); the scalar write and read need not
+        # be the same thread's, so the read waits behind a barrier, as in an ordered `for`
+        note_loop_writes(lw, par.body)
     lw.loop_depth += 1
     try:
         lower_ops(lw, par.body.ops)

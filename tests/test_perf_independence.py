@@ -108,11 +108,25 @@ def test_colliding_writes_name_both_accesses_and_the_instances():
 
 
 def test_reading_what_another_instance_writes_is_named():
-    # (the ordered fallback of a loop that reads what it wrote is not what this test is about)
-    program, g = _group(shift_left, verify=False, buf=torch.zeros(5))
+    program, g = _group(shift_left, buf=torch.zeros(5))
     assert g.serial
     (note,) = [n.message for n in program.notes]
     assert "load at " in note and " reads the element that store at " in note and " writes (with M=" in note
+
+
+def test_the_ordered_fallback_orders_each_read_behind_the_previous_instances_write():
+    """Instance r + 1 of the one-by-one fallback reads what instance r wrote; the scalar write and read need not
+    be one thread's, so a barrier precedes the read (the physical verifier's buffer-visibility rule refused the
+    program, and explain with it, while the launch under the interpreter happened to be right)."""
+    from physical.ops.program import Barrier
+
+    program, g = _group(shift_left, buf=torch.zeros(5))
+    assert any(isinstance(op, Barrier) for op in g.body.walk())
+    buf = torch.arange(9, dtype=torch.float32)
+    want = shift_left.oracle(buf=buf.clone())["buf"]
+    shift_left(buf=buf)
+    np.testing.assert_array_equal(buf.numpy(), want)
+    assert "construction verifier: all" in shift_left.explain()
 
 
 def test_nest_whose_inner_writes_collide_across_the_outer_axis_runs_in_order():

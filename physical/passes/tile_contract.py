@@ -129,7 +129,7 @@ def match(group: Group) -> Match:
     _decode(m, ops)
     _dependences(m, ops)
     _operands(m)
-    _effects(m, ops)
+    check_effects(m, ops, frozenset({K}))
     return m
 
 
@@ -216,7 +216,9 @@ def _operands(m: Match) -> None:
         raise _fail("the contraction's operands do not separate into rows (lhs) and columns (rhs)")
 
 
-def _effects(m: Match, ops: list[POp]) -> None:
+def check_effects(m: Match, ops: list[POp], reduced: frozenset[str] = frozenset()) -> None:
+    """Every store writes one element per instance (its coordinates vary with every free axis, neither they nor
+    its value with a `reduced` axis), and no load reads a buffer the group writes; shared by the tile passes."""
     written = {op.access.buffer for op in ops if isinstance(op, P.Store)}
     lead = {m.axis_name(j) for j in range(m.rank - 2)}
     for op in ops:
@@ -224,7 +226,7 @@ def _effects(m: Match, ops: list[POp]) -> None:
             raise _fail("the group reads a buffer it writes")
         if isinstance(op, P.Store):
             coord_deps = frozenset().union(*(m.deps.get(v.id, frozenset()) for v in op.access.coords))
-            if not {M, N} | lead <= coord_deps or K in coord_deps | m.deps.get(op.value.id, frozenset()):
+            if not {M, N} | lead <= coord_deps or reduced & (coord_deps | m.deps.get(op.value.id, frozenset())):
                 raise _fail("a store does not write one element per instance")
 
 

@@ -35,7 +35,20 @@ from ..launch_expr import LaunchExpr, LConst, LWarps, ldim, lmax, lmul
 from ..model import Fragment, Group, POp, PRegion, Program, TileAxis
 from . import Pass
 from .enlarge import tile_elements
-from .tile_contract import _LANE, _UNIFORM, Builder, M, Match, N, NotTileable, Tiler, _decode, max_value_id, prune
+from .tile_contract import (
+    _LANE,
+    _UNIFORM,
+    Builder,
+    M,
+    Match,
+    N,
+    NotTileable,
+    Tiler,
+    _decode,
+    check_effects,
+    max_value_id,
+    prune,
+)
 
 TILE = 64  # BLOCK_LM = BLOCK_LN: 4096 elements, the element budget of a program (`enlarge.TILE_BUDGET`)
 _ELEMENTWISE = tuple(c for c in _LANE if c is not P.Contract)
@@ -77,15 +90,7 @@ def match_layout(group: Group) -> Match:
             raise NotTileable(f"the group computes {op.NAME} per instance")
         for r in op.results:
             m.deps[r.id] = deps
-    written = {op.access.buffer for op in ops if isinstance(op, P.Store)}
-    lead = {m.axis_name(j) for j in range(m.rank - 2)}
-    for op in ops:
-        if isinstance(op, P.Load) and op.access.buffer in written:
-            raise NotTileable("the group reads a buffer it writes")
-        if isinstance(op, P.Store):
-            coord_deps = frozenset().union(*(m.deps.get(v.id, frozenset()) for v in op.access.coords))
-            if not {M, N} | lead <= coord_deps:
-                raise NotTileable("a store does not write one element per instance")
+    check_effects(m, ops)
     return m
 
 

@@ -159,6 +159,16 @@ def flatten(x: f32[B, M, N], out: Out[f32[B * M, N]]):
 
 
 @intent.kernel
+def permute_3d(x: f32[M, N, K], out: Out[f32[K, N, M]]):
+    out[:, :, :] = intent.permute(x, (2, 1, 0))
+
+
+@intent.kernel
+def nhwc_to_nchw(x: f32[B, M, N, K], out: Out[f32[B, K, M, N]]):
+    out[:, :, :, :] = intent.permute(x, (0, 3, 1, 2))
+
+
+@intent.kernel
 def subtract_row_max(x: f32[M, N], out: Out[f32[M, N]]):
     out[:, :] = x - intent.max(x, axis=1, keepdims=True)
 
@@ -401,6 +411,26 @@ def flatten_case(b: int, s: int, d: int) -> BenchCase:
     return BenchCase("flatten", f"{b}x{s}x{d}", flatten, build, lambda a: {"out": a["x"].reshape(b * s, d)}, tol={})
 
 
+def permute_3d_case(m: int, n: int, k: int) -> BenchCase:
+    """`permute(x, (2, 1, 0))`: the input's unit-stride axis becomes the output's leading one."""
+
+    def build(dev: torch.device, g: torch.Generator) -> Args:
+        return {"x": _randn((m, n, k), dev, g), "out": torch.empty(k, n, m, device=dev)}
+
+    return BenchCase("permute_3d", f"{m}x{n}x{k}", permute_3d, build,
+                     lambda a: {"out": a["x"].permute(2, 1, 0).contiguous()}, tol={})
+
+
+def nhwc_to_nchw_case(b: int, h: int, w: int, c: int) -> BenchCase:
+    """`permute(x, (0, 3, 1, 2))` of an NHWC activation: channels move from unit stride to the second axis."""
+
+    def build(dev: torch.device, g: torch.Generator) -> Args:
+        return {"x": _randn((b, h, w, c), dev, g), "out": torch.empty(b, c, h, w, device=dev)}
+
+    return BenchCase("nhwc_to_nchw", f"{b}x{h}x{w}x{c}", nhwc_to_nchw, build,
+                     lambda a: {"out": a["x"].permute(0, 3, 1, 2).contiguous()}, tol={})
+
+
 def subtract_row_max_case(m: int, n: int) -> BenchCase:
     def build(dev: torch.device, g: torch.Generator) -> Args:
         return {"x": _randn((m, n), dev, g), "out": torch.empty(m, n, device=dev)}
@@ -459,20 +489,23 @@ def model_cases(scale: str) -> list[BenchCase]:
         return [total_sum_case(5000), total_max_case(5000), total_argmax_case(5000), scan_1d_case("cumsum", 5000),
                 scan_1d_case("cumsum_exclusive", 5000), scan_1d_case("cummax", 5000), column_sums_case(300, 12),
                 row_sums_case(3, 2000), transpose_case(40, 24), head_split_case(2, 12, 16), flatten_case(2, 12, 16),
+                permute_3d_case(3, 5, 70), nhwc_to_nchw_case(2, 3, 5, 70),
                 subtract_row_max_case(20, 30), skewed_segment_sum_case(4000, 8), histogram_case(5000, 16)]
     if scale == "quick":
         return [total_sum_case(1 << 18), total_max_case(1 << 18), total_argmax_case(1 << 18),
                 scan_1d_case("cumsum", 1 << 18), scan_1d_case("cumsum_exclusive", 1 << 18),
                 scan_1d_case("cummax", 1 << 18), column_sums_case(4096, 64), column_sums_case(512, 1000),
                 row_sums_case(4, 1 << 16), transpose_case(256, 256),
-                head_split_case(2, 128, 256), flatten_case(2, 128, 256), subtract_row_max_case(256, 256),
+                head_split_case(2, 128, 256), flatten_case(2, 128, 256), permute_3d_case(16, 12, 256),
+                nhwc_to_nchw_case(4, 16, 16, 64), subtract_row_max_case(256, 256),
                 skewed_segment_sum_case(1 << 17), histogram_case(1 << 18, 256)]
     if scale == "full":
         return [total_sum_case(1 << 22), total_max_case(1 << 22), total_argmax_case(1 << 22),
                 scan_1d_case("cumsum", 1 << 22), scan_1d_case("cumsum_exclusive", 1 << 22),
                 scan_1d_case("cummax", 1 << 22), column_sums_case(65536, 64), column_sums_case(8192, 1000),
                 row_sums_case(4, 1 << 20), transpose_case(1024, 1024),
-                head_split_case(8, 512, 1024), flatten_case(8, 512, 1024), subtract_row_max_case(4096, 1024),
+                head_split_case(8, 512, 1024), flatten_case(8, 512, 1024), permute_3d_case(64, 48, 256),
+                nhwc_to_nchw_case(8, 32, 32, 64), subtract_row_max_case(4096, 1024),
                 skewed_segment_sum_case(1 << 21), histogram_case(1 << 22, 256)]
     raise ValueError(f"scale: expected one of {', '.join(SCALES[:3])}, got {scale!r}")
 

@@ -64,16 +64,43 @@ def _inside(op: POp) -> str | None:
     return None
 
 
+def _contiguous_walks(p: Program, g: Group) -> list[str]:
+    """For each access of a tile group, the tiled domain axis its last (unit-stride) coordinate follows:
+    loads and stores of a permute each name theirs, so the reader sees both sides walk memory in order."""
+    if any(isinstance(op, P.MatMul) for op in g.body.walk()):
+        return []  # a contraction's operands also walk its reduced axis, which is no tile of the domain
+    tiled = g.domain[len(g.domain) - len(g.tiles):]
+    follows: dict[int, frozenset[int]] = {}
+    out: list[str] = []
+    for op in g.body.walk():
+        if isinstance(op, P.OwnedTile):
+            lead = len(op.results) - len(op.blocks)
+            for k, r in enumerate(op.results):
+                follows[r.id] = frozenset({k - lead}) if k >= lead else frozenset()
+            continue
+        if isinstance(op, P.Load | P.Store) and op.access.coords:
+            last = follows.get(op.access.coords[-1].id, frozenset())
+            if len(last) == 1:
+                out.append(f"{op.NAME} {p.buffer(op.access.buffer).name} along {tiled[next(iter(last))]}")
+        axes = frozenset().union(*(follows.get(v.id, frozenset()) for v in op.operands()))
+        for r in op.results:
+            follows[r.id] = axes
+    return out
+
+
 def _group_lines(p: Program, g: Group, consts: dict, f: _Formulas) -> list[str]:
     seg = next((s for s in p.segments if s.group == g.id), None)
     where = f" at {g.loc.file.rsplit('/', 1)[-1]}:{g.loc.line}" if g.loc else ""
     if g.domain and g.tiles:
         dom = ", ".join(str(d) for d in g.domain)
-        tiled = g.domain[len(g.domain) - len(g.tiles):]
+        lead, tiled = g.domain[:len(g.domain) - len(g.tiles)], g.domain[len(g.domain) - len(g.tiles):]
         shape = " x ".join(f"{b}" for b in g.tiles)
         lines = [f"group {g.id} ({g.name}{where}): workset over ({dom})",
                  f"  each program owns one tile {shape} of ({', '.join(map(str, tiled))})"
-                 + (" and one coordinate of each leading axis" if len(g.domain) > len(g.tiles) else "")]
+                 + (f" and one coordinate of each of ({', '.join(map(str, lead))})" if lead else "")]
+        walks = _contiguous_walks(p, g)
+        if walks:
+            lines.append("  contiguous along a tile axis: " + ", ".join(walks))
     elif g.domain:
         dom = ", ".join(str(d) for d in g.domain)
         lines = [f"group {g.id} ({g.name}{where}): workset over ({dom}), flattened row-major",

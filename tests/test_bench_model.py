@@ -102,7 +102,7 @@ def test_every_named_kernel_of_the_model_has_a_target():
     assert targets["vector_add 4M"] == targets["softmax 4096x1024"] == targets["row_sums 65536x64"] == 0.95
     for name in ("sum 4M", "max 4M", "argmax 4M", "cumsum_1d 4M", "cumsum_exclusive_1d 4M", "cummax_1d 4M",
                  "column_sums 65536x64", "column_sums 8192x1000", "transpose 1024x1024", "head_split 8x512x1024",
-                 "flatten 8x512x1024", "sub_row_max 4096x1024", "row_sums 4x1048576", "segment_sum_skewed 64seg/2M",
-                 "histogram 4M->256"):
+                 "flatten 8x512x1024", "permute_3d 64x48x256", "nhwc_to_nchw 8x32x32x64", "sub_row_max 4096x1024",
+                 "row_sums 4x1048576", "segment_sum_skewed 64seg/2M", "histogram 4M->256"):
         assert targets[name] == 0.80, name
     assert targets["cumsum 64x4096"] is None  # many rows: the traffic set's, not a spreading target

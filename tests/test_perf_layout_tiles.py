@@ -16,9 +16,10 @@ from intent import Out, dims, f32, f64, parallel
 from physical.launch_expr import LConst
 from physical.passes.looped import plan_group, strided_lanes
 from physical.passes.tile_contract import NotTileable
-from physical.passes.tile_layout import TILE, TileLayout, match_layout, transposed_access
+from physical.passes.tile_layout import TILE, TileLayout, layout_axes, match_layout, tiled_domain
 
 B, M, N = dims("B M N")
+H, W, C = dims("H W C")
 
 
 @intent.kernel
@@ -145,9 +146,72 @@ def test_only_groups_with_a_transposed_access_are_tiled():
     args = {"x": torch.randn(5, 6), "y": torch.randn(5, 6), "out": torch.empty(5, 6)}
     program = physical.PIPELINE[0].run(physical.construct(add_2d.specialize(args)))
     (g,) = program.groups
-    assert transposed_access(match_layout(g)) is None
+    assert layout_axes(match_layout(g)) is None
     assert not TileLayout().profitable(program)
     rows = physical.PIPELINE[0].run(physical.construct(column_sums.specialize({"x": torch.randn(6, 5),
                                                                                 "out": torch.empty(5)})))
     with pytest.raises(NotTileable, match=r"^the group does not map two or more free axes to blocks of instances$"):
         match_layout(rows.groups[0])
+
+
+# ---------------------------------------------------------------------------------------------- permutes
+
+
+@intent.kernel
+def reverse_axes(x: f32[M, N, C], out: Out[f32[C, N, M]]):
+    out[:, :, :] = intent.permute(x, (2, 1, 0))
+
+
+@intent.kernel
+def nhwc_to_nchw(x: f32[B, H, W, C], out: Out[f32[B, C, H, W]]):
+    out[:, :, :, :] = intent.permute(x, (0, 3, 1, 2))
+
+
+def _permute_args(kernel, shape, perm):
+    x = torch.randn(*shape)
+    return x, {"x": x, "out": torch.empty(*(shape[p] for p in perm))}
+
+
+@pytest.mark.parametrize("kernel,shape,perm,domain,tiled", [
+    (reverse_axes, (16, 3, 72), (2, 1, 0), ["N", "C", "M"], (0, 2)),
+    (nhwc_to_nchw, (2, 3, 8, 72), (0, 3, 1, 2), ["B", "H", "C", "W"], (1, 3)),
+], ids=["reverse_axes", "nhwc_to_nchw"])
+def test_a_permute_tiles_the_unit_stride_axes_of_both_sides(kernel, shape, perm, domain, tiled):
+    """The load's unit-stride axis (the output's first or second) and the output's last form the tile, so
+    every sector either side moves is used, where the per-lane plan used 4 of each 32 bytes of the input."""
+    x, args = _permute_args(kernel, shape, perm)
+    program = physical.PIPELINE[0].run(physical.construct(kernel.specialize(args)))
+    assert layout_axes(match_layout(program.groups[0])) == tiled
+    assert tiled_domain(len(shape), tiled) == tuple(i for i in range(len(shape)) if i not in tiled) + tiled
+    program = physical.lower(kernel.specialize(args), verify=True)
+    (g,) = program.groups
+    assert [str(d) for d in g.domain] == domain and g.tiles == ("BLOCK_LM0", "BLOCK_LN0")
+    results = []
+    for sms in (None, 132):
+        args["out"] = torch.full_like(args["out"], float("nan"))
+        with (simulated_multiprocessors(sms) if sms else _nothing()), TrafficCounter() as counter:
+            kernel(**args)
+        results.append(args["out"])
+        assert counter.traffic.sector_bytes == 2 * x.numel() * 4  # rows of 72 and 16 (or 8) floats: whole sectors
+    assert torch.equal(results[0], results[1]) and torch.equal(results[0], x.permute(*perm))
+    want = kernel.oracle(x=x.numpy(), out=np.empty(args["out"].shape, np.float32))["out"]
+    np.testing.assert_array_equal(results[0].numpy(), want)
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1, 1), (3, 2, 65, 1), (1, 66, 1, 130)])
+def test_nhwc_to_nchw_at_boundary_shapes_matches_the_oracle(shape):
+    x, args = _permute_args(nhwc_to_nchw, shape, (0, 3, 1, 2))
+    nhwc_to_nchw(**args)
+    want = nhwc_to_nchw.oracle(x=x.numpy(), out=np.empty(args["out"].shape, np.float32))["out"]
+    np.testing.assert_array_equal(args["out"].numpy(), want)
+
+
+def test_explain_names_the_tiled_axes_and_what_each_access_walks():
+    _, args = _permute_args(nhwc_to_nchw, (2, 3, 8, 72), (0, 3, 1, 2))
+    text = physical.explain(nhwc_to_nchw.specialize(args), {"B": 2, "H": 3, "W": 8, "C": 72})
+    lines = text.splitlines()
+    assert lines[1:4] == [
+        "group 0 (store at test_perf_layout_tiles.py:167): workset over (B, H, C, W)",
+        "  each program owns one tile BLOCK_LM0 x BLOCK_LN0 of (C, W) and one coordinate of each of (B, H)",
+        "  contiguous along a tile axis: load x along C, store out along W"]
+    assert "  grid = 12 programs, num_warps = 8" in lines  # 2 * 3 leading coordinates, cdiv(72, 64) * cdiv(8, 64)

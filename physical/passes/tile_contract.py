@@ -98,13 +98,15 @@ class Match:
     k_axis: TileAxis
     deps: dict[int, frozenset[str]]     # value -> the axes it varies with: m, n, k, o<j> (leading)
     ops: list[POp] = field(default_factory=list)
+    tiled: tuple[int, int] | None = None  # the domain axes named m and n; None: the two trailing ones
 
     @property
     def rank(self) -> int:
         return len(self.group.domain)
 
     def axis_name(self, axis: int) -> str:
-        return M if axis == self.rank - 2 else N if axis == self.rank - 1 else f"o{axis}"
+        m, n = self.tiled if self.tiled is not None else (self.rank - 2, self.rank - 1)
+        return M if axis == m else N if axis == n else f"o{axis}"
 
 
 def _fail(message: str) -> NotTileable:
@@ -220,7 +222,7 @@ def check_effects(m: Match, ops: list[POp], reduced: frozenset[str] = frozenset(
     """Every store writes one element per instance (its coordinates vary with every free axis, neither they nor
     its value with a `reduced` axis), and no load reads a buffer the group writes; shared by the tile passes."""
     written = {op.access.buffer for op in ops if isinstance(op, P.Store)}
-    lead = {m.axis_name(j) for j in range(m.rank - 2)}
+    lead = {m.axis_name(j) for j in range(m.rank)}  # every free axis, the tiled ones (m, n) among them
     for op in ops:
         if isinstance(op, P.Load) and op.access.buffer in written:
             raise _fail("the group reads a buffer it writes")

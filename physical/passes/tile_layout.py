@@ -1,17 +1,23 @@
-"""Tiles follow memory layout for element-wise groups: a transpose is copied tile by tile.
+"""Tiles follow memory layout for element-wise groups: a permute is copied tile by tile.
 
 Construction maps a multi-axis workset row-major onto the lanes of a program: consecutive lanes are
 consecutive instances of the last domain axis. An access whose unit-stride (last) coordinate follows
-an earlier domain axis instead, the store of `out[c, r] = x[r, c]`, then touches one 32-byte sector
-per lane. This pass gives such a group tile ownership (`Group.tiles`): every program owns one
-coordinate of each leading axis and a BLOCK_LM x BLOCK_LN tile of the two trailing axes, and every
-value becomes a tile over both, so each access walks contiguous memory along whichever tile axis its
-unit-stride coordinate follows (Triton converts the layout between a load and a store through shared
-memory):
+an earlier domain axis instead, the store of `out[c, r] = x[r, c]` or the load of
+`out[b, c, h, w] = x[b, h, w, c]` (NHWC to NCHW), then touches one 32-byte sector per lane. This pass
+gives such a group tile ownership (`Group.tiles`) over two domain axes: the one that access's
+unit-stride coordinate follows (m) and the last one (n), which the other accesses walk contiguously.
+Every program owns one coordinate of each other axis and a BLOCK_LM x BLOCK_LN tile of m and n, and
+every value becomes a tile over both, so each access walks contiguous memory along whichever tile
+axis its unit-stride coordinate follows (Triton converts the layout between a load and a store
+through shared memory):
 
-    rows, cols = owned_tile(...)                 [BLOCK_LM], [BLOCK_LN]
+    rows, cols = owned_tile(...)                 [BLOCK_LM] along m, [BLOCK_LN] along n
     v = load x[rows[:, None], cols[None, :]]     coalesced along cols
     store out[cols[None, :], rows[:, None]] = v  coalesced along rows
+
+`owned_tile` tiles the trailing axes of a group's domain, so when m is not the second-to-last axis
+the tiled group's domain lists its axes with m moved there: `(B, C, H, W)` tiled over C and W owns
+the workset `(B, H, C, W)`, the same instances in another program order.
 
 Legality: the group maps instances over two or more axes, holds only element-wise work, loads and
 stores (no control, local buffers, tiles, atomics or structured ops), decodes its instances once,
@@ -54,8 +60,9 @@ TILE = 64  # BLOCK_LM = BLOCK_LN: 4096 elements, the element budget of a program
 _ELEMENTWISE = tuple(c for c in _LANE if c is not P.Contract)
 
 
-def match_layout(group: Group) -> Match:
-    """The element-wise structure of `group`, or NotTileable with the reason."""
+def match_layout(group: Group, tiled: tuple[int, int] | None = None) -> Match:
+    """The element-wise structure of `group` with domain axes `tiled` (default: the two trailing ones)
+    named m and n, or NotTileable with the reason."""
     if len(group.domain) < 2 or group.tiles or group.serial or group.looped is not None or \
             group.persistent is not None:
         raise NotTileable("the group does not map two or more free axes to blocks of instances")
@@ -66,7 +73,7 @@ def match_layout(group: Group) -> Match:
     if len(owned) != 1:
         raise NotTileable("the group does not decode its instances once")
     k_axis = TileAxis(DConst(1), "_")  # no contracted axis: no tile of the body may exist
-    m = Match(group, owned[0].result, {}, {id(owned[0])}, None, None, k_axis, {}, ops)  # type: ignore[arg-type]
+    m = Match(group, owned[0].result, {}, {id(owned[0])}, None, None, k_axis, {}, ops, tiled)  # type: ignore[arg-type]
     _decode(m, ops)
     for op in ops:
         if id(op) in m.decode_ops:
@@ -94,14 +101,23 @@ def match_layout(group: Group) -> Match:
     return m
 
 
-def transposed_access(m: Match) -> POp | None:
-    """An access whose unit-stride coordinate follows the second-to-last domain axis, not the last."""
+def layout_axes(m: Match) -> tuple[int, int] | None:
+    """The domain axes to tile, (m, n): n the last, m the one the unit-stride coordinate of an access
+    follows where that coordinate does not follow the last axis (of several, the latest); None when
+    every access walks memory along the last axis already."""
+    last = m.rank - 1
+    axes = {m.axis_name(j): j for j in range(m.rank)}
     for op in m.ops:
         if isinstance(op, P.Load | P.Store) and op.access.coords:
-            last = m.deps.get(op.access.coords[-1].id, frozenset())
-            if M in last and N not in last:
-                return op
+            follows = [axes[d] for d in m.deps.get(op.access.coords[-1].id, frozenset()) if d in axes]
+            if follows and last not in follows:
+                return max(follows), last
     return None
+
+
+def tiled_domain(rank: int, axes: tuple[int, int]) -> tuple[int, ...]:
+    """The tiled group's domain as positions of the original one: the untiled axes in order, then m, n."""
+    return tuple(j for j in range(rank) if j not in axes) + axes
 
 
 class LayoutTiler(Tiler):
@@ -124,15 +140,17 @@ class LayoutTiler(Tiler):
         for op in uniform_ops:
             b.put(op)
         domain = m.group.domain
+        assert m.tiled is not None
+        order = tiled_domain(len(domain), m.tiled)
         lead = len(domain) - 2
         types = tuple(self.index() for _ in range(lead)) + (self.index((self.tm,)), self.index((self.tn,)))
-        names = tuple(f"o{j}" for j in range(lead)) + ("rows", "cols")
+        names = tuple(f"o{j}" for j in order[:lead]) + ("rows", "cols")
         tile_op = P.OwnedTile(results=tuple(b.fresh(t, n) for t, n in zip(types, names)), origin=self.origin,
                               group=m.group.id, blocks=(self.tm.block, self.tn.block), group_m=1)
         b.put(tile_op)
-        for j, r in enumerate(tile_op.results):
+        for j, r in zip(order, tile_op.results):
             self.coords[m.axis_name(j)] = r
-        for name, axis, extent in ((M, self.tm, domain[-2]), (N, self.tn, domain[-1])):
+        for name, axis, extent in ((M, self.tm, domain[m.tiled[0]]), (N, self.tn, domain[m.tiled[1]])):
             self.valid[name] = b.add(P.Compare, Fragment(DType.pred, False, (axis,)), self.origin, f"in_{name}",
                                      fn=CmpFn.lt, lhs=self.coords[name], rhs=self.shape(ldim(extent)))
         tile = (self.tm, self.tn)
@@ -156,11 +174,11 @@ class TileLayout(Pass):
         out = {}
         for g in program.groups:
             try:
-                m = match_layout(g)
+                axes = layout_axes(match_layout(g))
+                if axes is not None:
+                    out[g.id] = match_layout(g, axes)
             except NotTileable:
                 continue
-            if transposed_access(m) is not None:
-                out[g.id] = m
         return out
 
     def legal(self, program: Program) -> bool | str:
@@ -195,7 +213,9 @@ class TileLayout(Pass):
             tiler = LayoutTiler(m, builder, blocks)
             uniform = [op for op in m.ops if id(op) not in m.decode_ops and not isinstance(op, P.OwnedInstances)
                        and op.results and not m.deps.get(op.results[0].id) and not op.results[0].type.lanes]
-            groups.append(dataclasses.replace(g, body=tiler.layout_body(uniform), tiles=blocks))
+            assert m.tiled is not None
+            domain = tuple(g.domain[j] for j in tiled_domain(len(g.domain), m.tiled))
+            groups.append(dataclasses.replace(g, domain=domain, body=tiler.layout_body(uniform), tiles=blocks))
             warps.append(LConst(TILE * TILE))
         order = [n for n, _ in program.constexprs] + [n for n in consts if n not in dict(program.constexprs)]
         segments, grid = segments_for(groups, consts)
@@ -213,4 +233,4 @@ def _fresh(consts: dict[str, LaunchExpr], gid: int) -> tuple[str, str]:
     return out[0], out[1]
 
 
-__all__ = ["TileLayout", "match_layout", "transposed_access", "TILE"]
+__all__ = ["TileLayout", "match_layout", "layout_axes", "tiled_domain", "TILE"]

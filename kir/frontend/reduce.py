@@ -17,7 +17,7 @@ from .coerce import WEAK_FLOAT, broadcast_all, cast, constant, is_pred, to_tval
 from .helpers import combine_region
 from .pointwise import binary, cast_value, is_float_like
 from .region import SeveralSubregions, find_region, fold_map, region_scope
-from .region_loop import fold_as_loop
+from .region_loop import custom_fold_as_loop, fold_as_loop
 from .values import DimExpr, FValue, NoneLit, Num, TupleV, TVal, describe
 
 if TYPE_CHECKING:
@@ -92,6 +92,18 @@ def _acc(call: CallArgs) -> ElemType | None:
     return call.optional_dtype("acc") if "acc" in call.signature.parameters else None
 
 
+def _check_loop_axes(lw: Lowerer, call: CallArgs, several: SeveralSubregions, what: str) -> None:
+    """A fold over several subregions (or a jagged `x[b:e, :]`) runs along the data-dependent axis only."""
+    if several.axis is not None:  # `values[b:e, :]`: reduced along the subregion's axis only
+        axes = normalize_axes(lw, call, several.rank) if not call.is_none("axis") else ()
+        if axes != (several.axis,) or call.static_bool("keepdims"):
+            raise lw.error(call.node, f"{what}: a jagged subregion `x[b:e, :]` is reduced along its "
+                                      f"data-dependent axis: write axis={several.axis} (no keepdims)") from None
+    elif not call.is_none("axis") or call.static_bool("keepdims"):
+        raise lw.error(call.node, f"{what}: subregions x[b:e] are reduced as a whole; drop `axis` and "
+                                  f"`keepdims`") from None
+
+
 @spelling(*BUILTIN_KINDS, "mean")
 def builtin_reduction(lw: Lowerer, call: CallArgs) -> FValue:
     name = call.name
@@ -100,15 +112,7 @@ def builtin_reduction(lw: Lowerer, call: CallArgs) -> FValue:
         try:
             region = find_region(lw, [call.arg_node("x")], call.node, what)
         except SeveralSubregions as several:
-            if several.axis is not None:  # `values[b:e, :]`: reduced along the subregion's axis only
-                axes = normalize_axes(lw, call, several.rank) if not call.is_none("axis") else ()
-                if axes != (several.axis,) or call.static_bool("keepdims"):
-                    raise lw.error(call.node, f"{what}: a jagged subregion `x[b:e, :]` is reduced along its "
-                                              f"data-dependent axis: write axis={several.axis} (no keepdims)") \
-                        from None
-            elif not call.is_none("axis") or call.static_bool("keepdims"):
-                raise lw.error(call.node, f"{what}: subregions x[b:e] are reduced as a whole; drop `axis` and "
-                                          f"`keepdims`") from None
+            _check_loop_axes(lw, call, several, what)
             return fold_as_loop(lw, name, call.arg_node("x"), call.node, several.subs, several.begin,
                                 several.end)
         if region is not None:
@@ -172,7 +176,15 @@ def custom_reduction(lw: Lowerer, call: CallArgs) -> FValue:
     as_tuple = isinstance(values_node, ast.Tuple | ast.List)
     components = list(values_node.elts) if as_tuple else [values_node]  # type: ignore[attr-defined]
     with region_scope(lw):
-        region = find_region(lw, components, call.node, what)
+        try:
+            region = find_region(lw, components, call.node, what)
+        except SeveralSubregions as several:
+            _check_loop_axes(lw, call, several, what)
+            if call.is_none("identity"):
+                raise lw.error(call.node, f"{what}: a fold over subregions x[b:e] starts from the combine's identity; "
+                                          f"give identity=(...), one per value") from None
+            return custom_fold_as_loop(lw, values_node, call.value("combine"), call.arg_node("identity"), call.node,
+                                       several.subs, several.begin, several.end)
         if region is not None:
             if not call.is_none("axis") or call.static_bool("keepdims"):
                 raise lw.error(call.node, f"{what}: a subregion x[b:e] is reduced as a whole; drop axis/keepdims")

@@ -1,5 +1,6 @@
 """Region folds over several subregions with the same bounds, as written:
-`intent.sum(data[b:e] * x[indices[b:e]])` (a CSR row times a vector), `intent.max(scores[b:e] + bias[cols[b:e]])`.
+`intent.sum(data[b:e] * x[indices[b:e]])` (a CSR row times a vector), `intent.max(scores[b:e] + bias[cols[b:e]])`,
+`intent.argmax(values[b:e, :], axis=0)`, `intent.reduce((x[b:e] * w[b:e], ...), welford, identity=...)`.
 
 A region fold maps the elements of one subregion; several subregions over one range are read at a common
 position, so the fold is the ordered loop an author would write by hand:
@@ -14,7 +15,8 @@ import importlib
 import itertools
 from typing import TYPE_CHECKING
 
-from .values import FValue, OpRef
+from ..dtypes import DType
+from .values import DTypeLit, FValue, OpRef, TupleV
 
 if TYPE_CHECKING:
     from .lower import Lowerer
@@ -80,40 +82,106 @@ def _combine(lw: Lowerer, combine: str, fn: str, acc: str, element: ast.expr) ->
     return ast.BinOp(ast.Name(acc, ast.Load()), op, element)
 
 
-def fold_as_loop(lw: Lowerer, name: str, arg: ast.AST, call: ast.Call, subs: list[ast.Subscript], begin: FValue,
-                 end: FValue) -> FValue:
-    """`intent.<name>(<arg>)` over subregions `subs` sharing the bounds `begin:end`, as an ordered loop."""
-    if name not in _KINDS:
-        raise lw.error(call, f"intent.{name} over several subregions with the same bounds is not supported; "
-                             f"write the ordered loop: `for k in range(b, e): ...`")
-    n = next(_COUNTER)
-    acc, k, lo, hi, fn = (f"__region{n}_{part}" for part in ("acc", "k", "begin", "end", "combine"))
-    identity, combine = _KINDS[name]
-    lw.env.set(lo, begin)
-    lw.env.set(hi, end)
-    memo: dict[int, object] = {}
-    copied = copy.deepcopy(arg, memo)
-    element = _AtPosition([memo[id(s)] for s in subs], k).visit(copied)  # type: ignore[misc]
-    step = _combine(lw, combine, fn, acc, element)
-    body = [
-        ast.Assign([ast.Name(acc, ast.Store())], ast.parse(identity, mode="eval").body),
-        ast.For(ast.Name(k, ast.Store()), ast.Call(ast.Name("range", ast.Load()), [ast.Name(lo, ast.Load()),
-                                                                                   ast.Name(hi, ast.Load())], []),
-                [ast.Assign([ast.Name(acc, ast.Store())], step)], []),
-    ]
+def _run_loop(lw: Lowerer, call: ast.Call, init: list[ast.stmt], k: str, lo: str, hi: str,
+              step: list[ast.stmt]) -> None:
+    """`init; for k in range(lo, hi): step`, located at the call."""
+    body = [*init, ast.For(ast.Name(k, ast.Store()), ast.Call(ast.Name("range", ast.Load()),
+                                                            [ast.Name(lo, ast.Load()), ast.Name(hi, ast.Load())], []),
+                           step, [])]
     for stmt in body:
         for node in ast.walk(stmt):
             ast.copy_location(node, call)
     ast.fix_missing_locations(ast.Module(body, []))
     lw.block(body)
+
+
+def _element(arg: ast.AST, subs: list[ast.Subscript], k: str) -> ast.expr:
+    """A copy of `arg` with each subregion `a[b:e]` read as `a[k]`."""
+    memo: dict[int, object] = {}
+    copied = copy.deepcopy(arg, memo)
+    return _AtPosition([memo[id(s)] for s in subs], k).visit(copied)  # type: ignore[misc,return-value]
+
+
+def _name(n: str) -> ast.Name:
+    return ast.Name(n, ast.Load())
+
+
+def _assign(n: str, value: ast.expr) -> ast.Assign:
+    return ast.Assign([ast.Name(n, ast.Store())], value)
+
+
+def _arg_fold(lw: Lowerer, name: str, arg: ast.AST, call: ast.Call, subs: list[ast.Subscript], n: int) -> FValue:
+    """argmax/argmin as an ordered loop carrying (best value, its position in the range): the first extreme
+    wins, NaN counts as the extreme (the first NaN), an empty range gives -1, as the other reductions."""
+    best, at, v, take, k, lo, hi, where, i64 = (f"__region{n}_{part}" for part in
+                                                 ("best", "at", "elem", "take", "k", "begin", "end", "where", "i64"))
+    spellings = importlib.import_module("intent.ops").SPELLINGS  # as suggest.py: kir does not import intent
+    lw.env.set(where, OpRef("where", spellings["where"]))
+    lw.env.set(i64, DTypeLit(DType.i64))
+    better = ast.Gt() if name == "argmax" else ast.Lt()
+    # no extreme yet (`at < 0`), a strictly better element, or the first NaN after a number
+    first = ast.Compare(_name(at), [ast.Lt()], [ast.Constant(0)])
+    strictly = ast.Compare(_name(v), [better], [_name(best)])
+    nan = ast.BinOp(ast.Compare(_name(v), [ast.NotEq()], [_name(v)]), ast.BitAnd(),
+                    ast.Compare(_name(best), [ast.Eq()], [_name(best)]))
+    cond = ast.BinOp(ast.BinOp(first, ast.BitOr(), strictly), ast.BitOr(), nan)
+    position = ast.Call(ast.Attribute(ast.BinOp(_name(k), ast.Sub(), _name(lo)), "to", ast.Load()), [_name(i64)], [])
+    step = [_assign(v, _element(arg, subs, k)), _assign(take, cond),
+            _assign(best, ast.Call(_name(where), [_name(take), _name(v), _name(best)], [])),
+            _assign(at, ast.Call(_name(where), [_name(take), position, _name(at)], []))]
+    init = [_assign(best, ast.Constant(0)),  # never read: the first element is always taken
+            _assign(at, ast.Call(_name(i64), [ast.UnaryOp(ast.USub(), ast.Constant(1))], []))]
+    _run_loop(lw, call, init, k, lo, hi, step)
+    return lw.expr(ast.copy_location(_name(at), call))
+
+
+def custom_fold_as_loop(lw: Lowerer, values: ast.AST, combine: FValue, identity: ast.AST, call: ast.Call,
+                        subs: list[ast.Subscript], begin: FValue, end: FValue) -> FValue:
+    """`intent.reduce(values, combine, identity=...)` over subregions sharing the bounds `begin:end`, as the
+    ordered loop `acc = identity; for k in range(b, e): acc = combine(acc, values at k)`."""
+    n = next(_COUNTER)
+    k, lo, hi, fn = (f"__region{n}_{part}" for part in ("k", "begin", "end", "combine"))
+    lw.env.set(lo, begin)
+    lw.env.set(hi, end)
+    lw.env.set(fn, combine)
+    as_tuple = isinstance(values, ast.Tuple | ast.List)
+    width = len(values.elts) if as_tuple else 1  # type: ignore[attr-defined]
+    accs = [f"__region{n}_acc{i}" for i in range(width)]
+    element = _element(values, subs, k)
+    if as_tuple:
+        element = ast.Tuple(list(element.elts), ast.Load())  # type: ignore[attr-defined]
+        target: ast.expr = ast.Tuple([ast.Name(a, ast.Store()) for a in accs], ast.Store())
+        carried: ast.expr = ast.Tuple([_name(a) for a in accs], ast.Load())
+    else:
+        target, carried = ast.Name(accs[0], ast.Store()), _name(accs[0])
+    init = ast.Assign([copy.deepcopy(target)], copy.deepcopy(identity))  # type: ignore[arg-type]
+    step = ast.Assign([target], ast.Call(_name(fn), [carried, element], []))
+    _run_loop(lw, call, [init], k, lo, hi, [step])
+    outs = [lw.expr(ast.copy_location(_name(a), call)) for a in accs]
+    return TupleV(tuple(outs)) if as_tuple else outs[0]
+
+
+def fold_as_loop(lw: Lowerer, name: str, arg: ast.AST, call: ast.Call, subs: list[ast.Subscript], begin: FValue,
+                 end: FValue) -> FValue:
+    """`intent.<name>(<arg>)` over subregions `subs` sharing the bounds `begin:end`, as an ordered loop."""
+    n = next(_COUNTER)
+    acc, k, lo, hi, fn = (f"__region{n}_{part}" for part in ("acc", "k", "begin", "end", "combine"))
+    lw.env.set(lo, begin)
+    lw.env.set(hi, end)
+    if name in ("argmax", "argmin"):
+        return _arg_fold(lw, name, arg, call, subs, n)
+    if name not in _KINDS:
+        raise lw.error(call, f"intent.{name} over several subregions with the same bounds is not supported; "
+                             f"write the ordered loop: `for k in range(b, e): ...`")
+    identity, combine = _KINDS[name]
+    step = _combine(lw, combine, fn, acc, _element(arg, subs, k))
+    _run_loop(lw, call, [_assign(acc, ast.parse(identity, mode="eval").body)], k, lo, hi, [_assign(acc, step)])
     total = lw.expr(ast.copy_location(ast.Name(acc, ast.Load()), call))
     if name != "mean":
         return total
     count = ast.BinOp(ast.Name(hi, ast.Load()), ast.Sub(), ast.Name(lo, ast.Load()))
     mean = ast.BinOp(ast.Name(acc, ast.Load()), ast.Div(), ast.Call(ast.Attribute(count, "to", ast.Load()),
                                                                       [ast.Name("__region_f32", ast.Load())], []))
-    from .values import DTypeLit
-
     lw.env.set("__region_f32", DTypeLit(total.dtype))  # type: ignore[union-attr]
     for node in ast.walk(mean):
         ast.copy_location(node, call)

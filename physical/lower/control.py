@@ -60,7 +60,9 @@ def lower_for(lw: Lowerer, op: KC.For) -> None:
     start, stop, step = lw.get(op.start), lw.get(op.stop), lw.get(op.step)
     inits = tuple(lw.get(v) for v in op.inits)
     per_lane = start.type.lanes or stop.type.lanes or step.type.lanes
-    types = carried_types(lw, inits, op.body.args[1:], False)
+    # with a trip count per lane, a carried value stops changing at its own lane's end: it varies per lane
+    # even where its updates do not (a count `n = n + 1.0`)
+    types = carried_types(lw, inits, op.body.args[1:], per_lane)
     inits = tuple(lw.broadcast_to(lw.cast_like(p, t), t) for p, t in zip(inits, types))
     iv_t = Fragment(start.type.dtype, per_lane, (), start.type.index and stop.type.index)
     args = lw.begin((iv_t,) + types, tuple(a.name for a in op.body.args))

@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import Enum, Flag, auto
 from typing import ClassVar
 
 from kir.dims import DConst, Dim
@@ -160,6 +160,23 @@ class PValue:
         return f"%{self.name or 'p'}{self.id}: {self.type}"
 
 
+class Trait(Flag):
+    """Properties an op class declares (`physical.ops.pop(name, traits)`); passes, analyses and the verifier
+    ask for these instead of keeping their own lists of op classes. Every op class declares its set (possibly
+    empty, `Trait(0)`), and tests/test_physical_traits.py checks the laws between them."""
+
+    PURE = auto()          # no memory access and no effect: the results follow from operands and attributes
+    ELEMENTWISE = auto()   # each result element from the operand elements at its position (broadcast mechanically)
+    POSITIONWISE = auto()  # each result element (or effect) at a tile position from the operands at that position
+    #                        and the position itself: the op can be recomputed chunk by chunk along a tile axis
+    UNIFORM = auto()       # the value is fixed at launch: one for every program, lane and tile position
+    READS = auto()         # reads memory through its own access relation
+    WRITES = auto()        # writes memory the kernel's author observes (a store, an atomic, a region scan's output)
+    EFFECTS = auto()       # must run where it stands (memory effects, device checks, barriers, control holding them)
+    INVARIANT = auto()     # computed once per program it gives every block of instances the same value (a load:
+    #                        when no op of the kernel writes its memory); persistent programs may hoist it
+
+
 @dataclass(frozen=True, kw_only=True)
 class POp:
     """Base of physical ops: fields are SSA operands (`PValue`), regions (`PRegion`) or attributes."""
@@ -169,6 +186,7 @@ class POp:
 
     NAME: ClassVar[str] = "?"
     TERMINATOR: ClassVar[bool] = False
+    TRAITS: ClassVar[Trait] = Trait(0)
 
     def fields(self) -> list[dataclasses.Field]:
         return [f for f in dataclasses.fields(self) if f.name not in ("results", "origin")]
@@ -189,7 +207,11 @@ class POp:
         return self.results[0]
 
     def has_effects(self) -> bool:
-        return False
+        return Trait.EFFECTS in self.TRAITS
+
+    def has(self, traits: Trait) -> bool:
+        """Whether the op's class declares every trait of `traits`."""
+        return traits in self.TRAITS
 
 
 def values_in(x: object) -> Iterator[PValue]:

@@ -1,5 +1,6 @@
 """Physical op classes, one module per KIR family (plus program-space ops)."""
 
+from ..model import Trait
 from ._base import OP_CLASSES, pop
 from .access import DEVICE_CHECK, Check, Load, Store
 from .atomic import SCOPE_FOR_SHARING, AtomicCAS, AtomicRMW, Sharing
@@ -15,7 +16,7 @@ from .region import RegionFold, RegionScan
 from .rng import Random
 from .scan import Scan, native_scan
 
-__all__ = ["OP_CLASSES", "pop", "DEVICE_CHECK", "Check", "Load", "Store", "AtomicRMW", "AtomicCAS", "Sharing",
+__all__ = ["OP_CLASSES", "pop", "Trait", "DEVICE_CHECK", "Check", "Load", "Store", "AtomicRMW", "AtomicCAS", "Sharing",
            "SCOPE_FOR_SHARING", "AllocBuffer", "Contract", "MatMul", "For", "If", "While", "Yield", "Histogram",
            "BinCount", "Broadcast", "ExpandDims", "Permute", "Squeeze", "TileSlice", "TileConcat", "TileReshape",
            "Binary", "Bitcast", "Cast", "Compare", "Const", "Select", "Unary", "Barrier", "ChunkLanes",

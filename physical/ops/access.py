@@ -5,17 +5,17 @@ from __future__ import annotations
 from intent.runtime.checks import DEVICE_CHECK  # noqa: F401  (how every check's message begins)
 
 from ..model import AccessRelation, POp, PValue
-from ._base import pop
+from ._base import EFFECTS, INVARIANT, POSITIONWISE, READS, WRITES, pop
 
 
-@pop("load")
+@pop("load", READS | POSITIONWISE | INVARIANT)
 class Load(POp):
     """Read `access` (members outside its mask take its fill)."""
 
     access: AccessRelation
 
 
-@pop("store")
+@pop("store", WRITES | EFFECTS | POSITIONWISE)
 class Store(POp):
     """Write `value` (broadcast to the access) at `access` for the members in its mask.
 
@@ -25,19 +25,13 @@ class Store(POp):
     value: PValue
     unique: bool = False
 
-    def has_effects(self) -> bool:
-        return True
 
 
 
-
-@pop("check")
+@pop("check", EFFECTS)
 class Check(POp):
     """A device check (kernels compiled with checks): `cond` holds for every member, else the launch
     fails with `message` (an out-of-range gather, scatter or atomic index, named with its source)."""
 
     cond: PValue
     message: str
-
-    def has_effects(self) -> bool:
-        return True

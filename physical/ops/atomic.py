@@ -7,7 +7,7 @@ from enum import Enum
 from kir.atomic import AtomicKind, MemOrder
 
 from ..model import AccessRelation, POp, PValue
-from ._base import pop
+from ._base import EFFECTS, READS, WRITES, pop
 
 
 class Sharing(Enum):
@@ -23,7 +23,7 @@ class Sharing(Enum):
 SCOPE_FOR_SHARING = {Sharing.INVOCATION: "gpu", Sharing.PROGRAM: "cta"}
 
 
-@pop("atomic_rmw")
+@pop("atomic_rmw", READS | WRITES | EFFECTS)
 class AtomicRMW(POp):
     """Returns the old value per member (fill for inactive members)."""
 
@@ -34,11 +34,8 @@ class AtomicRMW(POp):
     sharing: Sharing
     scope: str  # provider scope chosen from the mapping: "gpu" (device-wide) or "cta"
 
-    def has_effects(self) -> bool:
-        return True
 
-
-@pop("atomic_cas")
+@pop("atomic_cas", READS | WRITES | EFFECTS)
 class AtomicCAS(POp):
     """Compare-and-swap; returns the old value (success is old == expected)."""
 
@@ -48,6 +45,3 @@ class AtomicCAS(POp):
     order: MemOrder
     sharing: Sharing
     scope: str
-
-    def has_effects(self) -> bool:
-        return True

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from ..model import POp, PValue
-from ._base import pop
+from ._base import EFFECTS, pop
 
 
-@pop("alloc")
+@pop("alloc", EFFECTS)
 class AllocBuffer(POp):
     """Begin an allocation instance of `buffer` (copy `copy`); a FULL buffer is set to its fill here,
     an UNINITIALISED one is left alone (the author's first-write obligation)."""
@@ -14,6 +14,3 @@ class AllocBuffer(POp):
     buffer: int
     copy: PValue | None = None
     active: PValue | None = None  # the members that own a live allocation instance
-
-    def has_effects(self) -> bool:
-        return True

@@ -6,10 +6,10 @@ from kir.contract import Precision
 from kir.dtypes import DType
 
 from ..model import POp, PValue
-from ._base import pop
+from ._base import PURE, pop
 
 
-@pop("contract")
+@pop("contract", PURE)
 class Contract(POp):
     """sum over tile axes `axes` of acc(lhs) * acc(rhs); `lhs` and `rhs` share one fragment shape.
 
@@ -25,7 +25,7 @@ class Contract(POp):
     member: PValue | None
 
 
-@pop("matmul")
+@pop("matmul", PURE)
 class MatMul(POp):
     """`acc + lhs @ rhs` over the last two tile axes: lhs [.., M, K], rhs [.., K, N], acc and the result
     [.., M, N] in the accumulator dtype (no lanes). Every position of K is summed: operands hold zero

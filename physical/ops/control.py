@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from ..model import POp, PRegion, PValue
-from ._base import pop
+from ._base import EFFECTS, PURE, pop
 
 
-@pop("yield")
+@pop("yield", PURE)
 class Yield(POp):
     values: tuple[PValue, ...] = ()
     TERMINATOR = True
 
 
-@pop("for")
+@pop("for", EFFECTS)
 class For(POp):
     """`for iv in range(start, stop, step)` in order, body args (iv, *carried).
 
@@ -27,11 +27,8 @@ class For(POp):
     inits: tuple[PValue, ...]
     body: PRegion
 
-    def has_effects(self) -> bool:
-        return True
 
-
-@pop("while")
+@pop("while", EFFECTS)
 class While(POp):
     """`cond` (args: carried) yields one pred; `body` (args: carried, active) yields the carried values.
 
@@ -43,17 +40,11 @@ class While(POp):
     cond: PRegion
     body: PRegion
 
-    def has_effects(self) -> bool:
-        return True
 
-
-@pop("if")
+@pop("if", EFFECTS)
 class If(POp):
     """A uniform condition branches; a lane-varying one is lowered to predication by construction."""
 
     cond: PValue
     then_: PRegion
     else_: PRegion
-
-    def has_effects(self) -> bool:
-        return True

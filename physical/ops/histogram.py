@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from ..model import POp, PValue
-from ._base import pop
+from ._base import PURE, pop
 
 
-@pop("histogram")
+@pop("histogram", PURE)
 class Histogram(POp):
     """Count, for each bin b of the result's last tile axis, the members of `values`' tile (all its
     axes, per lane) equal to b; values outside [0, bins) and members outside `member` are not
@@ -16,7 +16,7 @@ class Histogram(POp):
     member: PValue | None
 
 
-@pop("bincount")
+@pop("bincount", PURE)
 class BinCount(POp):
     """Counts over every member of `values` (all lanes and tile positions) of the values equal to
     `base + b`, for each position b of the result's bins tile (a uniform i32 tile): the counts of one

@@ -9,10 +9,10 @@ extent (padding) hold unspecified values of the operand.
 from __future__ import annotations
 
 from ..model import POp, PValue
-from ._base import pop
+from ._base import INVARIANT, POSITIONWISE, PURE, pop
 
 
-@pop("broadcast")
+@pop("broadcast", PURE | POSITIONWISE | INVARIANT)
 class Broadcast(POp):
     """Broadcast `x` to the result fragment: operand tile axis k becomes result tile axis `dims[k]`
     (extent equal, or 1); lanes are added when the result has them."""
@@ -21,7 +21,7 @@ class Broadcast(POp):
     dims: tuple[int, ...]
 
 
-@pop("permute")
+@pop("permute", PURE)
 class Permute(POp):
     """Result tile axis k is operand tile axis `perm[k]` (lanes stay leading)."""
 
@@ -29,7 +29,7 @@ class Permute(POp):
     perm: tuple[int, ...]
 
 
-@pop("expand_dims")
+@pop("expand_dims", PURE)
 class ExpandDims(POp):
     """Insert a tile axis of extent 1 at tile position `axis`."""
 
@@ -37,7 +37,7 @@ class ExpandDims(POp):
     axis: int
 
 
-@pop("squeeze")
+@pop("squeeze", PURE)
 class Squeeze(POp):
     """Remove the extent-1 tile axis at tile position `axis`."""
 
@@ -45,7 +45,7 @@ class Squeeze(POp):
     axis: int
 
 
-@pop("tile_slice")
+@pop("tile_slice", PURE)
 class TileSlice(POp):
     """Result position j along tile axis a is operand position `starts[a] + j * steps[a]` (starts are
     uniform index values, steps positive constants); lanes stay leading."""
@@ -55,7 +55,7 @@ class TileSlice(POp):
     steps: tuple[int, ...]
 
 
-@pop("tile_concat")
+@pop("tile_concat", PURE)
 class TileConcat(POp):
     """Concatenation of `parts` along tile axis `axis`: part k occupies the positions from the sum of
     the earlier parts' extents on; all other axes (and the lanes) agree with the result."""
@@ -64,7 +64,7 @@ class TileConcat(POp):
     axis: int
 
 
-@pop("tile_reshape")
+@pop("tile_reshape", PURE)
 class TileReshape(POp):
     """The operand's members in row-major order over its tile extents, regrouped row-major over the
     result's tile extents (equal element counts); lanes stay leading."""

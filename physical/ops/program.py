@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from ..launch_expr import LaunchExpr
 from ..model import POp, PValue
-from ._base import pop
+from ._base import EFFECTS, INVARIANT, NO_TRAITS, POSITIONWISE, PURE, UNIFORM, pop
 
 
-@pop("owned_instances")
+@pop("owned_instances", NO_TRAITS)
 class OwnedInstances(POp):
     """The flattened instances this program owns: `(pid - O_g) * BLOCK + arange(BLOCK)` (lanes, index)."""
 
@@ -15,7 +15,7 @@ class OwnedInstances(POp):
     block: str
 
 
-@pop("owned_tile")
+@pop("owned_tile", NO_TRAITS)
 class OwnedTile(POp):
     """The instances a tile-owning program owns (groups with `tiles`): one result per domain axis.
 
@@ -32,7 +32,7 @@ class OwnedTile(POp):
     group_m: int = 1
 
 
-@pop("chunk_lanes")
+@pop("chunk_lanes", PURE)
 class ChunkLanes(POp):
     """`base + arange(BLOCK)` (lanes, index): one chunk of a workset run in order inside an instance."""
 
@@ -40,29 +40,26 @@ class ChunkLanes(POp):
     block: str
 
 
-@pop("shape_value")
+@pop("shape_value", PURE | UNIFORM | INVARIANT)
 class ShapeValue(POp):
     """The runtime value of a launch expression over shape symbols (a uniform scalar)."""
 
     expr: LaunchExpr
 
 
-@pop("tile_index")
+@pop("tile_index", PURE | POSITIONWISE | INVARIANT)
 class TileIndex(POp):
     """Position along tile axis `axis` of the result's tile (`arange(BLOCK)` broadcast to the tile)."""
 
     axis: int
 
 
-@pop("barrier")
+@pop("barrier", EFFECTS)
 class Barrier(POp):
     """Orders this program's earlier memory effects before its later reads (intra-program only)."""
 
-    def has_effects(self) -> bool:
-        return True
 
-
-@pop("scalar_param")
+@pop("scalar_param", PURE | UNIFORM | INVARIANT)
 class ScalarParam(POp):
     """The launch value of a runtime scalar parameter of the ABI (a uniform scalar of its dtype)."""
 

@@ -6,7 +6,7 @@ from kir.dtypes import DType
 from kir.reduce import ReduceKind
 
 from ..model import Literal, POp, PRegion, PValue
-from ._base import pop
+from ._base import INVARIANT, PURE, pop
 
 # Built-in kinds the target folds natively (Triton's tl.sum, tl.max, tl.argmax, ...); prod has none.
 NATIVE_REDUCE = frozenset({ReduceKind.sum, ReduceKind.max, ReduceKind.min, ReduceKind.any, ReduceKind.all,
@@ -22,7 +22,7 @@ def native_reduce(kind: ReduceKind, n_axes: int = 1) -> bool:
     return kind in NATIVE_REDUCE and (kind not in (ReduceKind.argmax, ReduceKind.argmin) or n_axes == 1)
 
 
-@pop("reduce")
+@pop("reduce", PURE | INVARIANT)
 class Reduce(POp):
     """Fold tile axes `axes` of every input with `combine`.
 

@@ -7,10 +7,10 @@ from kir.reduce import ReduceKind
 from kir.scan import ScanKind
 
 from ..model import Literal, POp, PRegion, PValue
-from ._base import pop
+from ._base import EFFECTS, NO_TRAITS, WRITES, pop
 
 
-@pop("region_fold")
+@pop("region_fold", NO_TRAITS)
 class RegionFold(POp):
     """Fold the subregion [begin, end) per lane, `block` elements at a time.
 
@@ -34,7 +34,7 @@ class RegionFold(POp):
     active: PValue | None
 
 
-@pop("region_scan")
+@pop("region_scan", WRITES | EFFECTS)
 class RegionScan(POp):
     """Scan the subregion [begin, end) per lane in chunks and hand each scanned chunk to `emit`.
 
@@ -56,6 +56,3 @@ class RegionScan(POp):
     combine: PRegion
     emit: PRegion
     active: PValue | None
-
-    def has_effects(self) -> bool:
-        return True

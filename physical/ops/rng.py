@@ -5,10 +5,10 @@ from __future__ import annotations
 from kir.rng import RngKind
 
 from ..model import POp, PValue
-from ._base import pop
+from ._base import POSITIONWISE, PURE, pop
 
 
-@pop("random")
+@pop("random", PURE | POSITIONWISE)
 class Random(POp):
     """The offset's dtype width is part of the counter (64-bit offsets set the high counter word)."""
 

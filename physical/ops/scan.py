@@ -6,7 +6,7 @@ from kir.dtypes import DType
 from kir.scan import ScanKind
 
 from ..model import Literal, POp, PRegion, PValue
-from ._base import pop
+from ._base import INVARIANT, PURE, pop
 
 
 def native_scan(kind: ScanKind, components: int, exclusive: bool, acc: DType) -> bool:
@@ -21,7 +21,7 @@ def native_scan(kind: ScanKind, components: int, exclusive: bool, acc: DType) ->
     return not exclusive or (kind is ScanKind.sum and acc.is_int)
 
 
-@pop("scan")
+@pop("scan", PURE | INVARIANT)
 class Scan(POp):
     """Prefix-combine tile axis `axis` of the inputs.
 

@@ -38,20 +38,25 @@ from kir.pointwise import BinaryFn, CmpFn
 from .. import ops as P
 from ..construct import segments_for
 from ..launch_expr import LaunchExpr, LConst, LConstexpr, LNextPow2, ldim, lmin, lprod
-from ..model import AccessRelation, Fragment, Group, POp, PRegion, Program, Proven, PValue, TileAxis
+from ..model import AccessRelation, Fragment, Group, POp, PRegion, Program, Proven, PValue, TileAxis, Trait
 from . import Pass
 from .looped import substitute
 from .tile_contract import Builder, max_value_id
 
 BLOCK_BINS = 256
 AGGREGATE_LANES = 16384
-_LIGHT = (P.OwnedInstances, P.ShapeValue, P.Const, P.ScalarParam, P.Compare, P.Binary, P.Cast, P.Select, P.Load,
-          P.AtomicRMW, P.Yield)
+
+
+def _light_op(op: POp) -> bool:
+    # Unary functions are the transcendental ones; a bitcast reads float bits, no index arithmetic.
+    arithmetic = op.has(Trait.ELEMENTWISE) and not isinstance(op, P.Unary | P.Bitcast)
+    return arithmetic or op.has(Trait.UNIFORM) or op.TERMINATOR or isinstance(op, P.OwnedInstances | P.Load |
+                                                                             P.AtomicRMW)
 
 
 def light(group: Group) -> bool:
     """Whether the body holds only index arithmetic, loads and atomics on scalars (no tiles)."""
-    return all(isinstance(op, _LIGHT) and not any(r.type.tile for r in op.results) for op in group.body.walk())
+    return all(_light_op(op) and not any(r.type.tile for r in op.results) for op in group.body.walk())
 
 
 def _used(group: Group) -> set[int]:

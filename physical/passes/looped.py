@@ -57,6 +57,7 @@ from ..model import (
     Program,
     PValue,
     TileAxis,
+    Trait,
 )
 from . import Pass
 from .enlarge import TILE_BUDGET
@@ -70,9 +71,17 @@ BUDGET_VARIABLE = "INTENT_LOOP_BUDGET"
 
 ELEMENTWISE_KINDS = (ReduceKind.sum, ReduceKind.prod, ReduceKind.max, ReduceKind.min, ReduceKind.any,
                      ReduceKind.all)
-ROW_OPS = (P.TileIndex, P.Binary, P.Unary, P.Compare, P.Select, P.Cast, P.Bitcast, P.Broadcast, P.Load, P.Store,
-           P.Scan, P.Reduce, P.Random)
-COMBINE_OPS = (P.Const, P.Unary, P.Binary, P.Compare, P.Select, P.Cast, P.Bitcast, P.Yield)
+
+
+def row_op(op: POp) -> bool:
+    """Whether `op` may touch the row: it works position by position (recomputed chunk by chunk), or it
+    reduces or scans along the row (accumulated across chunks)."""
+    return op.has(Trait.POSITIONWISE) or isinstance(op, P.Reduce | P.Scan)
+
+
+def combine_op(op: POp) -> bool:
+    """Whether a combine region's op is element-wise work (a combine applied to a chunk at once)."""
+    return op.TERMINATOR or bool(op.TRAITS & (Trait.ELEMENTWISE | Trait.UNIFORM))
 
 
 # ---------------------------------------------------------------------------------------------- the plan
@@ -243,10 +252,10 @@ def _stages(plan: Plan) -> str | None:  # noqa: C901 (one case per kind of op)
             for v in op.results:
                 plan.stage[v.id] = before
             continue
-        if not isinstance(op, ROW_OPS) or (op.regions() and not isinstance(op, P.Reduce | P.Scan)):
+        if not row_op(op) or (op.regions() and not isinstance(op, P.Reduce | P.Scan)):
             return f"{op.NAME} on the row"
         if isinstance(op, P.Reduce | P.Scan):
-            if not all(isinstance(o, COMBINE_OPS) for o in op.combine.walk()):
+            if not all(combine_op(o) for o in op.combine.walk()):
                 return f"the {op.NAME} combine holds more than element-wise work"
             if tuple(op.axes if isinstance(op, P.Reduce) else (op.axis,)) != (0,):
                 return f"{op.NAME} along another axis"

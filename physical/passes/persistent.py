@@ -35,14 +35,17 @@ import dataclasses
 
 from .. import ops as P
 from ..launch_expr import LaunchExpr, LBin, LConst, LConstexpr, LResidentPrograms, lcdiv, ldim, lmin, lprod, lsum
-from ..model import Group, PersistentLoop, POp, Program
+from ..model import Group, PersistentLoop, POp, Program, Trait
 from ..verifier.persistent import free_values, not_invariant, written_buffers
 from . import Pass
 from .looped import pick
 
 HOISTED_VALUES = 8192  # four-byte values a program may hold across its loop over blocks
-# Values the body keeps live whether or not they are hoisted (positions and masks of the row).
-_KEPT_ANYWAY = (P.TileIndex, P.Compare, P.ShapeValue, P.Const, P.ScalarParam)
+
+
+def _kept_anyway(op: POp) -> bool:
+    """Values the body keeps live whether or not they are hoisted (launch values, positions and masks of the row)."""
+    return op.has(Trait.UNIFORM) or isinstance(op, P.TileIndex | P.Compare)
 
 
 def hoisted_positions(program: Program, ops: tuple[POp, ...]) -> tuple[int, ...]:
@@ -71,7 +74,7 @@ def held_values(program: Program, group: Group, once: tuple[POp, ...], each: tup
     used = {v.id for op in each for v in free_values(op)}
     total: list[LaunchExpr] = []
     for op in once:
-        if isinstance(op, _KEPT_ANYWAY):
+        if _kept_anyway(op):
             continue
         for r in op.results:
             if r.id in used and (r.type.tile or r.type.lanes):

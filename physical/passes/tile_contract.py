@@ -48,6 +48,7 @@ from ..model import (
     Proven,
     PValue,
     TileAxis,
+    Trait,
 )
 from . import Pass
 from .enlarge import tile_elements
@@ -68,10 +69,23 @@ TILE_SHAPES: dict[tuple[DType, Precision], tuple[int, int, int, int]] = {
 ACCUMULATOR = {DType.f16: DType.f32, DType.bf16: DType.f32, DType.f32: DType.f32, DType.i8: DType.i32,
                DType.f8e4m3: DType.f32, DType.f8e5m2: DType.f32}
 
+
+
 # Ops a legal group may hold outside its decode (everything else keeps the per-lane form).
-_POINTWISE = (P.Unary, P.Binary, P.Compare, P.Select, P.Cast, P.Bitcast)
-_UNIFORM = (P.Const, P.ShapeValue, P.ScalarParam, *_POINTWISE, P.Load)
-_LANE = (*_POINTWISE, P.Broadcast, P.Load, P.Store, P.Contract)
+def uniform_op(op: POp) -> bool:
+    """What a program computes once for all its instances: launch values, element-wise arithmetic on them,
+    loads of external tensors at uniform coordinates."""
+    if isinstance(op, P.Load):
+        return op.access.copy is None
+    return bool(op.TRAITS & (Trait.UNIFORM | Trait.ELEMENTWISE))
+
+
+def elementwise_op(op: POp) -> bool:
+    """Per-instance work that maps positions one to one: element-wise arithmetic, broadcasts, loads and
+    stores of external tensors."""
+    if isinstance(op, P.Load | P.Store):
+        return op.access.copy is None
+    return op.has(Trait.ELEMENTWISE) or isinstance(op, P.Broadcast)
 
 M, N, K = "m", "n", "k"
 VALID = "valid"  # the lane-validity test: on a tile, the validity of whichever of m and n the tile has
@@ -194,15 +208,15 @@ def _dependences(m: Match, ops: list[POp]) -> None:
         operand_deps = frozenset().union(*(m.deps.get(v.id, frozenset()) for v in op.operands()))
         uniform = not any(r.type.lanes or r.type.tile for r in op.results)
         if uniform and not operand_deps:
-            if not isinstance(op, _UNIFORM) or (isinstance(op, P.Load) and op.access.copy is not None):
+            if not uniform_op(op):
                 raise _fail(f"the group computes {op.NAME} outside the contraction")
             for r in op.results:
                 m.deps[r.id] = frozenset()
             continue
-        if not isinstance(op, _LANE):
-            raise _fail(f"the group computes {op.NAME} per instance")
         if isinstance(op, P.Load | P.Store) and op.access.copy is not None:
             raise _fail("the group uses a local buffer")
+        if not elementwise_op(op) and not isinstance(op, P.Contract):
+            raise _fail(f"the group computes {op.NAME} per instance")
         for r in op.results:
             if r.type.tile not in ((), (k_axis,)):
                 raise _fail(f"the group holds a tile other than the contracted axis ({r.type})")

@@ -42,8 +42,6 @@ from ..model import Fragment, Group, POp, PRegion, Program, TileAxis
 from . import Pass
 from .enlarge import tile_elements
 from .tile_contract import (
-    _LANE,
-    _UNIFORM,
     Builder,
     M,
     Match,
@@ -52,12 +50,13 @@ from .tile_contract import (
     Tiler,
     _decode,
     check_effects,
+    elementwise_op,
     max_value_id,
     prune,
+    uniform_op,
 )
 
 TILE = 64  # BLOCK_LM = BLOCK_LN: 4096 elements, the element budget of a program (`enlarge.TILE_BUDGET`)
-_ELEMENTWISE = tuple(c for c in _LANE if c is not P.Contract)
 
 
 def match_layout(group: Group, tiled: tuple[int, int] | None = None) -> Match:
@@ -88,12 +87,12 @@ def match_layout(group: Group, tiled: tuple[int, int] | None = None) -> Match:
         deps = frozenset().union(*(m.deps.get(v.id, frozenset()) for v in op.operands()))
         uniform = not any(r.type.lanes for r in op.results)
         if uniform and not deps:
-            if not isinstance(op, _UNIFORM) or (isinstance(op, P.Load) and op.access.copy is not None):
+            if not uniform_op(op):
                 raise NotTileable(f"the group computes {op.NAME} outside its instances")
             for r in op.results:
                 m.deps[r.id] = frozenset()
             continue
-        if not isinstance(op, _ELEMENTWISE) or (isinstance(op, P.Load | P.Store) and op.access.copy is not None):
+        if not elementwise_op(op):
             raise NotTileable(f"the group computes {op.NAME} per instance")
         for r in op.results:
             m.deps[r.id] = deps

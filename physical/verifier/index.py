@@ -19,7 +19,7 @@ from kir.errors import IntentError
 
 from .. import ops as P
 from ..launch_expr import DEVICE_SMS, LaunchExpr
-from ..model import AccessRelation, Buffer, Group, ParamKind, POp, PRegion, Program, PValue
+from ..model import AccessRelation, Buffer, Group, ParamKind, POp, PRegion, Program, PValue, Trait
 
 
 class AccessKind(Enum):
@@ -195,9 +195,9 @@ class ProgramIndex:
 
 
 def access_kind(op: POp) -> AccessKind:
-    if isinstance(op, P.AtomicRMW | P.AtomicCAS):
+    if op.has(Trait.READS | Trait.WRITES):
         return AccessKind.RMW
-    if isinstance(op, P.Store):
+    if op.has(Trait.WRITES):
         return AccessKind.WRITE
     return AccessKind.READ
 

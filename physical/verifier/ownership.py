@@ -18,13 +18,12 @@ from kir.core import Kernel
 
 from .. import ops as P
 from ..launch_expr import DEVICE_SMS, LaunchExpr, LConstexpr
-from ..model import AccessRelation, Group, POp, Program, PValue
+from ..model import AccessRelation, Group, POp, Program, PValue, Trait
 from .base import Reporter, Violation, describe, rule
 from .index import ProgramIndex, evaluate, index_of, product
 from .structure import domain_programs
 from .tiles import check_tile_group, exclusive, tile_programs_text
 
-EFFECT_OPS = (P.Store, P.AtomicRMW, P.AtomicCAS, P.RegionScan)
 KIR_EFFECTS = (KA.Store, KA.Scatter, KT.Atomic, KT.AtomicCAS, KG.RegionScan)
 
 
@@ -240,9 +239,9 @@ def check_effect_coverage(program: Program, kernel: Kernel | None = None) -> lis
     units: dict[int, list[tuple[int, POp]]] = {}
     for pl in ix.placed:
         op = pl.op
-        if not isinstance(op, EFFECT_OPS):
+        if not op.has(Trait.WRITES):
             continue
-        if any(isinstance(p, EFFECT_OPS) and p.origin is not None and op.origin is not None and
+        if any(p.has(Trait.WRITES) and p.origin is not None and op.origin is not None and
                p.origin.op == op.origin.op for p in pl.parents):
             continue  # part of the enclosing effect (a region scan's emitted stores)
         if op.origin is None or op.origin.op is None:
@@ -278,4 +277,4 @@ def check_effect_coverage(program: Program, kernel: Kernel | None = None) -> lis
 
 
 __all__ = ["check_ownership", "check_effect_coverage", "lane_source", "lanes_may_overrun", "lane_valid_test",
-           "EFFECT_OPS", "effect_mask", "effect_lanes"]
+           "effect_mask", "effect_lanes"]

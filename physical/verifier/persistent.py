@@ -2,7 +2,7 @@
 
 * loop-invariant: the ops at `PersistentLoop.hoisted` of a persistent group's body run once per
   program, before the loop over blocks (while the group's flag is set).
-  Each must be pure (`INVARIANT_OPS`), read only values that earlier invariant ops define, and load
+  Each must be declared invariant (`Trait.INVARIANT`), read only values that earlier invariant ops define, and load
   only from external views that no op of the kernel writes: then computing it once gives every block
   the value it would have computed itself. The owned instances are never invariant.
 """
@@ -12,13 +12,9 @@ from __future__ import annotations
 from kir.core import Kernel
 
 from .. import ops as P
-from ..model import Access, BufferScope, Group, POp, Program, PValue
+from ..model import Access, BufferScope, Group, POp, Program, PValue, Trait
 from .base import Reporter, Violation, describe, rule
 from .structured import captures
-
-# Ops without effects whose value follows from their operands alone (loads: from memory nobody writes).
-INVARIANT_OPS = (P.Const, P.ShapeValue, P.ScalarParam, P.TileIndex, P.Binary, P.Unary, P.Compare, P.Select,
-                 P.Cast, P.Bitcast, P.Broadcast, P.Load, P.Reduce, P.Scan)
 
 
 def free_values(op: POp) -> list[PValue]:
@@ -36,14 +32,14 @@ def written_buffers(program: Program) -> set[int]:
 
 def not_invariant(program: Program, op: POp, invariant: set[int], written: set[int]) -> str | None:
     """Why `op` may not run once per program before the loop (None when it may)."""
-    if not isinstance(op, INVARIANT_OPS):
+    if not op.has(Trait.INVARIANT):
         return f"{op.NAME} is not a pure op"
     for inner in [op, *(i for r in op.regions() for i in r.walk())]:
         if isinstance(inner, P.Load):
             buf = program.buffer(inner.access.buffer)
             if buf.scope is not BufferScope.EXTERNAL_VIEW or buf.access is not Access.READ or buf.id in written:
                 return f"it reads {buf.name}, which the kernel writes or which is no read-only tensor parameter"
-        elif inner is not op and not isinstance(inner, INVARIANT_OPS + (P.Yield,)):
+        elif inner is not op and not (inner.has(Trait.INVARIANT) or inner.TERMINATOR):
             return f"its region holds {inner.NAME}"
     for v in free_values(op):
         if v.id not in invariant:
@@ -106,4 +102,4 @@ def _check_body(program: Program, g: Group, report: Reporter) -> None:
 
 
 __all__ = ["check_loop_invariant", "invariant_prefix", "not_invariant", "free_values", "written_buffers",
-           "INVARIANT_OPS"]
+]

@@ -1,0 +1,76 @@
+"""Op traits: every physical op class declares its properties, and the declarations obey the laws that
+passes, analyses and the verifier rely on (a forgotten declaration fails here, not silently in a pass)."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+
+import pytest
+
+import physical.ops as P
+from physical.model import POp, Trait
+from physical.ops._base import pop
+
+T = Trait
+
+
+def _op_modules():
+    for info in pkgutil.iter_modules(P.__path__):
+        yield importlib.import_module(f"physical.ops.{info.name}")
+
+
+def test_every_op_class_is_registered_with_its_own_traits():
+    defined = {cls for mod in _op_modules() for _, cls in inspect.getmembers(mod, inspect.isclass)
+               if issubclass(cls, POp) and cls is not POp}
+    assert defined == set(P.OP_CLASSES.values())
+    for name, cls in P.OP_CLASSES.items():
+        assert "TRAITS" in vars(cls), f"{name} declares no traits"
+        assert isinstance(cls.TRAITS, Trait)
+
+
+@pytest.mark.parametrize("name", sorted(P.OP_CLASSES))
+def test_trait_laws(name):
+    cls = P.OP_CLASSES[name]
+    t = cls.TRAITS
+    if T.ELEMENTWISE in t:
+        assert T.PURE | T.POSITIONWISE in t, f"{name}: element-wise work is pure and position by position"
+    if T.PURE in t:
+        assert not t & (T.READS | T.WRITES | T.EFFECTS), f"{name}: a pure op touches no memory and has no effect"
+    if T.WRITES in t:
+        assert T.EFFECTS in t, f"{name}: a write is an effect"
+    if T.UNIFORM in t:
+        assert T.PURE | T.INVARIANT in t, f"{name}: a launch value is pure and the same for every block"
+    if T.INVARIANT in t:
+        assert t & (T.PURE | T.READS) and not t & (T.WRITES | T.EFFECTS), f"{name}: invariant ops compute a value"
+    if cls.TERMINATOR:
+        assert T.PURE in t
+
+
+def test_declared_traits_of_representative_ops():
+    assert P.Binary.TRAITS == T.PURE | T.ELEMENTWISE | T.POSITIONWISE | T.INVARIANT
+    assert P.Load.TRAITS == T.READS | T.POSITIONWISE | T.INVARIANT
+    assert P.Store.TRAITS == T.WRITES | T.EFFECTS | T.POSITIONWISE
+    assert P.AtomicRMW.TRAITS == T.READS | T.WRITES | T.EFFECTS
+    assert P.RegionScan.TRAITS == T.WRITES | T.EFFECTS
+    assert P.OwnedInstances.TRAITS == Trait(0)  # its value is the program's own instances
+    assert {n for n, c in P.OP_CLASSES.items() if T.EFFECTS in c.TRAITS} == {
+        "store", "check", "atomic_rmw", "atomic_cas", "alloc", "for", "while", "if", "barrier", "region_scan"}
+
+
+def test_has_effects_and_has_read_the_declaration():
+    from kir.dtypes import DType
+    from physical.model import PValue, scalar_type
+
+    v = PValue(1, scalar_type(DType.i32))
+    c = P.Const(results=(v,), value=1, dtype=DType.i32)
+    assert not c.has_effects() and c.has(T.PURE | T.UNIFORM) and not c.has(T.PURE | T.READS)
+    assert P.Barrier().has_effects()
+
+
+def test_registration_requires_traits():
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'traits'"):
+        pop("no_traits")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"physical op bad: traits must be a Trait, got \('pure',\)"):
+        pop("bad", ("pure",))  # type: ignore[arg-type]

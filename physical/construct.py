@@ -327,7 +327,7 @@ def _lower_group(state: ProgramState, gid: int, comp: list[Statement], top: list
             for ka, pa in zip(par.body.args, coords):
                 lw.bind(ka, pa)
             lower_ops(lw, par.body.ops)
-        body = lw.end(())
+        body = lw.finish(())
         return Group(gid, _group_name(comp), domain, block, body, False, tuple(state.origins.get(id(s.orig))
                                                                               for s in comp), first.loc)
     serial = len(comp) > 1 or any(st.parallel is not None and not st.independent for st in comp)
@@ -350,7 +350,7 @@ def _lower_group(state: ProgramState, gid: int, comp: list[Statement], top: list
                 lower_ops(lw, (st.op,))
             else:
                 _serial_parallel(lw, st.parallel, st.independent, block, _author_names(st))
-    body = lw.end(())
+    body = lw.finish(())
     return Group(gid, _group_name(comp), (), block, body, serial, tuple(state.origins.get(id(s.orig)) for s in comp),
                  first.loc)
 
@@ -395,7 +395,7 @@ def _serial_parallel(lw: Lowerer, par: KCt.Parallel, independent: bool, block: s
         lower_ops(lw, par.body.ops)
     finally:
         lw.loop_depth -= 1
-    body = lw.end(())
+    body = lw.finish(())
     lw.lane_valid, lw.instance_flat, lw.instance_count = saved
     lw.emit(P.For, (), start=zero, stop=total, step=step, inits=(), body=body)
 

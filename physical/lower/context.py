@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 from kir import core as K
@@ -21,6 +20,7 @@ from kir.pointwise import BinaryFn, CmpFn
 from kir.solver import ShapeSolver
 
 from .. import ops as P
+from ..builder import Builder
 from ..launch_expr import LaunchExpr, LTileBlock, ldim
 from ..model import (
     AccessRelation,
@@ -32,7 +32,6 @@ from ..model import (
     Note,
     Origin,
     POp,
-    PRegion,
     Proven,
     PValue,
     TileAxis,
@@ -45,7 +44,7 @@ class ProgramState:
     def __init__(self, kernel: K.Kernel, origins: dict[int, Origin]) -> None:
         self.kernel = kernel
         self.origins = origins  # id(kir op) -> Origin
-        self.next_id = 0
+        self.ids = Builder()  # value and buffer ids; group bodies are built by Lowerers sharing it
         self.blocks: dict[str, LaunchExpr] = {}   # tile block constexprs
         self.block_of: dict[Dim, str] = {}
         self.buffers: dict[int, Buffer] = {}       # buffer id -> Buffer
@@ -77,8 +76,7 @@ class ProgramState:
         return found
 
     def fresh(self) -> int:
-        self.next_id += 1
-        return self.next_id
+        return self.ids.fresh_id()
 
     def block_name(self, extent: Dim, what: str = "") -> str:
         extent = as_dim(extent)
@@ -102,28 +100,19 @@ class ProgramState:
             self.notes.append(Note(message, loc, origin))
 
 
-@dataclass
-class Frame:
-    """One region under construction; caches are scoped to it (values are visible in nested regions)."""
-
-    args: tuple[PValue, ...]
-    ops: list[POp] = field(default_factory=list)
-    cache: dict[Any, PValue] = field(default_factory=dict)
-    isolated: bool = False  # a combine region: it sees no values of the enclosing regions
-
-
-class Lowerer:
+class Lowerer(Builder):
     """Builds one group body. `lanes_block` is the group's BLOCK_I constexpr name."""
 
     def __init__(self, state: ProgramState, group_id: int, lanes_block: str,
                  variant: frozenset[int] = frozenset()) -> None:
+        super().__init__()
         self.state = state
         self.kernel = state.kernel
         self.group_id = group_id
         self.lanes_block = lanes_block
         self.variant = set(variant)     # kir value ids that vary across owned instances
         self.env: dict[int, PValue] = {}
-        self.frames: list[Frame] = []
+        self.frames = []  # the group body is the first region begun
         self.lane_valid: PValue | None = None
         self.active: PValue | None = None   # predication of the enclosing per-lane if/for/while
         self.affine: dict[int, Dim] = {}    # pvalue id -> affine form over range symbols
@@ -149,18 +138,8 @@ class Lowerer:
         return DiagnosticError(message, self.loc(op))
 
     # ------------------------------------------------------------------ regions and ops
-    def begin(self, types: tuple[Fragment, ...] = (), names: tuple[str | None, ...] | None = None,
-              isolated: bool = False) -> tuple[PValue, ...]:
-        names = names or (None,) * len(types)
-        args = tuple(PValue(self.state.fresh(), t, n) for t, n in zip(types, names))
-        self.frames.append(Frame(args, isolated=isolated))
-        return args
-
-    def end(self, yields: tuple[PValue, ...] | None = None) -> PRegion:
-        if yields is not None:
-            self.emit(P.Yield, (), values=yields)
-        f = self.frames.pop()
-        return PRegion(f.args, tuple(f.ops))
+    def fresh_id(self) -> int:
+        return self.state.fresh()  # one numbering for the whole program
 
     @contextmanager
     def region(self, types: tuple[Fragment, ...] = (), names: tuple[str | None, ...] | None = None
@@ -169,13 +148,11 @@ class Lowerer:
 
     def emit(self, cls: type[POp], types: tuple[Fragment, ...], names: tuple[str | None, ...] | None = None,
              origin: Origin | None = None, **fields: Any) -> POp:
-        names = names or (None,) * len(types)
-        results = tuple(PValue(self.state.fresh(), t, n) for t, n in zip(types, names))
-        o = cls(results=results, origin=origin or self.origin(), **fields)
-        self.frames[-1].ops.append(o)
-        return o
+        """As `Builder.emit`; the origin defaults to the KIR op being lowered."""
+        return super().emit(cls, types, names, origin or self.origin(), **fields)
 
-    def add(self, cls: type[POp], type_: Fragment, name: str | None = None, **fields: Any) -> PValue:
+    def add(self, cls: type[POp], type_: Fragment, name: str | None = None, **fields: Any) -> PValue:  # type: ignore[override]
+        """A one-result op; construction names the result second (the origin is the KIR op being lowered)."""
         return self.emit(cls, (type_,), (name,), **fields).results[0]
 
     def cached(self, key: Any) -> PValue | None:
@@ -419,4 +396,4 @@ def _pretty(d: Dim) -> str:
     return str(d)
 
 
-__all__ = ["Lowerer", "ProgramState", "Frame"]
+__all__ = ["Lowerer", "ProgramState"]

@@ -92,7 +92,7 @@ def lower_for(lw: Lowerer, op: KC.For) -> None:
     try:
         lower_ops(lw, op.body.ops)
         ys = merge_active(lw, active, tuple(lw.get(v) for v in op.body.yielded), args[1:], types)
-        body = lw.end(ys)
+        body = lw.finish(ys)
     finally:
         lw.active = saved_active
         lw.loop_depth -= 1
@@ -116,7 +116,7 @@ def lower_while(lw: Lowerer, op: KC.While) -> None:
     lower_ops(lw, op.cond.ops)
     c = lw.get(op.cond.yielded[0])
     c = lw.broadcast_to(c, Fragment(DType.pred, cond_variant or c.type.lanes))
-    cond = lw.end((c,))
+    cond = lw.finish((c,))
     bargs = lw.begin(types + (c.type,), tuple(a.name for a in op.body.args) + ("active",))
     for ka, pa in zip(op.body.args, bargs):
         lw.bind(ka, pa)
@@ -128,7 +128,7 @@ def lower_while(lw: Lowerer, op: KC.While) -> None:
     try:
         lower_ops(lw, op.body.ops)
         ys = merge_active(lw, active, tuple(lw.get(v) for v in op.body.yielded), bargs[:-1], types)
-        body = lw.end(ys)
+        body = lw.finish(ys)
     finally:
         lw.active = saved_active
         lw.loop_depth -= 1
@@ -147,7 +147,7 @@ def lower_if(lw: Lowerer, op: KC.If) -> None:
             lw.begin()
             lower_ops(lw, reg.ops)
             ys = tuple(lw.broadcast_to(lw.cast_like(lw.get(v), t), t) for v, t in zip(reg.yielded, types))
-            regions.append(lw.end(ys))
+            regions.append(lw.finish(ys))
         r = lw.emit(P.If, types, names=tuple(v.name for v in op.results), cond=c, then_=regions[0],
                     else_=regions[1])
         for kv, pv in zip(op.results, r.results):
@@ -184,7 +184,7 @@ def lower_nested_parallel(lw: Lowerer, op: KC.Parallel) -> None:
         lower_ops(lw, op.body.ops)
     finally:
         lw.loop_depth -= 1
-    body = lw.end(())
+    body = lw.finish(())
     lw.emit(P.For, (), start=zero, stop=total, step=one, inits=(), body=body)
 
 

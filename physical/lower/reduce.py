@@ -22,7 +22,7 @@ def builtin_combine(lw: Lowerer, kind: KR.ReduceKind, dtypes: tuple[DType, ...])
         args = lw.begin(types * 2, tuple(f"{s}{k}" for s in "ab" for k in range(len(dtypes))), isolated=True)
         if kind in KR.COMBINE:
             r = lw.add(P.Binary, types[0], fn=KR.COMBINE[kind], lhs=args[0], rhs=args[1])
-            return lw.end((r,))
+            return lw.finish((r,))
         va, ia, vb, ib = args
         better = CmpFn.gt if kind is KR.ReduceKind.argmax else CmpFn.lt
         strictly = lw.compare(better, va, vb)
@@ -37,7 +37,7 @@ def builtin_combine(lw: Lowerer, kind: KR.ReduceKind, dtypes: tuple[DType, ...])
             take_a = lw.binary(BinaryFn.or_, lw.and_(lw.and_(take_a, a_ok), b_ok), nan_first)
         v = lw.add(P.Select, types[0], cond=take_a, on_true=va, on_false=vb)
         i = lw.add(P.Select, types[1], cond=take_a, on_true=ia, on_false=ib)
-        return lw.end((v, i))
+        return lw.finish((v, i))
 
 
 def seeded(lw: Lowerer, kind: KR.ReduceKind, acc: DType, identity: Literal, v: PValue) -> PValue:
@@ -63,7 +63,7 @@ def lower_combine(lw: Lowerer, region: K.Region, dtypes: tuple[DType, ...]) -> P
             lw.bind(ka, pa)
         lower_ops(lw, region.ops)
         ys = tuple(lw.cast(lw.get(v), d) for v, d in zip(region.yielded, dtypes))
-        return lw.end(ys)
+        return lw.finish(ys)
 
 
 def arg_index(lw: Lowerer, x: PValue, axes: tuple[int, ...]) -> PValue:

@@ -79,7 +79,7 @@ def _source(lw: Lowerer, src: K.Value, index: K.Index, begin: PValue, end: PValu
         comps += (lw.broadcast_to(rel, elem.type.with_dtype(DType.i64, rel.type.index)),)
         # elements outside the source are not members (as the oracle clips them), not fill values
         member = acc.mask if acc.mask is not None else member
-    region = lw.end(comps + (member,))
+    region = lw.finish(comps + (member,))
     return region, tuple(c.type.dtype for c in comps), member
 
 
@@ -158,7 +158,7 @@ def lower_region_scan(lw: Lowerer, op: KG.RegionScan) -> None:
     if value.type.dtype != buf.dtype:
         value = lw.cast(value, buf.dtype)  # the accumulator rounds to the destination once, per element
     lw.emit(P.Store, (), access=acc, value=value)
-    emit_region = lw.end(())
+    emit_region = lw.finish(())
     note_write(lw, buf)
     lw.emit(P.RegionScan, (), begin=begin, end=end, block=lw.state.block_name(DConst(CHUNK)), source=source,
             kind=op.kind, reverse=op.reverse, exclusive=op.exclusive, identity=identity, acc_dtypes=accs,

@@ -36,12 +36,12 @@ from kir.dtypes import DType
 from kir.pointwise import BinaryFn, CmpFn
 
 from .. import ops as P
+from ..builder import Builder
 from ..construct import segments_for
 from ..launch_expr import LaunchExpr, LConst, LConstexpr, LNextPow2, ldim, lmin, lprod
 from ..model import AccessRelation, Fragment, Group, POp, PRegion, Program, Proven, PValue, TileAxis, Trait
 from . import Pass
 from .looped import substitute
-from .tile_contract import Builder, max_value_id
 
 BLOCK_BINS = 256
 AGGREGATE_LANES = 16384
@@ -94,7 +94,7 @@ class AggregateAtomics(Pass):
         return any(candidates(program, g) and consts.get(g.block) != LConst(1) for g in program.groups)
 
     def run(self, program: Program) -> Program:
-        builder = Builder(max_value_id(program))
+        builder = Builder.after(program)
         consts = dict(program.constexprs)
         groups = []
         widest: list[tuple[LaunchExpr, LaunchExpr]] = []  # (lanes before, lanes now) per widened group

@@ -43,6 +43,7 @@ from kir.scan import ScanKind
 from kir.solver import default_lower_bounds, linear_proves
 
 from .. import ops as P
+from ..builder import Builder, max_value_id
 from ..launch_expr import LaunchExpr, LBin, LConst, LNextPow2, LTileBlock, lmin
 from ..model import (
     AccessRelation,
@@ -285,28 +286,14 @@ def _stages(plan: Plan) -> str | None:  # noqa: C901 (one case per kind of op)
 # ---------------------------------------------------------------------------------------------- building
 
 
-class _Builder:
+class _Builder(Builder):
     """Writes the looped body: new values numbered after the program's own, ops into nested frames."""
 
     def __init__(self, plan: Plan, first_id: int, chunk_block: str) -> None:
+        super().__init__(first_id)
         self.plan = plan
-        self.next_id = first_id
-        self.frames: list[list[POp]] = [[]]
         self.chunk = TileAxis(DConst(plan.chunk), chunk_block)
         self.row: dict[int, PValue] = {}  # original row value id -> its value in the current pass
-
-    def fresh(self, t: Fragment, name: str | None = None) -> PValue:
-        self.next_id += 1
-        return PValue(self.next_id, t, name)
-
-    def put(self, op: POp) -> None:
-        self.frames[-1].append(op)
-
-    def add(self, cls: type[POp], t: Fragment, origin: Origin | None, name: str | None = None,
-            **fields: Any) -> PValue:
-        r = self.fresh(t, name)
-        self.put(cls(results=(r,), origin=origin, **fields))
-        return r
 
     def retile(self, t: Fragment) -> Fragment:
         return t.with_tile((self.chunk,)) if _row(t, self.plan.axis) else t
@@ -454,7 +441,7 @@ def build_looped(plan: Plan, first_id: int, chunk_block: str) -> tuple[PRegion, 
         _one_pass(b, plan, k, [op for op in row_ops if id(op) in need], (zero, chunks, one, step), origin)
     place_flat(plan.loops)
     b.put(P.Yield(values=()))
-    return PRegion(body.args, tuple(b.frames[0])), b.next_id
+    return PRegion(body.args, tuple(b.ops)), b.next_id
 
 
 def _one_pass(b: _Builder, plan: Plan, k: int, ops: list[POp], bounds: tuple[PValue, ...],
@@ -469,7 +456,7 @@ def _one_pass(b: _Builder, plan: Plan, k: int, ops: list[POp], bounds: tuple[PVa
             accs.append(_accumulation(b, op))
     iv = b.fresh(Fragment(DType.i64, index=True), "chunk_index")
     args = [a for acc in accs for a in acc.args]
-    b.frames.append([])
+    b.begin()
     b.row = {}
     at = iv
     if reverse:  # chunks from the last: start = (chunks - 1 - i) * chunk
@@ -490,7 +477,7 @@ def _one_pass(b: _Builder, plan: Plan, k: int, ops: list[POp], bounds: tuple[PVa
         else:
             yields += _scan_step(b, acc, reverse, first)
     b.put(P.Yield(values=tuple(yields)))
-    loop_ops = b.frames.pop()
+    loop_ops = b.end()
     results = [r for acc in accs for r in acc.results]
     loop = P.For(results=tuple(results), origin=origin, start=zero, stop=chunks, step=one,
                  inits=tuple(i for acc in accs for i in acc.inits), body=PRegion((iv, *args), tuple(loop_ops)))
@@ -594,20 +581,6 @@ def _scan_step(b: _Builder, acc: _Accumulation, reverse: bool, first: PValue | N
         b.row[r.id] = b.cast(o, r.type.dtype, op.origin) if r.type.dtype != o.type.dtype else o
     return _started(b, first, total, b.combine(op.combine, *pair(acc.args, total), [a.type for a in acc.args],
                                                op.origin), op.origin)
-
-
-def max_value_id(program: Program) -> int:
-    top = 0
-    for g in program.groups:
-        for region in (g.body,) + ((g.looped.body,) if g.looped is not None else ()):
-            for a in region.args:
-                top = max(top, a.id)
-            for op in region.walk():
-                for v in op.results:
-                    top = max(top, v.id)
-                for r in op.regions():
-                    top = max((top, *(a.id for a in r.args)))
-    return top
 
 
 # ---------------------------------------------------------------------------------------------- the pass

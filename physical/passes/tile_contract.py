@@ -26,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 from kir.contract import Precision
 from kir.dims import DConst
@@ -34,6 +33,7 @@ from kir.dtypes import DType
 from kir.pointwise import BinaryFn, CmpFn
 
 from .. import ops as P
+from ..builder import Builder
 from ..construct import segments_for
 from ..launch_expr import LaunchExpr, LConst, LConstexpr, LWarps, ldim, lmax, lmul, lprod
 from ..model import (
@@ -41,7 +41,6 @@ from ..model import (
     Fragment,
     Group,
     Guard,
-    Origin,
     POp,
     PRegion,
     Program,
@@ -50,6 +49,7 @@ from ..model import (
     TileAxis,
     Trait,
 )
+from ..rewrite import dead_code, rewrite_ops
 from . import Pass
 from .enlarge import tile_elements
 
@@ -249,46 +249,6 @@ def check_effects(m: Match, ops: list[POp], reduced: frozenset[str] = frozenset(
 # ---------------------------------------------------------------------------------------------- building
 
 
-class Builder:
-    """Appends new physical ops to nested regions, numbering values after the program's own."""
-
-    def __init__(self, first_id: int) -> None:
-        self.next_id = first_id
-        self.frames: list[list[POp]] = [[]]
-
-    def fresh(self, t: Fragment, name: str | None = None) -> PValue:
-        self.next_id += 1
-        return PValue(self.next_id, t, name)
-
-    def put(self, op: POp) -> POp:
-        self.frames[-1].append(op)
-        return op
-
-    def add(self, cls: type[POp], t: Fragment, origin: Origin | None, name: str | None = None,
-            **fields: Any) -> PValue:
-        return self.put(cls(results=(self.fresh(t, name),), origin=origin, **fields)).results[0]
-
-    def begin(self) -> None:
-        self.frames.append([])
-
-    def end(self) -> list[POp]:
-        return self.frames.pop()
-
-
-def max_value_id(program: Program) -> int:
-    top = 0
-    for op in program.walk():
-        for v in op.results:
-            top = max(top, v.id)
-        for r in op.regions():
-            for a in r.args:
-                top = max(top, a.id)
-    for g in program.groups:
-        for a in g.body.args:
-            top = max(top, a.id)
-    return top
-
-
 class Tiler:
     """Rebuilds one matched group with tile ownership."""
 
@@ -472,17 +432,7 @@ class Tiler:
 
 def prune(ops: list[POp], pure: set[int]) -> list[POp]:
     """Drop the ops in `pure` (by id) whose results nothing uses any more."""
-    while True:
-        used = {v.id for op in ops for inner in (op, *_nested(op)) for v in inner.operands()}
-        keep = [op for op in ops if id(op) not in pure or any(r.id in used for r in op.results)]
-        if len(keep) == len(ops):
-            return keep
-        ops = keep
-
-
-def _nested(op: POp) -> Iterator[POp]:
-    for r in op.regions():
-        yield from r.walk()
+    return rewrite_ops(ops, dead_code(lambda op: id(op) in pure))
 
 
 # ---------------------------------------------------------------------------------------------- the pass
@@ -509,7 +459,7 @@ class TileContraction(Pass):
 
     def run(self, program: Program) -> Program:
         consts = dict(program.constexprs)
-        builder = Builder(max_value_id(program))
+        builder = Builder.after(program)
         groups: list[Group] = []
         warps: list[LaunchExpr] = []
         for g in program.groups:
@@ -547,4 +497,4 @@ def _fresh_names(consts: dict[str, LaunchExpr], gid: int) -> tuple[str, str, str
     return out[0], out[1], out[2]
 
 
-__all__ = ["TileContraction", "match", "NotTileable", "TILE_SHAPES", "GROUP_M", "Builder", "max_value_id"]
+__all__ = ["TileContraction", "match", "NotTileable", "TILE_SHAPES", "GROUP_M"]

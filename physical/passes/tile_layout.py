@@ -36,13 +36,13 @@ from kir.dtypes import DType
 from kir.pointwise import CmpFn
 
 from .. import ops as P
+from ..builder import Builder
 from ..construct import segments_for
 from ..launch_expr import LaunchExpr, LConst, LWarps, ldim, lmax, lmul
 from ..model import Fragment, Group, POp, PRegion, Program, TileAxis
 from . import Pass
 from .enlarge import tile_elements
 from .tile_contract import (
-    Builder,
     M,
     Match,
     N,
@@ -51,7 +51,6 @@ from .tile_contract import (
     _decode,
     check_effects,
     elementwise_op,
-    max_value_id,
     prune,
     uniform_op,
 )
@@ -196,7 +195,7 @@ class TileLayout(Pass):
     def run(self, program: Program) -> Program:
         plans = self.plans(program)
         consts = dict(program.constexprs)
-        builder = Builder(max_value_id(program))
+        builder = Builder.after(program)
         groups: list[Group] = []
         warps: list[LaunchExpr] = []
         for g in program.groups:

@@ -1,0 +1,116 @@
+"""The one builder of physical ops: hands out value ids and appends ops to nested regions.
+
+Construction (`physical.lower.context.Lowerer`, a builder that also tracks KIR values) and every pass
+that writes new ops use it. A pass starts numbering after the program's own values
+(`Builder.after(program)`), which `max_value_id` finds in every body a group holds (its looped body
+too), so that no id is handed out twice whatever the order of the passes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import ops as P
+from .model import Fragment, Origin, POp, PRegion, Program, PValue
+
+
+def region_values(region: PRegion) -> list[PValue]:
+    """Every value `region` defines: its arguments, its ops' results and those of nested regions."""
+    out = list(region.args)
+    for op in region.walk():
+        out.extend(op.results)
+        for r in op.regions():
+            out.extend(r.args)
+    return out
+
+
+def group_bodies(program: Program) -> list[PRegion]:
+    """Every body a group of `program` holds (its body, and its looped body when it has one)."""
+    return [r for g in program.groups for r in ((g.body,) + ((g.looped.body,) if g.looped is not None else ()))]
+
+
+def max_value_id(program: Program) -> int:
+    """The largest value id `program` uses (0 for none)."""
+    return max((v.id for body in group_bodies(program) for v in region_values(body)), default=0)
+
+
+@dataclass
+class Frame:
+    """One region under construction. `cache` and `isolated` serve construction's value caches (a cached
+    value is visible in nested regions; an isolated frame, a combine, sees none of the enclosing ones)."""
+
+    args: tuple[PValue, ...] = ()
+    ops: list[POp] = field(default_factory=list)
+    cache: dict[Any, PValue] = field(default_factory=dict)
+    isolated: bool = False
+
+
+class Builder:
+    """Appends new ops to the innermost open region, numbering their values after `last`."""
+
+    def __init__(self, last: int = 0) -> None:
+        self.last = last
+        self.frames: list[Frame] = [Frame()]
+
+    @classmethod
+    def after(cls, program: Program) -> Builder:
+        """A builder whose values are numbered after every value of `program`."""
+        return cls(max_value_id(program))
+
+    # ------------------------------------------------------------------ ids and values
+    def fresh_id(self) -> int:
+        self.last += 1
+        return self.last
+
+    def fresh(self, t: Fragment, name: str | None = None) -> PValue:
+        return PValue(self.fresh_id(), t, name)
+
+    @property
+    def next_id(self) -> int:
+        """The last id handed out (a pass that builds in several steps continues from it)."""
+        return self.last
+
+    # ------------------------------------------------------------------ ops
+    def put(self, op: POp) -> POp:
+        self.frames[-1].ops.append(op)
+        return op
+
+    def emit(self, cls: type[POp], types: tuple[Fragment, ...], names: tuple[str | None, ...] | None = None,
+             origin: Origin | None = None, **fields: Any) -> POp:
+        """Append a `cls` op with fresh results of `types`."""
+        names = names or (None,) * len(types)
+        return self.put(cls(results=tuple(self.fresh(t, n) for t, n in zip(types, names)), origin=origin, **fields))
+
+    def add(self, cls: type[POp], t: Fragment, origin: Origin | None = None, name: str | None = None,
+            **fields: Any) -> PValue:
+        """Append a one-result `cls` op and return its result."""
+        return self.emit(cls, (t,), (name,), origin, **fields).results[0]
+
+    # ------------------------------------------------------------------ regions
+    def begin(self, types: tuple[Fragment, ...] = (), names: tuple[str | None, ...] | None = None,
+              isolated: bool = False) -> tuple[PValue, ...]:
+        """Open a region with fresh arguments of `types`; returns them."""
+        names = names or (None,) * len(types)
+        args = tuple(self.fresh(t, n) for t, n in zip(types, names))
+        self.frames.append(Frame(args, isolated=isolated))
+        return args
+
+    def end(self) -> list[POp]:
+        """Close the innermost region; returns its ops."""
+        return self.frames.pop().ops
+
+    def finish(self, yields: tuple[PValue, ...] | None = None) -> PRegion:
+        """Close the innermost region as a `PRegion` of its arguments (ending it with a yield of `yields`)."""
+        if yields is not None:
+            self.emit(P.Yield, (), values=yields)
+        f = self.frames.pop()
+        return PRegion(f.args, tuple(f.ops))
+
+    @property
+    def ops(self) -> list[POp]:
+        """The ops of the outermost region (what a pass built outside any nested region)."""
+        return self.frames[0].ops
+
+
+__all__ = ["Builder", "Frame", "max_value_id", "region_values", "group_bodies"]

@@ -1,4 +1,6 @@
-"""Analyses over KIR that construction needs: def-use, effects, instance variance, disjoint writes.
+"""Analyses over KIR that construction needs (def-use, effects, instance variance, disjoint writes), and
+over physical programs what passes and the verifier both ask (captured values, written buffers, what
+a persistent program may compute once): a pass decides with these, the verifier checks with them.
 
 The def-use and statement-dependence graphs are networkx graphs; the disjointness of writes from
 different instances is decided with Z3 over affine forms of the write coordinates.
@@ -21,6 +23,9 @@ from kir.dtypes import DType
 from kir.layout import Broadcast
 from kir.pointwise import Binary, BinaryFn, Cast, Constant, DimValue, Iota
 from kir.solver import ShapeSolver
+
+from . import ops as P
+from .model import Access, BufferScope, POp, PRegion, Program, PValue, Trait
 
 # ---------------------------------------------------------------------------------------------- def-use
 
@@ -356,5 +361,56 @@ def _what(op: K.Op) -> str:
     return f"{op.NAME}{where}"
 
 
+
+
+# ---------------------------------------------------------------------------------------------- physical programs
+
+
+def captures(region: PRegion) -> list[PValue]:
+    """Values the region uses that it does not define itself (in first-use order)."""
+    inner: set[int] = {a.id for a in region.args}
+    used: list[PValue] = []
+    for op in region.walk():
+        inner.update(v.id for v in op.results)
+        for r in op.regions():
+            inner.update(a.id for a in r.args)
+    for op in region.walk():
+        used.extend(v for v in op.operands() if v.id not in inner)
+    seen: set[int] = set()
+    return [v for v in used if not (v.id in seen or seen.add(v.id))]  # type: ignore[func-returns-value]
+
+
+def free_values(op: POp) -> list[PValue]:
+    """The values `op` reads from outside itself: its operands and what its regions capture."""
+    return [*op.operands(), *(v for region in op.regions() for v in captures(region))]
+
+
+def written_buffers(program: Program) -> set[int]:
+    """Buffers some op of the program writes through an access (stores, atomics, region scans' emitted
+    stores), in any group body, looped bodies included."""
+    bodies = [g.body for g in program.groups] + [g.looped.body for g in program.groups if g.looped is not None]
+    return {op.access.buffer for body in bodies for op in body.walk()
+            if op.has(Trait.WRITES) and getattr(op, "access", None) is not None}
+
+
+def not_invariant(program: Program, op: POp, invariant: set[int], written: set[int]) -> str | None:
+    """Why `op` may not run once per program, before a loop over blocks of instances (None when it may):
+    it must be declared invariant (its nested ops too), read only `invariant` values, and load only
+    read-only tensor parameters that no op of the kernel (`written`) writes."""
+    if not op.has(Trait.INVARIANT):
+        return f"{op.NAME} is not a pure op"
+    for inner in [op, *(i for r in op.regions() for i in r.walk())]:
+        if isinstance(inner, P.Load):
+            buf = program.buffer(inner.access.buffer)
+            if buf.scope is not BufferScope.EXTERNAL_VIEW or buf.access is not Access.READ or buf.id in written:
+                return f"it reads {buf.name}, which the kernel writes or which is no read-only tensor parameter"
+        elif inner is not op and not (inner.has(Trait.INVARIANT) or inner.TERMINATOR):
+            return f"its region holds {inner.NAME}"
+    for v in free_values(op):
+        if v.id not in invariant:
+            return f"it reads %{v.name or 'p'}{v.id}, which varies with the block of instances"
+    return None
+
+
 __all__ = ["def_use_graph", "captured", "defined_inside", "Effects", "effects_of", "conflict", "variant_values",
-           "instances_independent", "AffineForms"]
+           "instances_independent", "AffineForms", "captures", "free_values", "written_buffers", "not_invariant"]

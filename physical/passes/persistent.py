@@ -34,9 +34,9 @@ from __future__ import annotations
 import dataclasses
 
 from .. import ops as P
+from ..analysis import free_values, not_invariant, written_buffers
 from ..launch_expr import LaunchExpr, LBin, LConst, LConstexpr, LResidentPrograms, lcdiv, ldim, lmin, lprod, lsum
 from ..model import Group, PersistentLoop, POp, Program, Trait
-from ..verifier.persistent import free_values, not_invariant, written_buffers
 from . import Pass
 from .looped import pick
 

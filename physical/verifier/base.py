@@ -12,10 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kir.core import Kernel
-from kir.errors import Loc
+from kir.errors import Loc, VerifyError
 
 from ..model import Origin, POp, Program
-from ..verify import PhysicalVerifyError as _StructuralVerifyError
 
 RuleFn = Callable[..., "list[Violation]"]
 
@@ -36,8 +35,8 @@ class Violation:
         return f"[{self.rule}] {self.message}"
 
 
-class PhysicalVerifyError(_StructuralVerifyError):
-    """A physical program broke a construction rule.
+class PhysicalVerifyError(VerifyError):
+    """A physical program broke a construction rule (the one error of the physical verifier).
 
     `rule` is the rule's name; the message starts with `[rule]` and the error is located at the KIR
     source of the offending item when its origin is known.
@@ -45,9 +44,10 @@ class PhysicalVerifyError(_StructuralVerifyError):
 
     def __init__(self, rule: str, message: str, origin: Origin | None = None, loc: Loc | None = None,
                  others: tuple[Violation, ...] = ()) -> None:
+        self.rule = rule
         self.origin = origin
         self.others = others
-        super().__init__(rule, message, loc)
+        super().__init__(f"[{rule}] {message}", loc)
         if others:
             more = "; ".join(str(v) for v in others[:3])
             self.context = f"also: {more}" + (f" (and {len(others) - 3} more)" if len(others) > 3 else "")

@@ -12,39 +12,9 @@ from __future__ import annotations
 from kir.core import Kernel
 
 from .. import ops as P
-from ..model import Access, BufferScope, Group, POp, Program, PValue, Trait
+from ..analysis import not_invariant, written_buffers
+from ..model import Group, POp, Program
 from .base import Reporter, Violation, describe, rule
-from .structured import captures
-
-
-def free_values(op: POp) -> list[PValue]:
-    """The values `op` reads from outside itself: its operands and what its regions capture."""
-    return [*op.operands(), *(v for region in op.regions() for v in captures(region))]
-
-
-def written_buffers(program: Program) -> set[int]:
-    """Buffers some op of the program writes (stores, atomics, region scans' emitted stores), in any
-    group body, looped bodies included."""
-    bodies = [g.body for g in program.groups] + [g.looped.body for g in program.groups if g.looped is not None]
-    return {op.access.buffer for body in bodies for op in body.walk()
-            if getattr(op, "access", None) is not None and not isinstance(op, P.Load)}
-
-
-def not_invariant(program: Program, op: POp, invariant: set[int], written: set[int]) -> str | None:
-    """Why `op` may not run once per program before the loop (None when it may)."""
-    if not op.has(Trait.INVARIANT):
-        return f"{op.NAME} is not a pure op"
-    for inner in [op, *(i for r in op.regions() for i in r.walk())]:
-        if isinstance(inner, P.Load):
-            buf = program.buffer(inner.access.buffer)
-            if buf.scope is not BufferScope.EXTERNAL_VIEW or buf.access is not Access.READ or buf.id in written:
-                return f"it reads {buf.name}, which the kernel writes or which is no read-only tensor parameter"
-        elif inner is not op and not (inner.has(Trait.INVARIANT) or inner.TERMINATOR):
-            return f"its region holds {inner.NAME}"
-    for v in free_values(op):
-        if v.id not in invariant:
-            return f"it reads %{v.name or 'p'}{v.id}, which varies with the block of instances"
-    return None
 
 
 def invariant_prefix(program: Program, once: tuple[POp, ...]) -> list[tuple[POp, str]]:
@@ -101,5 +71,4 @@ def _check_body(program: Program, g: Group, report: Reporter) -> None:
         report(f"group {g.id} ({g.name}) decodes no owned instances inside its loop over blocks", group=g.id)
 
 
-__all__ = ["check_loop_invariant", "invariant_prefix", "not_invariant", "free_values", "written_buffers",
-]
+__all__ = ["check_loop_invariant", "invariant_prefix"]

@@ -18,6 +18,7 @@ from kir.dtypes import DType
 from kir.pointwise import BinaryFn, literal_fits
 
 from .. import ops as P
+from ..analysis import captures
 from ..launch_expr import LConstexpr
 from ..model import AccessRelation, Fragment, Literal, POp, PRegion, Program, PValue
 from .base import Reporter, Violation, describe, rule
@@ -43,20 +44,6 @@ def types_of(vals: tuple[PValue, ...]) -> tuple[Fragment, ...]:
 
 def show(ts: tuple[Fragment, ...]) -> str:
     return "(" + ", ".join(str(t) for t in ts) + ")"
-
-
-def captures(region: PRegion) -> list[PValue]:
-    """Values the region uses that it does not define itself."""
-    inner: set[int] = {a.id for a in region.args}
-    used: list[PValue] = []
-    for op in region.walk():
-        inner.update(v.id for v in op.results)
-        for r in op.regions():
-            inner.update(a.id for a in r.args)
-    for op in region.walk():
-        used.extend(v for v in op.operands() if v.id not in inner)
-    seen: set[int] = set()
-    return [v for v in used if not (v.id in seen or seen.add(v.id))]  # type: ignore[func-returns-value]
 
 
 def identity_problems(identity: tuple[Literal, ...], accs: tuple[DType, ...], what: str) -> list[str]:
@@ -382,4 +369,4 @@ def _emit_problems(ix: ProgramIndex, op: P.RegionScan, comps: tuple[PValue, ...]
     return out
 
 
-__all__ = ["STRUCTURED", "check_structured", "check_region_ops", "captures", "value_deps"]
+__all__ = ["STRUCTURED", "check_structured", "check_region_ops", "value_deps"]

@@ -2,14 +2,17 @@
 
 The source is `src[p0, ..., begin:end, ..., pk]`: exactly one `DynSlice`, the other items points.
 An optional `map` region (the summariser's element map) turns each element into the fold's
-components; without it the components are the elements themselves. An empty region yields the
+components; without it the components are the elements themselves. The map's arguments are the
+element and, optionally, its position along the subregion's axis (i64, as an index of the source:
+`b`, `b + 1`, ...), at which it may read other tensors (`x[indices[k]]` beside `data[k]`: several
+subregions over one range). An empty region yields the
 identity.
 """
 
 from __future__ import annotations
 
 from .core import DynSlice, Index, Op, RefType, Region, TensorType, Type, TypeContext, Value, op, scalar
-from .dtypes import ElemType
+from .dtypes import DType, ElemType
 from .pointwise import Literal
 from .reduce import ReduceKind, check_builtin, check_combine, default_acc
 from .scan import ScanKind
@@ -46,8 +49,8 @@ class RegionFold(Op):
         ref = ctx.ref(self.src, "region fold source")
         if self.map is None:
             return (ref.dtype,)
-        if tuple(a.type for a in self.map.args) != (scalar(ref.dtype),):
-            raise ctx.fail(f"region fold map takes one {ref.dtype} element")
+        if tuple(a.type for a in self.map.args) not in ((scalar(ref.dtype),), (scalar(ref.dtype), scalar(DType.i64))):
+            raise ctx.fail(f"region fold map takes one {ref.dtype} element (and optionally its i64 position)")
         out = []
         for v in self.map.yielded:
             t = v.type

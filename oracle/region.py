@@ -169,7 +169,9 @@ def _region_fold(frame: Frame, op: RegionFold) -> tuple[np.ndarray, ...]:
     mem.check_initialised(coords, op)
     comps = [mem.data[coords]]
     if op.map is not None:
-        comps = [np.broadcast_to(c, lane.shape) for c in eval_region(frame.lanes(lane), op.map, comps)]
+        # the map's optional second argument: the element's position along the subregion's axis
+        args = comps + [coords[seg.axis].astype(np.int64, copy=False)][:len(op.map.args) - 1]
+        comps = [np.broadcast_to(c, lane.shape) for c in eval_region(frame.lanes(lane), op.map, args)]
     starts = seg.starts
     if kind in ELEMENTWISE_FOLDS:
         return (_fold(op, kind, dtype, comps[0], starts, starts + seg.lens),)

@@ -374,7 +374,7 @@ def test_region_fold_and_scan() -> None:
         "region fold any needs pred values, got f32"
     assert rejected(lambda: b.add(RegionFold, src=vals, index=sub, kind=ReduceKind.sum,
                                   map=region(b, (scalar(i32),), lambda a: a))) == \
-        "region fold map takes one f32 element"
+        "region fold map takes one f32 element (and optionally its i64 position)"
     assert rejected(lambda: b.make(RegionScan, dst=vals, dst_index=sub, src=vals, src_index=sub,
                                    kind=ScanKind.sum)) == \
         "region scan to an `in` parameter; declare it Out[...] or InOut[...]"

@@ -6,20 +6,19 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..control import Yield
 from ..core import IndexItem, Region, scalar
-from ..dtypes import ElemType
+from ..dtypes import DType, ElemType
 from ..region import RegionScan
 from ..scan import ScanKind
-from .access import load_items, region_index, resolve_index
+from .access import Item, load_items, region_index, resolve_index
 from .calls import CallArgs
 from .values import OpRef, RefV, TVal
 
 if TYPE_CHECKING:
-    from .access import Item
     from .lower import Lowerer
 
 # spellings whose own argument owns the subregions inside it
@@ -43,6 +42,9 @@ class RegionAccess:
     ref: RefV
     index: tuple[IndexItem, ...]
     subs: list[ast.Subscript]  # the subscripts that denote the element inside the fold
+    # further subregions with the same bounds (`indices[b:e]` beside `data[b:e]`): each read inside the fold's map
+    # at the element's position along the subregion's axis
+    others: list[tuple[list[ast.Subscript], RefV, list[Item]]] = field(default_factory=list)
 
     @property
     def dtype(self) -> ElemType:
@@ -99,9 +101,20 @@ def find_region(lw: Lowerer, nodes: list[ast.AST], node: ast.AST, what: str) -> 
         return None
     if len({ast.dump(s) for s, _, _ in found}) > 1:
         bounds = {_bounds_text(items) for _, _, items in found}
-        if len(bounds) == 1 and None not in bounds:
-            dyn = next(it for it in found[0][2] if it.kind == "dyn")
-            raise SeveralSubregions([s for s, _, _ in found], dyn.begin, dyn.end)
+        jagged = any(it.kind == "slice" for _, _, items in found for it in items)
+        if len(bounds) == 1 and None not in bounds and not jagged:
+            # several subregions over one range: the first is the fold's source, the others are read at its
+            # elements' positions (one entry per distinct subscript; repeats denote the same element)
+            groups: dict[str, tuple[list[ast.Subscript], RefV, list[Item]]] = {}
+            for s, ref, items in found:
+                groups.setdefault(ast.dump(s), ([], ref, items))[0].append(s)
+            (subs, ref, items), *others = groups.values()
+            return RegionAccess(ref, region_index(lw, ref, items, subs[0], what), subs, others)
+        if len(bounds) == 1 and None not in bounds:  # jagged subregions over one range
+            items = next(items for _, _, items in found if any(it.kind == "slice" for it in items))
+            dyn = next(it for it in items if it.kind == "dyn")
+            kept = [it for it in items if it.kind != "point"]
+            raise SeveralSubregions([s for s, _, _ in found], dyn.begin, dyn.end, kept.index(dyn), len(kept))
         first, second = (ast.unparse(s) for s, _, _ in found[:2])
         raise lw.error(found[1][0], f"{what} reads two data-dependent subregions, `{first}` and `{second}`; a region "
                                     f"fold reads one subregion and maps each of its elements. To combine several "
@@ -128,12 +141,20 @@ def _bounds_text(items: list[Item]) -> str | None:
 
 def fold_map(lw: Lowerer, acc: RegionAccess, components: list[ast.AST], what: str) -> tuple[Region | None,
                                                                                              tuple[ElemType, ...]]:
-    """The fold's element map: one argument (the element), yielding each component as a scalar."""
-    if len(components) == 1 and any(components[0] is s for s in acc.subs):
+    """The fold's element map: its arguments are the element and, when other subregions are read
+    (`x[indices[b:e]]` beside `data[b:e]`), the element's position along the subregion's axis (i64), at
+    which those are loaded; it yields each component as a scalar."""
+    if len(components) == 1 and any(components[0] is s for s in acc.subs) and not acc.others:
         return None, (acc.dtype,)
-    (elem,) = lw.b.begin_region((scalar(acc.dtype),), ("elem",))
+    args = lw.b.begin_region((scalar(acc.dtype),) + ((scalar(DType.i64),) if acc.others else ()),
+                             ("elem", "pos")[:1 + bool(acc.others)])
     for s in acc.subs:
-        lw.overrides[id(s)] = TVal(elem)
+        lw.overrides[id(s)] = TVal(args[0])
+    for subs, ref, items in acc.others:
+        at = [Item("point", it.node, value=TVal(args[1])) if it.kind == "dyn" else it for it in items]
+        loaded = load_items(lw, ref, at, subs[0])
+        for s in subs:
+            lw.overrides[id(s)] = loaded
     from .coerce import to_tval
 
     vals = []
@@ -144,7 +165,7 @@ def fold_map(lw: Lowerer, acc: RegionAccess, components: list[ast.AST], what: st
                               f"one scalar), but this one has shape {tv.type}")
         vals.append(tv)
     lw.make(Yield, components[0], values=tuple(v.value for v in vals))
-    for s in acc.subs:
+    for s in acc.subs + [s for subs, _, _ in acc.others for s in subs]:
         del lw.overrides[id(s)]
     return lw.b.end_region(), tuple(v.dtype for v in vals)
 

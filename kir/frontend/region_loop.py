@@ -1,11 +1,11 @@
-"""Region folds over several subregions with the same bounds, as written:
-`intent.sum(data[b:e] * x[indices[b:e]])` (a CSR row times a vector), `intent.max(scores[b:e] + bias[cols[b:e]])`,
-`intent.argmax(values[b:e, :], axis=0)`, `intent.reduce((x[b:e] * w[b:e], ...), welford, identity=...)`.
+"""Jagged subregions keeping whole trailing axes, as written: `intent.sum(values[b:e, :], axis=0)`,
+`intent.argmax(values[b:e, :], axis=0)`, `intent.reduce((values[b:e, :] * w[b:e, :], ...), welford, axis=0,
+identity=...)`, `out[b:e, :] = intent.cumsum(values[b:e, :], axis=0)`.
 
-A region fold maps the elements of one subregion; several subregions over one range are read at a common
-position, so the fold is the ordered loop an author would write by hand:
-`acc = identity; for k in range(b, e): acc = combine(acc, <the expression at k>)`, built here from the
-expression's own syntax (each subregion `a[b:e]` read as `a[k]`)."""
+The fold runs along the data-dependent axis with the kept axes as the carried tile, as the ordered loop an author
+would write by hand: `acc = identity; for k in range(b, e): acc = combine(acc, <the expression at k>)`, built here
+from the expression's own syntax (each subregion `a[b:e, :]` read as `a[k, :]`). Several scalar subregions with
+the same bounds (`intent.sum(data[b:e] * x[indices[b:e]])`) are one region fold instead (`region.find_region`)."""
 
 from __future__ import annotations
 

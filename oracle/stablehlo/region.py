@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kir.core import DynSlice, Index, Op, Value
+from kir.core import DynSlice, Index, Op, RefType, Value
 from kir.dtypes import DType
 from kir.reduce import ReduceKind, default_acc
 from kir.region import RegionFold, RegionScan
@@ -27,7 +27,7 @@ from .context import Ctx, RefState
 from .control import loop
 from .memory import gather_points, in_range, lane_iota, scatter_last_wins
 from .pointwise import concrete
-from .registry import emits
+from .registry import captured, emits, run_region
 from .segments import SEGMENT_KINDS, disjoint, segment_fold
 from .values import Val
 
@@ -182,11 +182,21 @@ def _region_fold(ctx: Ctx, op: Op) -> None:
         acc_dtype = concrete(ctx, op.effective_acc())
         accs = [ctx.splat(identity(kind, acc_dtype), acc_dtype, lanes, depth)]
     offset = s.binary("subtract", w.start, w.begin)
+    reads_memory = map_region is not None and (len(map_region.args) > 1 or any(
+        isinstance(v.type, RefType) for v in captured(map_region)))
 
     def step(k: Val, cv: list[Val]) -> list[Val]:
-        has, _, coords = element(ctx, w, k)
+        has, pos, coords = element(ctx, w, k)
         elem = gather_points(ctx, ref.val, coords, lanes, depth)
-        comps = apply_region(ctx, map_region, [elem]) if map_region is not None else [elem]
+        if map_region is None:
+            comps = [elem]
+        elif reads_memory:
+            # a map that reads other tensors (at the element's position, its optional second argument, or at
+            # indices it loaded) runs as the instances' own code, predicated on the lanes holding an element
+            with ctx.masked(ctx.and_(ctx.mask, has)):
+                comps = run_region(ctx, map_region, [elem, pos][:len(map_region.args)])
+        else:
+            comps = apply_region(ctx, map_region, [elem])
         if kind is ReduceKind.custom:
             assert combine_region is not None
             *acc, started = cv
@@ -204,7 +214,8 @@ def _region_fold(ctx: Ctx, op: Op) -> None:
         with ctx.nested():
             return counted(ctx, longest(ctx, w), accs, [], step)
 
-    if kind in SEGMENT_KINDS and ref.val.depth == 0 and len(op.index) == 1 and captured_depth(ctx, op.map) == 0:
+    if kind in SEGMENT_KINDS and ref.val.depth == 0 and len(op.index) == 1 and captured_depth(ctx, op.map) == 0 \
+            and not reads_memory:
         n_lanes = 1
         for d in lanes:
             n_lanes *= d

@@ -9,7 +9,7 @@ from kir.dtypes import DType
 from kir.pointwise import BinaryFn, UnaryFn
 
 from .. import ops as P
-from ..model import AccessRelation, Buffer, Guard, PValue, TileAxis
+from ..model import AccessRelation, Buffer, Fragment, Guard, PValue, TileAxis
 from ..ops.access import DEVICE_CHECK
 from . import rule
 from .context import Lowerer
@@ -62,6 +62,7 @@ def check_indices(lw: Lowerer, what: str, buffer: Buffer, acc: AccessRelation, t
     active = lw.and_(active, lw.tile_member(tile))
     if effect:
         active = lw.and_(active, lw.active)
+    active = lw.and_(active, lw.members_of(tile, lanes))
     cond = acc.bounds.mask
     if active is not None:
         off = lw.add(P.Unary, active.type, fn=UnaryFn.not_, x=active)
@@ -71,16 +72,25 @@ def check_indices(lw: Lowerer, what: str, buffer: Buffer, acc: AccessRelation, t
                                            f"lies outside its extent")
 
 
+def _point_tile(tile: tuple[TileAxis, ...], coords: tuple[PValue, ...]) -> tuple[TileAxis, ...]:
+    """The tile of a read: its own, or for a scalar read at a point that is itself a tile (a region fold's map
+    reads other tensors at the chunk's positions, `indices[k]`, `x[indices[k]]`) the point's."""
+    if tile:
+        return tile
+    return next((c.type.tile for c in coords if c.type.tile), ())
+
+
 @rule(KA.Load)
 def lower_load(lw: Lowerer, op: KA.Load) -> None:
     buf = lw.buffer_of(op.src)
     note_read(lw, buf)
-    tile = lw.tile(op.result.type.shape)
-    coords = slice_coords(lw, op.index, tile)
+    coords = slice_coords(lw, op.index, lw.tile(op.result.type.shape))
+    tile = _point_tile(lw.tile(op.result.type.shape), coords)
     copy = lw.copy_index(buf, True)
     lanes = any(c.type.lanes for c in coords) or (copy is not None and copy.type.lanes)
     acc = lw.access(buf, coords, tile, lanes, data_dependent=False, fill=fill_for(buf), effect=False, copy=copy)
-    lw.bind(op.result, lw.add(P.Load, lw.natural(op.result.type, lanes), name=op.result.name, access=acc))
+    lw.bind(op.result, lw.add(P.Load, Fragment(lw.natural(op.result.type, lanes).dtype, lanes, tile),
+                              name=op.result.name, access=acc))
 
 
 @rule(KA.Gather)
@@ -88,13 +98,14 @@ def lower_gather(lw: Lowerer, op: KA.Gather) -> None:
     buf = lw.buffer_of(op.src)
     note_read(lw, buf)
     coords = tuple(lw.get(v) for v in op.indices)
-    tile = lw.tile(op.result.type.shape)
+    tile = _point_tile(lw.tile(op.result.type.shape), coords)
     copy = lw.copy_index(buf, True)
     lanes = any(c.type.lanes for c in coords) or (copy is not None and copy.type.lanes)
     acc = lw.access(buf, coords, tile, lanes, data_dependent=True, fill=op.fill, effect=False, copy=copy)
     if not op.masked:
         check_indices(lw, "gather", buf, acc, tile, lanes, effect=False)
-    lw.bind(op.result, lw.add(P.Load, lw.natural(op.result.type, lanes), name=op.result.name, access=acc))
+    lw.bind(op.result, lw.add(P.Load, Fragment(lw.natural(op.result.type, lanes).dtype, lanes, tile),
+                              name=op.result.name, access=acc))
 
 
 @rule(KA.Store)

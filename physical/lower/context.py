@@ -115,6 +115,9 @@ class Lowerer(Builder):
         self.frames = []  # the group body is the first region begun
         self.lane_valid: PValue | None = None
         self.active: PValue | None = None   # predication of the enclosing per-lane if/for/while
+        # the elements of the enclosing region fold's chunk that lie in its subregion: reads of the fold's map
+        # at the chunk's positions (`indices[k]`, then `x[indices[k]]`) touch only those
+        self.members: PValue | None = None
         self.affine: dict[int, Dim] = {}    # pvalue id -> affine form over range symbols
         self.facts: list[PCmp] = []
         self.solver: ShapeSolver = self.kernel.solver()
@@ -170,12 +173,12 @@ class Lowerer(Builder):
     @contextmanager
     def scalar_context(self) -> Iterator[None]:
         """Lower a scalar region (a combine): no lanes, no predication."""
-        saved = self.lane_valid, self.active
-        self.lane_valid, self.active = None, None
+        saved = self.lane_valid, self.active, self.members
+        self.lane_valid, self.active, self.members = None, None, None
         try:
             yield
         finally:
-            self.lane_valid, self.active = saved
+            self.lane_valid, self.active, self.members = saved
 
     def add_barrier(self) -> None:
         self.emit(P.Barrier, ())
@@ -258,6 +261,13 @@ class Lowerer(Builder):
         self.state.symbol_names[sym.name] = f"(each position along {tile[axis].extent})"
         self.facts += [PCmp(">=", sym, DConst(0)), PCmp("<", sym, tile[axis].extent)]
         return self.remember(key, v)
+
+    def members_of(self, tile: tuple[TileAxis, ...], lanes: bool) -> PValue | None:
+        """The enclosing region fold's members when an access covers its chunk (the same tile), else None."""
+        m = self.members
+        if m is None or m.type.tile != tile or (m.type.lanes and not lanes):
+            return None
+        return m
 
     def tile_member(self, tile: tuple[TileAxis, ...]) -> PValue | None:
         """Mask of the tile positions inside the logical extents (None for an empty tile)."""
@@ -379,6 +389,7 @@ class Lowerer(Builder):
         mask = self.and_(mask, self.tile_member(tile))
         if effect:
             mask = self.and_(mask, self.active)
+        mask = self.and_(mask, self.members_of(tile, lanes))
         bounds: Justification | None = None if data_dependent else self.justify(coords, buffer.shape)
         if bounds is None:
             g = self.guard(coords, buffer.shape)

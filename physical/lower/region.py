@@ -67,7 +67,13 @@ def _source(lw: Lowerer, src: K.Value, index: K.Index, begin: PValue, end: PValu
         comps: tuple[PValue, ...] = (elem,)
     else:
         lw.bind(map_region.args[0], elem)
-        lower_ops(lw, map_region.ops)
+        if len(map_region.args) > 1:  # the element's position: other subregions over the range are read there
+            lw.bind(map_region.args[1], pos if pos.type.dtype is DType.i64 else lw.cast(pos, DType.i64))
+        saved, lw.members = lw.members, member
+        try:
+            lower_ops(lw, map_region.ops)
+        finally:
+            lw.members = saved
         # A map result computed only from values outside the map (a lane's own index, a constant) has
         # no chunk tile: widen it to the element's fragment, it is one value per element like the rest.
         comps = tuple(lw.broadcast_to(c, elem.type.with_dtype(c.type.dtype, c.type.index))

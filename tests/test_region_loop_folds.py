@@ -1,5 +1,5 @@
-"""argmax/argmin and custom combines over jagged subregions (`values[b:e, :]`) and over several subregions with
-the same bounds (`x[b:e] * w[b:e]`): ordered loops over the range, checked through the oracle, the launcher on
+"""argmax/argmin and custom combines over jagged subregions (`values[b:e, :]`, ordered loops over the range) and
+over several subregions with the same bounds (`x[b:e] * w[b:e]`, one region fold), checked through the oracle, the launcher on
 CPU and the StableHLO exit against torch."""
 
 from __future__ import annotations
@@ -142,8 +142,8 @@ def test_custom_fold_over_several_subregions_needs_an_identity(tmp_path) -> None
         def k(x: f32[E], w: f32[E], offsets: i64[S + 1], out: Out[f32[S]]):
             for s in parallel(S):
                 out[s] = intent.reduce(x[offsets[s]:offsets[s + 1]] * w[offsets[s]:offsets[s + 1]], add)
-        """, "intent.reduce(x", "intent.reduce: a fold over subregions x[b:e] starts from the combine's identity; "
-                                "give identity=(...), one per value")
+        """, "intent.reduce(x", "intent.reduce() with a combine function needs identity=(...), one literal per "
+                                "component (1), e.g. identity=(0.0)")
 
 
 def test_custom_jagged_fold_along_a_kept_axis_is_refused(tmp_path) -> None:

@@ -194,7 +194,7 @@ def _region_fold(ctx: Ctx, op: Op) -> None:
             # a map that reads other tensors (at the element's position, its optional second argument, or at
             # indices it loaded) runs as the instances' own code, predicated on the lanes holding an element
             with ctx.masked(ctx.and_(ctx.mask, has)):
-                comps = run_region(ctx, map_region, [elem, pos][:len(map_region.args)])
+                comps = [ctx.lift(c, depth) for c in run_region(ctx, map_region, [elem, pos][:len(map_region.args)])]
         else:
             comps = apply_region(ctx, map_region, [elem])
         if kind is ReduceKind.custom:

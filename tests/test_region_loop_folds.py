@@ -1,6 +1,6 @@
 """argmax/argmin and custom combines over jagged subregions (`values[b:e, :]`, ordered loops over the range) and
-over several subregions with the same bounds (`x[b:e] * w[b:e]`, one region fold), checked through the oracle, the launcher on
-CPU and the StableHLO exit against torch."""
+over several subregions with the same bounds (`x[b:e] * w[b:e]`, one region fold), checked through the oracle,
+the launcher on CPU and the StableHLO exit against torch."""
 
 from __future__ import annotations
 

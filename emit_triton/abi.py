@@ -46,6 +46,9 @@ class AbiArg:
     dtype: DType | None = None     # SCALAR and WORKSPACE element type
     expr: LaunchExpr | None = None  # SYMBOL: value; WORKSPACE: element count
     fill: int | float | None = None  # WORKSPACE: initial value (None: uninitialised)
+    # WORKSPACE: self-resetting: it holds `fill` when allocated and every launch leaves it so, so the
+    # launcher allocates it once (per plan, stream and thread) and never fills it before a launch.
+    resets: bool = False
 
 
 @dataclass(frozen=True)

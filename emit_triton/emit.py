@@ -228,8 +228,8 @@ class Emitter:
     def dim(self, d: Dim) -> str:
         if isinstance(d, DConst):
             return str(d.value)
-        if isinstance(d, DSym):
-            return self.symbol_arg[d.name]
+        if isinstance(d, DSym):  # a shape symbol, or a constexpr (a launch-time extent such as a split count)
+            return self.symbol_arg.get(d.name, d.name)
         assert isinstance(d, DBin)
         return f"({self.dim(d.lhs)} {d.op} {self.dim(d.rhs)})"
 
@@ -326,7 +326,7 @@ def _abi(em: Emitter) -> tuple[list[AbiArg], list[ConstexprArg], list[str]]:
     for w in p.workspaces:
         name = em.fresh(mangle(w.name, "workspace"))
         em.workspace_names[w.name] = name
-        args.append(AbiArg(ArgKind.WORKSPACE, name, dtype=w.dtype, expr=w.count, fill=w.fill))
+        args.append(AbiArg(ArgKind.WORKSPACE, name, dtype=w.dtype, expr=w.count, fill=w.fill, resets=w.resets))
         sig.append(name)
     consts = [ConstexprArg(n, e) for n, e in p.constexprs]
     for c in consts:

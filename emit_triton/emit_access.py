@@ -196,6 +196,17 @@ def emit_atomic(em: Emitter, op: P.AtomicRMW) -> None:
     _to_register(em, n, op.result, dt)
 
 
+@emits(P.Ticket)
+def emit_ticket(em: Emitter, op: P.Ticket) -> None:
+    a = op.access
+    shape = access_shape(em, a)
+    sanitize_access(em, op, "ticket", a, shape)
+    n = em.define(op.result, "ticket")
+    em.line(f"{n} = tl.atomic_add({pointer(em, a, shape)}, 1{_mask(em, a, shape)}, sem=\"acq_rel\", scope=\"gpu\")")
+    if a.mask is not None:  # a member outside the mask draws no ticket; its value is 0, as documented
+        em.line(f"{n} = tl.where({em.arg(a.mask, shape)}, {n}, 0)")
+
+
 def _emit_float_extreme(em: Emitter, op: P.AtomicRMW, shape: Fragment, ptr: str, value: str, dt: str) -> None:
     """Float atomic max/min as a compare-and-swap loop on the bits (`_emit_cas_loop`). Triton's own are
     integer atomics on the bit pattern, under which a NaN (in memory or as the operand) wins or loses by

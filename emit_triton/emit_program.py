@@ -15,7 +15,15 @@ from .numerics import fp8_bits, narrow_result
 def emit_owned(em: Emitter, op: P.OwnedInstances) -> None:
     n = em.define(op.result, "flat")
     block = em.block_index or "(pid - seg_offset)"
+    if op.splits is not None:  # `splits` consecutive programs share each block (see split_index)
+        block = f"({block} // {op.splits})"
     em.line(f"{n} = {block} * {op.block} + tl.arange(0, {op.block}).to(pid.dtype)")
+
+
+@emits(P.SplitIndex)
+def emit_split_index(em: Emitter, op: P.SplitIndex) -> None:
+    n = em.define(op.result, "split")
+    em.line(f"{n} = (pid - seg_offset) % {op.splits}")
 
 
 @emits(P.ChunkLanes)

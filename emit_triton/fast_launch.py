@@ -79,7 +79,8 @@ class _Geometry:
     # (slot i, slot j, bytes i reaches, bytes j reaches) for the overlap pairs where both are non-empty
     overlap_pairs: tuple[tuple[int, int, int, int], ...]
     outputs: tuple[tuple[tuple[int, ...], tuple[int, ...], torch.dtype], ...]  # (ABI positions, shape, dtype)
-    workspaces: tuple[tuple[int, int, int | float | None, torch.dtype], ...]  # (position, count, fill, dtype)
+    # (position, count, fill, dtype, self-resetting)
+    workspaces: tuple[tuple[int, int, int | float | None, torch.dtype, bool], ...]
     info: Any = None  # the profiler's description of these launches (`intent.runtime.profiling.LaunchInfo`)
 
 
@@ -165,32 +166,52 @@ class Plan:
             outputs.append(out)
             for position in positions:
                 positional[position] = out
-        for position, count, fill, dtype in geometry.workspaces:
-            positional[position] = self.workspace(position, count, fill, dtype)
+        for position, count, fill, dtype, resets in geometry.workspaces:
+            positional[position] = self.workspace(position, count, fill, dtype, resets)
         if geometry.grid > 0:
-            targets.run(fn, target, geometry.grid, positional, geometry.keywords, geometry.info)
+            try:
+                targets.run(fn, target, geometry.grid, positional, geometry.keywords, geometry.info)
+            except BaseException:
+                # A launch that stopped part way (a failed device check) may leave a self-resetting
+                # workspace changed: the next launch allocates it afresh.
+                for position, _, _, _, resets in geometry.workspaces:
+                    if resets:
+                        self.forget_workspace(position)
+                raise
         if not outputs:
             return None
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
-    def workspace(self, position: int, count: int, fill: int | float | None, dtype: torch.dtype) -> torch.Tensor:
+    def workspace(self, position: int, count: int, fill: int | float | None, dtype: torch.dtype,
+                  resets: bool = False) -> torch.Tensor:
         """The memory of one workspace argument, allocated once and grown to the largest count needed.
 
         A cached launch thus allocates only the outputs the caller omitted, which is what lets a CUDA
         graph capture it and keeps the caching allocator out of the hot path. Launches from one thread
         on one stream run in order, so the memory is kept per stream and thread: a launch can never
         overwrite the workspace of one still running elsewhere. A filled workspace is refilled on the
-        device before each launch (no host synchronisation either way).
+        device before each launch (no host synchronisation either way), except a self-resetting one
+        (`resets`): it is filled when allocated, and every launch leaves it filled again.
         """
-        stream = 0 if self.device.type != "cuda" else torch._C._cuda_getCurrentRawStream(self.device.index)
-        key = (position, stream, threading.get_ident())
+        key = self._workspace_key(position)
         memory = self.scratch.get(key)
         if memory is None or memory.numel() < count:
-            memory = self.scratch[key] = torch.empty(max(count, 1), dtype=dtype, device=self.device)
+            if resets:
+                memory = torch.full((max(count, 1),), fill, dtype=dtype, device=self.device)
+            else:
+                memory = torch.empty(max(count, 1), dtype=dtype, device=self.device)
+            self.scratch[key] = memory
         view = memory if memory.numel() == count else memory[:count]
-        if fill is not None:
+        if fill is not None and not resets:
             view.fill_(fill)
         return view
+
+    def _workspace_key(self, position: int) -> tuple[int, int, int]:
+        stream = 0 if self.device.type != "cuda" else torch._C._cuda_getCurrentRawStream(self.device.index)
+        return (position, stream, threading.get_ident())
+
+    def forget_workspace(self, position: int) -> None:
+        self.scratch.pop(self._workspace_key(position), None)
 
 
 # ---------------------------------------------------------------------------------------------- lookup
@@ -311,7 +332,7 @@ def _geometry(plan: Plan, launched: LaunchPlan, spans: list[int]) -> _Geometry |
         if a.kind is ArgKind.WORKSPACE:
             assert a.dtype is not None
             per_call.add(position)
-            workspaces.append((position, launched.launch_values[a.name], a.fill, a.dtype.torch))
+            workspaces.append((position, launched.launch_values[a.name], a.fill, a.dtype.torch, a.resets))
     # Only integers, floats and bools stay in the template: per-call values are never retained.
     positional = tuple(None if n in per_call else v for n, v in enumerate(launched.positional))
     if any(isinstance(v, torch.Tensor) for v in positional):  # an ABI value this module does not know

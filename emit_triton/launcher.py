@@ -269,6 +269,8 @@ def _abi_value(kernel: Kernel, a: AbiArg, bound: BoundArgs, env: Mapping[str, in
         return torch.empty(0, dtype=a.dtype.torch)
     if a.fill is None:
         return torch.empty(count, dtype=a.dtype.torch, device=bound.device)
+    # A self-resetting workspace is new memory here (this path plans a launch; the cached plans of
+    # `fast_launch` keep theirs between launches and never fill it again).
     return torch.full((count,), a.fill, dtype=a.dtype.torch, device=bound.device)
 
 

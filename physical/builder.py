@@ -8,11 +8,12 @@ too), so that no id is handed out twice whatever the order of the passes.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import ops as P
-from .model import Fragment, Origin, POp, PRegion, Program, PValue
+from .model import AccessRelation, Fragment, Guard, Origin, POp, PRegion, Program, PValue
 
 
 def region_values(region: PRegion) -> list[PValue]:
@@ -106,6 +107,38 @@ class Builder:
             self.emit(P.Yield, (), values=yields)
         f = self.frames.pop()
         return PRegion(f.args, tuple(f.ops))
+
+    def copy_region(self, region: PRegion) -> PRegion:
+        """A copy of `region` with fresh values (a region belongs to one op; an op that needs another's
+        combine, say, takes a copy)."""
+        names: dict[int, PValue] = {}
+
+        def renamed(v: PValue) -> PValue:
+            names[v.id] = self.fresh(v.type, v.name)
+            return names[v.id]
+
+        def sub(x: Any) -> Any:
+            if isinstance(x, PValue):
+                return names.get(x.id, x)
+            if isinstance(x, tuple):
+                return tuple(sub(y) for y in x)
+            if isinstance(x, AccessRelation):
+                return dataclasses.replace(x, coords=sub(x.coords), mask=sub(x.mask), copy=sub(x.copy),
+                                           bounds=Guard(sub(x.bounds.mask)) if isinstance(x.bounds, Guard)
+                                           else x.bounds)
+            if isinstance(x, PRegion):
+                return copy(x)
+            return x
+
+        def copy(r: PRegion) -> PRegion:
+            args = tuple(renamed(a) for a in r.args)
+            ops = []
+            for op in r.ops:
+                fields = {f.name: sub(getattr(op, f.name)) for f in op.fields()}
+                ops.append(type(op)(results=tuple(renamed(v) for v in op.results), origin=op.origin, **fields))
+            return PRegion(args, tuple(ops))
+
+        return copy(region)
 
     @property
     def ops(self) -> list[POp]:

@@ -37,6 +37,7 @@ from .ops import pointwise as P
 from .ops import program as G
 from .ops import reduce as R
 from .ops import scan as S
+from .ops import workspace as W
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,10 @@ def operation_counts(program: Program) -> Counts:
         bodies = [g.body] + ([g.looped.body] if g.looped is not None else [])
         counted = []
         for body in bodies:
-            w = _Walk(program, instances, programs, {v.id: op for op in body.walk() for v in op.results})
+            split = next((op for op in body.ops if isinstance(op, W.SplitIndex)), None)
+            # programs that share a block each run its per-instance work (on their own share of the row)
+            each = lmul(instances, LConstexpr(split.splits)) if split is not None else instances
+            w = _Walk(program, each, programs, {v.id: op for op in body.walk() for v in op.results})
             counted.append(_region(w, body, LConst(1)))
             exact &= w.exact
         if g.looped is not None:
@@ -119,6 +123,8 @@ def _op(w: _Walk, op: POp, trips: LaunchExpr) -> tuple[LaunchExpr, LaunchExpr]:
         return _bytes(w, op.access, (op.value,), trips), zero
     if isinstance(op, (T.AtomicRMW, T.AtomicCAS)):
         return _bytes(w, op.access, (op.value,), trips, times=2), zero
+    if isinstance(op, W.Ticket):
+        return _bytes(w, op.access, op.results, trips, times=2), zero
     if isinstance(op, (P.Unary, P.Binary)):
         frag = op.result.type
         if frag.dtype.is_float and not frag.index:
@@ -146,12 +152,26 @@ def _op(w: _Walk, op: POp, trips: LaunchExpr) -> tuple[LaunchExpr, LaunchExpr]:
 
 
 def _trip_count(w: _Walk, op: F.For) -> LaunchExpr | None:
+    share = _split_share(w, op)
+    if share is not None:
+        w.exact = False  # the last program's share may be shorter
+        return share
     bounds = [_known(w, v) for v in (op.start, op.stop, op.step)]
     if any(b is None for b in bounds):
         return None
     start, stop, step = bounds
     assert start is not None and stop is not None and step is not None
     return LMinMax("max", (LConst(0), LBin("cdiv", LBin("-", stop, start), step)))
+
+
+def _split_share(w: _Walk, op: F.For) -> LaunchExpr | None:
+    """A loop over one program's share of a split row, `range(s * per, min(s * per + per, n))`: `per` trips
+    (at most)."""
+    start, stop = w.defs.get(op.start.id), w.defs.get(op.stop.id)
+    if not (isinstance(start, P.Binary) and start.fn.value == "mul" and isinstance(stop, P.Binary)
+            and stop.fn.value == "minimum" and isinstance(w.defs.get(start.lhs.id), W.SplitIndex)):
+        return None
+    return _known(w, start.rhs)
 
 
 def _known(w: _Walk, v: PValue) -> LaunchExpr | None:

@@ -12,7 +12,7 @@ from . import ops as P
 from .counts import operation_counts
 from .launch_expr import DEVICE_SMS, LaunchExpr, LConst, ldim, lprod, lsum
 from .launch_text import in_terms_of, named_formulas, simplify, text
-from .model import Access, AssumeInBounds, BufferScope, Group, Guard, POp, Program, Proven
+from .model import Access, AssumeInBounds, BufferScope, Group, Guard, POp, PRegion, Program, Proven
 from .printer import guards_of
 
 DEFAULT_SMS = 132  # an H100 SXM (sm_90): the multiprocessors `explain` sizes a launch for unless told
@@ -129,7 +129,28 @@ def _group_lines(p: Program, g: Group, consts: dict, f: _Formulas) -> list[str]:
         passes = f"{lp.loops} pass{'es' if lp.loops > 1 else ''}"
         lines.append(f"  looped when {lp.flag} is 1: {lp.axis.extent} in chunks of "
                      f"{lp.chunk.block}, {passes} over the row")
+        lines += _cross_program(p, g, lp.body)
     return lines
+
+
+def _cross_program(p: Program, g: Group, body: PRegion) -> list[str]:
+    """The cooperation of the programs that share a block (physical/workspace.py), as a plan."""
+    split = next((op for op in body.ops if isinstance(op, P.SplitIndex)), None)
+    if split is None:
+        return []
+    tickets = [op for op in body.walk() if isinstance(op, P.Ticket)]
+    slots = sorted({p.buffer(op.access.buffer).name for op in body.walk() if isinstance(op, P.Store)
+                    and p.buffer(op.access.buffer).scope is BufferScope.INVOCATION_WORKSPACE
+                    and op.access.copy is not None})
+    counters = sorted({p.buffer(t.access.buffer).name for t in tickets})
+    per = "each row" if g.domain else "the reduction"
+    return [f"  split across programs: {split.splits} programs share {per} (1 where there are instances enough to "
+            f"fill the device); program s folds the s-th run of chunks and writes its partial into its own slot of "
+            f"{', '.join(slots)} (one slot per program, invocation workspace)",
+            f"  combine: each program draws a ticket from {', '.join(counters)} (acq_rel atomic, device scope); the "
+            f"one that draws the last combines the {split.splits} slots in slot order (the same order every run: "
+            f"bitwise reproducible, no float atomics), stores the result and resets the counter (self-resetting: "
+            f"nothing is filled before a launch)"]
 
 
 def _bounds(a, names: Mapping[str, str], taken: Iterable[str]) -> str:
@@ -198,7 +219,9 @@ def explain_program(program: Program, shapes: Mapping[str, int] | None = None, s
     lines.append(f"  ideal = {f(ideal_bytes(p))} (every input read once, every output written once)")
     lines.append("buffers:")
     for b in p.buffers:
-        backing = f", backed by workspace {b.storage} ({b.copies} copies)" if b.storage else ""
+        copies = f(b.copies) if b.copies is not None else "1"
+        backing = f", backed by workspace {b.storage} ({copies} {'copy' if copies == '1' else 'copies'})" \
+            if b.storage else ""
         lines.append(f"  {b.name}: {b.dtype}[{', '.join(str(d) for d in b.shape)}] {b.scope}, init {b.init}, "
                      f"lifetime {b.lifetime}, {b.access}{backing}")
     lines.append("accesses:")

@@ -248,7 +248,7 @@ class LResidentPrograms(LaunchExpr):
     warps: LaunchExpr
 
     def evaluate(self, env: Mapping[str, int]) -> int:
-        sms = int(env[DEVICE_SMS])
+        sms = int(env.get(DEVICE_SMS, 0))  # unbound: a binding for no device (programs one at a time)
         if sms <= 0:
             return 1
         return sms * max(1, WARP_SLOTS // (2 * max(1, self.warps.evaluate(env))))

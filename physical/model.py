@@ -334,6 +334,10 @@ class BufferInit(Enum):
     EXTERNAL = "external"            # contents come from the host (tensor parameters)
     UNINITIALISED = "uninitialised"  # the author's first-write obligation stands; never default-filled
     FULL = "full"                    # set to `fill` exactly once per allocation instance
+    # Invocation workspaces the launcher allocates zeroed once (cached per plan, stream and thread) and
+    # every launch leaves zero again: the kernel restores what it changes (a ticket counter's last holder
+    # resets it), so no launch pays a fill before it runs.
+    SELF_RESETTING = "self_resetting"
 
     def __str__(self) -> str:
         return self.value
@@ -411,13 +415,19 @@ class ProgramParam:
 
 @dataclass(frozen=True)
 class Workspace:
-    """A hidden ABI argument the launcher allocates per invocation (`count` elements of `dtype`)."""
+    """A hidden ABI argument the launcher allocates per invocation (`count` elements of `dtype`).
+
+    `fill`: set before every launch (None: left as it is). `resets`: allocated holding `fill` once and
+    kept between launches, because every launch restores it (`BufferInit.SELF_RESETTING`); no launch
+    fills it.
+    """
 
     name: str
     dtype: DType
     count: LaunchExpr
     fill: Literal | None = None
     buffer: int | None = None
+    resets: bool = False
 
 
 # ---------------------------------------------------------------------------------------------- groups and segments

@@ -43,7 +43,7 @@ from kir.dtypes import DType
 from kir.errors import DiagnosticError, Loc
 from kir.solver import ShapeSolver
 from physical import ops as P
-from physical.launch_expr import LBin, LConst, LResidentPrograms, LScalar, ldim, lsum
+from physical.launch_expr import LBin, LConst, LConstexpr, LResidentPrograms, LScalar, ldim, lsum
 from physical.model import (
     Access,
     AccessRelation,
@@ -54,7 +54,9 @@ from physical.model import (
     PRegion,
     Program,
     PValue,
+    with_looped_bodies,
 )
+from physical.passes import SplitReductions
 from physical.verifier import RULES, PhysicalVerifyError, check, verify
 from tests import samples
 
@@ -711,6 +713,86 @@ def persistent_segment_launches_a_program_per_block():
     return k, broken, ("[ownership] segment of group 0 (parallel) has resident_programs(4) programs: 1056 for M=2, "
                        "N=2 on 132 multiprocessors, where it needs min(blocks, resident programs) = 1, as "
                        "BLOCK_I0_PERSISTENT is set")
+
+
+# ---------------------------------------------------------------------------------------------- invocation workspaces
+
+
+def split_rows() -> tuple[Kernel, Program]:
+    """two_groups with its row sums split across programs: the looped body (slots, ticket, combine) in place."""
+    k = two_groups()
+    lowered = physical.lower(k)
+    if SplitReductions().legal(lowered) is True:  # where the pipeline has not split it already
+        lowered = SplitReductions().run(lowered)
+    p = with_looped_bodies(lowered)
+    assert p is not None and any(isinstance(op, P.SplitIndex) for op in p.groups[0].body.ops)
+    return k, p
+
+
+def _with_ops(p: Program, ops: list[POp]) -> Program:
+    g = p.groups[0]
+    return p.replace(groups=(dataclasses.replace(g, body=dataclasses.replace(g.body, ops=tuple(ops))),)
+                     + p.groups[1:])
+
+
+def _workspace_ops(p: Program, cls: type, name: str) -> list[POp]:
+    buf = buffer_named(p, name)
+    return [op for op in p.groups[0].body.ops if isinstance(op, cls) and op.access.buffer == buf.id]
+
+
+@mutation("workspace-protocol")
+def slot_written_at_another_programs_slot():
+    k, p = split_rows()
+    ops = list(p.groups[0].body.ops)
+    (write,) = _workspace_ops(p, P.Store, "partial")
+    per = next(op for op in ops if isinstance(op, P.ShapeValue) and op.results[0].name == "chunks_per_split")
+    other = per.results[0]
+    ops[ops.index(write)] = dataclasses.replace(write, access=dataclasses.replace(write.access, copy=other))
+    return k, _with_ops(p, ops), (f"[workspace-protocol] store (from reduce at mutation.py:10) writes slot array "
+                                  f"partial at slot %{other.id}, not its program's split position: two programs "
+                                  f"would write one slot")
+
+
+@more("counter_not_reset", "workspace-protocol")
+def ticket_counter_left_for_the_next_launch():
+    k, p = split_rows()
+    ops = list(p.groups[0].body.ops)
+    (reset,) = _workspace_ops(p, P.Store, "arrivals")
+    ops.remove(reset)
+    return k, _with_ops(p, ops), ("[workspace-protocol] ticket counter arrivals is not reset by the program that "
+                                  "draws the last ticket: the next launch would start from a stale count")
+
+
+@more("slots_combined_out_of_order", "workspace-protocol")
+def slots_read_in_reverse_order():
+    k, p = split_rows()
+    ops = list(p.groups[0].body.ops)
+    (read,) = _workspace_ops(p, P.Load, "partial")
+    pos = read.access.copy
+    top = max(v.id for op in p.walk() for v in op.results) + 100
+    last = PValue(top + 1, Fragment(DType.i64, index=True))
+    rev = PValue(top + 2, pos.type)
+    splits = next(op.splits for op in ops if isinstance(op, P.SplitIndex))
+    at = ops.index(read)
+    ops[at:at] = [P.ShapeValue(results=(last,), expr=LBin("-", LConstexpr(splits), LConst(1))),
+                  P.Binary(results=(rev,), fn=BinaryFn.sub, lhs=last, rhs=pos)]
+    ops[at + 2] = dataclasses.replace(read, access=dataclasses.replace(read.access, copy=rev))
+    return k, _with_ops(p, ops), ("[workspace-protocol] load (from reduce at mutation.py:10) reads slot array "
+                                  "partial out of slot order: the slot must be the position along a tile axis that "
+                                  "one reduce folds, so that the partials always meet in the same order")
+
+
+@more("slot_written_after_the_ticket", "workspace-protocol")
+def slot_published_after_the_ticket():
+    k, p = split_rows()
+    ops = list(p.groups[0].body.ops)
+    (write,) = _workspace_ops(p, P.Store, "partial")
+    (ticket,) = [op for op in ops if isinstance(op, P.Ticket)]
+    ops.remove(write)
+    ops.insert(ops.index(ticket) + 1, write)
+    return k, _with_ops(p, ops), ("[workspace-protocol] store (from reduce at mutation.py:10) writes slot array "
+                                  "partial after its program's ticket (or with no ticket): the last holder may read "
+                                  "the slot before the write is released")
 
 
 # ---------------------------------------------------------------------------------------------- tests

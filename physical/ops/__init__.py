@@ -15,10 +15,11 @@ from .reduce import Reduce, native_reduce
 from .region import RegionFold, RegionScan
 from .rng import Random
 from .scan import Scan, native_scan
+from .workspace import SplitIndex, Ticket
 
 __all__ = ["OP_CLASSES", "pop", "Trait", "DEVICE_CHECK", "Check", "Load", "Store", "AtomicRMW", "AtomicCAS", "Sharing",
            "SCOPE_FOR_SHARING", "AllocBuffer", "Contract", "MatMul", "For", "If", "While", "Yield", "Histogram",
            "BinCount", "Broadcast", "ExpandDims", "Permute", "Squeeze", "TileSlice", "TileConcat", "TileReshape",
            "Binary", "Bitcast", "Cast", "Compare", "Const", "Select", "Unary", "Barrier", "ChunkLanes",
            "OwnedInstances", "OwnedTile", "ScalarParam", "ShapeValue", "TileIndex", "Reduce", "RegionFold",
-           "RegionScan", "Random", "Scan", "native_reduce", "native_scan"]
+           "RegionScan", "Random", "Scan", "native_reduce", "native_scan", "SplitIndex", "Ticket"]

@@ -9,10 +9,15 @@ from ._base import EFFECTS, INVARIANT, NO_TRAITS, POSITIONWISE, PURE, UNIFORM, p
 
 @pop("owned_instances", NO_TRAITS)
 class OwnedInstances(POp):
-    """The flattened instances this program owns: `(pid - O_g) * BLOCK + arange(BLOCK)` (lanes, index)."""
+    """The flattened instances this program owns: `(pid - O_g) * BLOCK + arange(BLOCK)` (lanes, index).
+
+    With `splits` (a constexpr S), S consecutive programs own each block and split its work between them
+    (`split_index` tells them apart): the block is `(pid - O_g) // S`.
+    """
 
     group: int
     block: str
+    splits: str | None = None
 
 
 @pop("owned_tile", NO_TRAITS)

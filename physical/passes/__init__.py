@@ -28,6 +28,7 @@ from .aggregate import AggregateAtomics  # noqa: E402
 from .enlarge import EnlargeOwnership  # noqa: E402
 from .looped import LoopRows  # noqa: E402
 from .persistent import PersistentPrograms  # noqa: E402
+from .split_reduce import SplitReductions  # noqa: E402
 from .tile_contract import TileContraction  # noqa: E402
 from .tile_layout import TileLayout  # noqa: E402
 
@@ -35,4 +36,4 @@ PIPELINE: list[Pass] = [EnlargeOwnership(), TileContraction(), TileLayout(), Agg
                         PersistentPrograms()]
 
 __all__ = ["Pass", "PIPELINE", "EnlargeOwnership", "TileContraction", "AggregateAtomics", "LoopRows",
-           "PersistentPrograms", "TileLayout"]
+           "PersistentPrograms", "TileLayout", "SplitReductions"]

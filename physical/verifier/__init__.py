@@ -16,6 +16,7 @@ Each rule lives in the module of its concern:
     persistent.py  loop-invariant
     structured.py  structured-complete, region-op-complete
     buffers.py     buffer-complete, buffer-init
+    workspace.py   workspace-protocol
     accesses.py    access-complete, coordinate-provenance, narrowing-explicit, bounds-justified
     dependence.py  ordered-dependence, unordered-conflict, buffer-visibility
     atomics.py     atomic-preserved
@@ -33,12 +34,25 @@ from kir.core import Kernel
 from ..model import Program
 
 # Importing a module registers its rules; `_ORDER` below is the order they run in.
-from . import accesses, atomics, buffers, dependence, fragments, ownership, persistent, structure, structured, tiles
+from . import (
+    accesses,
+    atomics,
+    buffers,
+    dependence,
+    fragments,
+    ownership,
+    persistent,
+    structure,
+    structured,
+    tiles,
+    workspace,
+)
 from .base import RULE_DOCS, RULES, PhysicalVerifyError, Violation, locate
 
 _ORDER = ["self-contained", "ssa-defined", "fragment-types", "launch-extent", "segments-partition", "ownership",
           "loop-invariant",
           "effect-coverage", "structured-complete", "region-op-complete", "buffer-complete", "buffer-init",
+          "workspace-protocol",
           "access-complete", "coordinate-provenance", "narrowing-explicit", "bounds-justified",
           "ordered-dependence", "unordered-conflict", "buffer-visibility", "atomic-preserved"]
 _registered = dict(RULES)
@@ -76,4 +90,4 @@ def verify(program: Program, kernel: Kernel | None = None) -> None:
 
 __all__ = ["verify", "check", "run_rule", "RULES", "RULE_DOCS", "PhysicalVerifyError", "Violation", "structure",
            "fragments", "ownership", "structured", "buffers", "accesses", "dependence", "atomics", "tiles",
-           "persistent"]
+           "persistent", "workspace"]

@@ -118,6 +118,9 @@ class Forms:
             return DSym(e.name)
         if isinstance(e, LConstexpr):
             return self.shared_atom(("constexpr", e.name), positive=True)
+        named = self._constexpr_named(e)
+        if named is not None:  # a constexpr's definition written out (host-side extents): the same value
+            return self.shared_atom(("constexpr", named), positive=True)
         if isinstance(e, LBin) and e.op in ("+", "-", "*"):
             return dim_bin(e.op, self.launch_dim(e.lhs), self.launch_dim(e.rhs))
         if isinstance(e, LSum):
@@ -125,7 +128,21 @@ class Forms:
             for x in e.items:
                 out = dim_bin("+", out, self.launch_dim(x))
             return out
+        if isinstance(e, LBin) and e.op == "cdiv" and ("launch", e) not in self.shared:
+            atom = self.shared_atom(("launch", e))  # a count of chunks: cdiv of an extent, never negative
+            self.facts.append(PCmp(">=", atom, DConst(0)))
+            return atom
         return self.shared_atom(("launch", e))
+
+    def _constexpr_named(self, e: LaunchExpr) -> str | None:
+        if isinstance(e, LConst | LDim | LScalar):
+            return None
+        if not hasattr(self, "_by_definition"):
+            self._by_definition = {expr: name for name, expr in self.ix.constexprs.items()}
+        try:
+            return self._by_definition.get(e)
+        except TypeError:  # an unhashable expression
+            return None
 
     # ------------------------------------------------------------------ forms of integer values
     def form(self, v: PValue) -> Dim | None:
@@ -212,6 +229,11 @@ class Forms:
             return self.tile_atom(v.type.tile, op.axis) if 0 <= op.axis < len(v.type.tile) else None
         if isinstance(op, P.OwnedInstances):
             return self._owned(op, v)
+        if isinstance(op, P.SplitIndex):  # which of the S programs sharing the block: 0 <= s < S
+            split = self.atom("sp")
+            self.facts.append(PCmp(">=", split, DConst(0)))
+            self.facts.append(PCmp("<", split, self.launch_dim(LConstexpr(op.splits))))
+            return split
         if isinstance(op, P.OwnedTile):
             from .tiles import owned_tile_form
 
@@ -293,6 +315,11 @@ class Forms:
             return dim_bin("*", a, b)
         if fn in ("floordiv", "mod") and isinstance(b, DConst) and b.value > 0:
             return self._truncated(fn, a, b)
+        if fn in ("minimum", "maximum") and not v.type.tile and not v.type.lanes:
+            m = self.opaque(v)  # bounded by both operands (a uniform value: one per program)
+            cmp = "<=" if fn == "minimum" else ">="
+            self.facts += [PCmp(cmp, m, a), PCmp(cmp, m, b)]
+            return m
         return self.opaque(v)
 
     def _truncated(self, fn: str, a: Dim, b: DConst) -> Dim:

@@ -16,7 +16,7 @@ from kir.core import Kernel
 
 from .. import ops as P
 from ..launch_expr import LConst
-from ..model import Access, Buffer, BufferInit, BufferScope, Lifetime, ParamKind, Program
+from ..model import Access, Buffer, BufferInit, BufferScope, Lifetime, ParamKind, Program, Workspace
 from .base import Reporter, Violation, describe, rule
 from .index import AccessKind, ProgramIndex, evaluate, index_of, product
 
@@ -130,6 +130,9 @@ def check_buffer_init(program: Program, kernel: Kernel | None = None) -> list[Vi
                        f"{b.fill if b.fill is not None else w.fill}; the author's first-write obligation must stand")
         if b.init is BufferInit.EXTERNAL:
             report(f"local buffer {b.name} claims host-provided contents")
+        if b.scope is BufferScope.INVOCATION_WORKSPACE:
+            _workspace_init(b, workspaces.get(b.storage or ""), report)
+            continue  # allocated by the launcher for the whole launch (its protocol: rule workspace-protocol)
         points = allocs.get(b.id, [])
         if len(points) != 1:
             report(f"buffer {b.name} has {len(points)} allocation points; each allocation instance begins exactly once")
@@ -144,6 +147,18 @@ def check_buffer_init(program: Program, kernel: Kernel | None = None) -> list[Vi
                        f"outside the allocation point)", site.op, site.placed.group)
     _kir_order(program, ix, report)
     return report.found
+
+
+def _workspace_init(b: Buffer, w: Workspace | None, report: Reporter) -> None:
+    """An invocation workspace is uninitialised (each owner writes its slice first) or self-resetting (zero
+    when the launcher allocates it, once; every launch leaves it zero)."""
+    if b.init is BufferInit.SELF_RESETTING:
+        if b.fill != 0 or w is None or w.fill != 0 or not w.resets:
+            report(f"self-resetting workspace buffer {b.name} must be allocated zero once and kept between "
+                   f"launches (fill 0, a resetting workspace)")
+    elif b.init is not BufferInit.UNINITIALISED:
+        report(f"invocation workspace buffer {b.name} is initialised {b.init}: a launch may not fill it (uninitialised "
+               f"or self-resetting only)")
 
 
 def _kir_order(program: Program, ix: ProgramIndex, report: Reporter) -> None:

@@ -196,6 +196,25 @@ def _lanes(op: P.OwnedInstances | P.ChunkLanes) -> list[str]:  # type: ignore[ov
     return out
 
 
+@types(P.SplitIndex)
+def _split_index(op: P.SplitIndex) -> list[str]:  # type: ignore[override]
+    r = _one_result(op)
+    if r is None:
+        return _count(op, 1)
+    return [] if r.is_scalar and r.dtype.is_int else [f"a split position is a uniform integer scalar, got {r}"]
+
+
+@types(P.Ticket)
+def _ticket(op: P.Ticket) -> list[str]:  # type: ignore[override]
+    r = _one_result(op)
+    if r is None:
+        return _count(op, 1)
+    lanes = any(v.type.lanes for v in op.access.operands())
+    if r.tile or r.dtype is not DType.i32 or r.lanes != lanes:
+        return [f"a ticket is an i32 per member of its access ({'lanes' if lanes else 'uniform'}), got {r}"]
+    return []
+
+
 @types(P.ShapeValue)
 def _shape_value(op: P.ShapeValue) -> list[str]:  # type: ignore[override]
     r = _one_result(op)
@@ -262,9 +281,9 @@ def value_problem(ix: ProgramIndex, v: PValue) -> str | None:
             return f"tile axis {ax!r:.40} is not a (extent, block) pair"
         if ax.block not in ix.constexprs:
             return f"tile axis {ax} is held in {ax.block}, which is no constexpr"
-        unknown = ax.extent.symbols() - set(ix.program.symbols)
+        unknown = ax.extent.symbols() - set(ix.program.symbols) - set(ix.constexprs)
         if unknown:
-            return f"tile axis {ax} has an extent over {', '.join(sorted(unknown))}, not shape symbols"
+            return f"tile axis {ax} has an extent over {', '.join(sorted(unknown))}, not shape symbols or constexprs"
         blocks, extents = ix.values(ix.constexprs[ax.block]), ix.values(ax.extent)
         if any(b is not None and e is not None and (b < e or b & (b - 1)) for b, e in zip(blocks, extents)):
             return f"tile axis {ax}: {ax.block} must be a power of two at least the extent {ax.extent}"

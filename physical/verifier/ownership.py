@@ -18,10 +18,10 @@ from kir.core import Kernel
 
 from .. import ops as P
 from ..launch_expr import DEVICE_SMS, LaunchExpr, LConstexpr
-from ..model import AccessRelation, Group, POp, Program, PValue, Trait
+from ..model import AccessRelation, BufferScope, Group, POp, Program, PValue, Trait
 from .base import Reporter, Violation, describe, rule
 from .index import ProgramIndex, evaluate, index_of, product
-from .structure import domain_programs
+from .structure import domain_programs, group_splits
 from .tiles import check_tile_group, exclusive, tile_programs_text
 
 KIR_EFFECTS = (KA.Store, KA.Scatter, KT.Atomic, KT.AtomicCAS, KG.RegionScan)
@@ -137,6 +137,8 @@ def check_ownership(program: Program, kernel: Kernel | None = None) -> list[Viol
                 need = "1 (a single instance)" if g.single_instance else \
                     f"cdiv({' * '.join(str(d) for d in g.domain)}, {g.block})" if not g.tiles else \
                     tile_programs_text(g)
+                if group_splits(g) is not None:
+                    need = f"{need} x {group_splits(g)} (the programs that share each block)"
                 report(f"segment of group {g.id} ({g.name}) has {seg.length} programs, but its domain needs {need}",
                        group=g.id)
         if g.tiles:
@@ -241,6 +243,10 @@ def check_effect_coverage(program: Program, kernel: Kernel | None = None) -> lis
         op = pl.op
         if not op.has(Trait.WRITES):
             continue
+        access = getattr(op, "access", None)
+        if isinstance(access, AccessRelation) and access.buffer in ix.buffers and \
+                ix.buffers[access.buffer].scope is BufferScope.INVOCATION_WORKSPACE:
+            continue  # the protocol of an invocation workspace, not a KIR effect (rule workspace-protocol)
         if any(p.has(Trait.WRITES) and p.origin is not None and op.origin is not None and
                p.origin.op == op.origin.op for p in pl.parents):
             continue  # part of the enclosing effect (a region scan's emitted stores)

@@ -204,20 +204,37 @@ def check_launch_extents(program: Program, kernel: Kernel | None = None) -> list
     return report.found
 
 
+def group_splits(group: Group) -> str | None:
+    """The constexpr S of a group whose blocks are each shared by S programs (its `split_index`), if any.
+
+    The group's other body (a looped body's alternative) runs only where S is 1, so either body names it."""
+    bodies = (group.body,) + ((group.looped.body,) if group.looped is not None else ())
+    for body in bodies:
+        for op in body.ops:
+            if isinstance(op, P.SplitIndex):
+                return op.splits
+    return None
+
+
 def domain_programs(ix, group: Group) -> list[int | None]:
-    """cdiv(prod(domain), BLOCK_I) on every sample (1 for a single-instance group)."""
+    """cdiv(prod(domain), BLOCK_I) on every sample (1 for a single-instance group), times the programs that
+    share each block (`group_splits`)."""
+    splits = group_splits(group)
     if group.single_instance:
-        return [1] * len(ix.envs)
-    if group.tiles:
+        out = [1] * len(ix.envs)
+    elif group.tiles:
         from .tiles import tile_programs
 
-        return tile_programs(ix, group)
-    out: list[int | None] = []
-    for env in ix.envs:
-        n, b = evaluate(product(group.domain), env), env.get(group.block)
-        out.append(None if n is None or not b else -(-n // b))
-    return out
+        out = tile_programs(ix, group)
+    else:
+        out = []
+        for env in ix.envs:
+            n, b = evaluate(product(group.domain), env), env.get(group.block)
+            out.append(None if n is None or not b else -(-n // b))
+    if splits is None:
+        return out
+    return [None if n is None or env.get(splits) is None else n * env[splits] for n, env in zip(out, ix.envs)]
 
 
 __all__ = ["check_self_contained", "check_ssa", "check_segments", "check_launch_extents", "launch_expressions",
-           "domain_programs"]
+           "domain_programs", "group_splits"]

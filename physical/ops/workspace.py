@@ -1,0 +1,31 @@
+"""Cooperation of the programs of one launch through an invocation workspace: split positions and tickets.
+
+A group whose work per block of instances is split over S programs (`split_index`) lets each program
+write its partial result into its own slot of a slot array (an invocation-workspace buffer with one copy
+per split), then draw a `ticket` from a counter; the program that draws ticket S - 1 is the last to arrive,
+sees every slot (the ticket is acquire-release) and finishes the block. `physical/workspace.py` builds
+the protocol; `physical/verifier/workspace.py` checks it.
+"""
+
+from __future__ import annotations
+
+from ..model import AccessRelation, POp
+from ._base import EFFECTS, NO_TRAITS, READS, WRITES, pop
+
+
+@pop("split_index", NO_TRAITS)
+class SplitIndex(POp):
+    """Which of the S = `splits` programs of its block this program is: `(pid - O_g) % S` (uniform index)."""
+
+    group: int
+    splits: str
+
+
+@pop("ticket", READS | WRITES | EFFECTS)
+class Ticket(POp):
+    """Draw a ticket: atomically add 1 to the counter element at `access` (per member), acquire-release at
+    device scope, and return the count before the addition (an i32; members outside the mask get 0 and
+    draw none). Every write of the program before the ticket is visible to whoever draws a later ticket
+    of that counter, and whoever draws it sees the writes of everyone who drew an earlier one."""
+
+    access: AccessRelation

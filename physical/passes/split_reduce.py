@@ -1,0 +1,280 @@
+"""Cross-program reductions: a reduction with too few instances to fill the device splits its reduced axis.
+
+A group whose looped body (passes/looped.py) folds one reduction over chunks of its row, and whose
+result is only stored (possibly through pointwise ops), gets a second way to run that body: S = `SPLITS_g`
+programs share each block of instances. Program s folds the chunks [s * c, min((s + 1) * c, chunks)) of
+its rows (c = cdiv(chunks, S)), writes its partial into its own slot of an invocation-workspace slot
+array, and draws a ticket from the instance's counter (acquire-release, device scope). The program that
+draws ticket S - 1 reads the S slots in slot order, folds them with the reduction's own combine (in
+element order: the same S partials meet in the same order on every run, so float results are bitwise
+reproducible; no float atomics), stores the result and resets the counter (physical/workspace.py).
+
+The launch decides: S is `max(1, min(resident programs / blocks, chunks / 2))` made even over the chunks,
+and the looped body now runs also when S > 1 (few instances of a row long enough to share); with S = 1
+(many instances, or Triton's interpreter, which runs one program at a time) a program still publishes
+its partial and finishes its own rows, as the last (only) holder.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from kir.dtypes import DType
+from kir.pointwise import BinaryFn
+from kir.reduce import ReduceKind
+
+from .. import ops as P
+from ..builder import Builder
+from ..launch_expr import (
+    LaunchExpr,
+    LBin,
+    LConst,
+    LConstexpr,
+    LNextPow2,
+    LResidentPrograms,
+    lcdiv,
+    ldim,
+    lmax,
+    lmin,
+    lmul,
+    lprod,
+    lsum,
+)
+from ..model import Fragment, Group, POp, Program, PValue
+from ..workspace import (
+    INDEX,
+    add_slot_array,
+    add_ticket_counter,
+    conjoin,
+    draw_ticket,
+    last_ticket,
+    read_slots,
+    reset_counter,
+    write_slot,
+)
+from . import Pass
+from .looped import pick, substitute
+
+MIN_CHUNKS_PER_SPLIT = 2  # each program folds at least this many chunks (a split below it costs more than it saves)
+_EFFECTS = (P.Store, P.AtomicRMW, P.AtomicCAS, P.Ticket, P.RegionScan, P.AllocBuffer, P.Check, P.Barrier, P.While,
+            P.If)
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitPlan:
+    group: Group
+    reduce: P.Reduce  # the reduction of the group's body
+    define: int  # position in the looped body of the op that gives its results (the chunk loop or a fold after it)
+    loop: int  # position of the chunk loop
+    owned: int | None  # position of owned_instances (None: a single-instance group)
+    lane_ok: PValue | None  # the lane-validity test of the looped body
+
+
+def _pure_region(ops: tuple[POp, ...]) -> bool:
+    for op in ops:
+        if isinstance(op, _EFFECTS):
+            return False
+        for r in op.regions():
+            if not _pure_region(r.ops):
+                return False
+    return True
+
+
+def plan_split(program: Program, g: Group) -> SplitPlan | str:
+    """The plan for group `g`, or why it keeps one program per block."""
+    if g.looped is None:
+        return "its rows are held whole (no looped body)"
+    if g.tiles or g.persistent is not None or g.serial:
+        return "it owns tiles, loops over blocks or runs in order"
+    if g.looped.loops != 1:
+        return "its looped body walks the row more than once"
+    reduces = [op for op in g.body.ops if isinstance(op, P.Reduce)]
+    if len(reduces) != 1 or any(isinstance(op, P.Scan | P.RegionFold | P.RegionScan | P.Contract | P.MatMul)
+                                for op in g.body.walk()):
+        return "it does not fold exactly one reduction"
+    red = reduces[0]
+    ops = g.looped.body.ops
+    wanted = {v.id for v in red.results}
+    defs = [n for n, op in enumerate(ops) if wanted & {v.id for v in op.results}]
+    if len(defs) != 1 or {v.id for v in ops[defs[0]].results} != wanted:
+        return "its reduction's results are not given by one op of the looped body"
+    d = defs[0]
+    loops = [n for n, op in enumerate(ops) if isinstance(op, P.For)]
+    if len(loops) != 1 or loops[0] > d:
+        return "its looped body has no single chunk loop before the result"
+    loop = ops[loops[0]]
+    assert isinstance(loop, P.For)
+    if not isinstance(ops[d], P.For | P.Reduce):
+        return "its result is not folded by the chunk loop or a reduce after it"
+    if ops[d] is loop and [v.type.dtype for v in loop.results] != list(red.acc_dtypes):
+        return "its chunk loop does not carry the accumulators"
+    if not _pure_region(ops[:d]) or not _pure_region(loop.body.ops):
+        return "it has effects before its reduction completes"
+    for op in ops[d + 1:]:
+        if op.regions() or (op.has_effects() and not isinstance(op, P.Store)):
+            return "its reduction's result feeds more than pointwise work and stores"
+    owned = [n for n, op in enumerate(ops) if isinstance(op, P.OwnedInstances)]
+    if g.single_instance:
+        return SplitPlan(g, red, d, loops[0], None, None)
+    if len(owned) != 1:
+        return "it does not decode its instances once"
+    flat = ops[owned[0]].results[0]
+    lane_ok = next((op.results[0] for op in ops if isinstance(op, P.Compare) and op.fn.value == "lt"
+                    and op.lhs.id == flat.id and isinstance(_producer(ops, op.rhs), P.ShapeValue)), None)
+    if lane_ok is None:
+        return "its looped body has no lane-validity test"
+    return SplitPlan(g, red, d, loops[0], owned[0], lane_ok)
+
+
+def _producer(ops: tuple[POp, ...], v: PValue) -> POp | None:
+    return next((op for op in ops if any(r.id == v.id for r in op.results)), None)
+
+
+def _launch(e: LaunchExpr | int) -> LaunchExpr:
+    return LConst(e) if isinstance(e, int) else e
+
+
+class SplitReductions(Pass):
+    """Split the reduced axis of few-instance reductions over the programs of the launch."""
+
+    name = "split-reductions"
+
+    def plans(self, program: Program) -> list[SplitPlan]:
+        return [p for p in (plan_split(program, g) for g in program.groups) if isinstance(p, SplitPlan)]
+
+    def legal(self, program: Program) -> bool | str:
+        reasons = [plan_split(program, g) for g in program.groups]
+        if any(isinstance(r, SplitPlan) for r in reasons):
+            return True
+        return "; ".join(f"group {g.id}: {r}" for g, r in zip(program.groups, reasons)) or "no groups"
+
+    def profitable(self, program: Program) -> bool:
+        return bool(self.plans(program))
+
+    def run(self, program: Program) -> Program:
+        for plan in self.plans(program):
+            program = _split(program, plan)
+        return program
+
+
+def _split(program: Program, plan: SplitPlan) -> Program:
+    g, red = plan.group, plan.reduce
+    assert g.looped is not None
+    gid = g.id
+    splits, block_s = f"SPLITS_{gid}", f"BLOCK_SPLITS_{gid}"
+    consts = dict(program.constexprs)
+    ops = g.looped.body.ops
+    loop = ops[plan.loop]
+    assert isinstance(loop, P.For)
+    chunks_op = _producer(ops, loop.stop)
+    if not isinstance(chunks_op, P.ShapeValue):
+        return program
+    chunks = chunks_op.expr
+
+    # ---- launch values: how many programs share a block, and when the looped body runs
+    flag_expr = consts[g.looped.flag]
+    lanes = substitute(consts[g.block], flag_expr, LConst(1))
+    warps = _launch(substitute(program.num_warps, flag_expr, LConst(1)))
+    # Powers of two of the block count and the row (the split count is a constexpr: a kernel is specialised
+    # per power of two of the shapes, as BLOCK_N already is, not per exact extent).
+    blocks = LNextPow2(lcdiv(lprod(tuple(ldim(d) for d in g.domain)), _launch(lanes))) if g.domain else LConst(1)
+    row_chunks = LBin("//", consts[g.looped.axis.block], consts[g.looped.chunk.block])
+    raw = lmax(LConst(1), lmin(LBin("//", LResidentPrograms(warps), blocks),
+                               LBin("//", row_chunks, LConst(MIN_CHUNKS_PER_SPLIT))))
+    few = lmin(LConst(1), LBin("-", raw, LConst(1)))
+    runs = lmin(LConst(1), LBin("+", flag_expr, few))
+    count = pick(runs, raw, LConst(1))
+    consts = {n: substitute(e, flag_expr, runs) for n, e in consts.items()}
+    consts[g.looped.flag] = runs
+    consts[splits] = count
+    consts[block_s] = LNextPow2(count)
+    order = [n for n, _ in program.constexprs] + [splits, block_s]
+    num_warps = substitute(program.num_warps, flag_expr, runs)
+    lengths = []
+    for seg in program.segments:
+        length = _launch(substitute(seg.length, flag_expr, runs))
+        lengths.append(lmul(length, count) if seg.group == gid else length)
+    segments = tuple(dataclasses.replace(seg, length=n, offset=lsum(tuple(lengths[:k])))
+                     for k, (seg, n) in enumerate(zip(program.segments, lengths)))
+
+    # ---- workspace: one slot array per accumulator component, one ticket counter per instance
+    program = dataclasses.replace(program, constexprs=tuple((n, consts[n]) for n in order))
+    slot_bufs = []
+    for k, dt in enumerate(red.acc_dtypes):
+        program, buf = add_slot_array(program, gid, f"partial{k}" if len(red.acc_dtypes) > 1 else "partial", dt,
+                                      splits)
+        slot_bufs.append(buf)
+    program, counter = add_ticket_counter(program, gid, "arrivals")
+
+    # ---- the body
+    w = Builder.after(program)
+    origin = red.origin
+    s = w.add(P.SplitIndex, INDEX, origin, "split", group=gid, splits=splits)
+    new_ops: list[POp] = [w.frames[0].ops.pop()]
+    for n, op in enumerate(ops[:plan.define + 1]):
+        if n == plan.owned:
+            assert isinstance(op, P.OwnedInstances)
+            op = dataclasses.replace(op, splits=splits)
+        if n == plan.loop:
+            assert isinstance(op, P.For)
+            per = w.add(P.ShapeValue, INDEX, origin, "chunks_per_split", expr=lcdiv(chunks, LConstexpr(splits)))
+            first = w.add(P.Binary, INDEX, origin, "split_start", fn=BinaryFn.mul, lhs=s, rhs=per)
+            end = w.add(P.Binary, INDEX, origin, fn=BinaryFn.add, lhs=first, rhs=per)
+            stop = w.add(P.Binary, INDEX, origin, "split_stop", fn=BinaryFn.minimum, lhs=end, rhs=op.stop)
+            new_ops += w.frames[0].ops
+            w.frames[0].ops.clear()
+            op = dataclasses.replace(op, start=first, stop=stop, body=_from_start(op, first))
+        if n == plan.define:
+            # the partial: the fold's results in the accumulator dtypes, under new names (the final combine
+            # gives the reduction's own values)
+            partial = tuple(w.fresh(Fragment(dt, v.type.lanes, v.type.tile), f"partial{k}")
+                            for k, (v, dt) in enumerate(zip(op.results, red.acc_dtypes)))
+            op = dataclasses.replace(op, results=partial)
+        new_ops.append(op)
+    if plan.owned is not None:
+        inst = ops[plan.owned].results[0]
+    else:
+        inst = w.add(P.Const, Fragment(DType.i64), origin, value=0, dtype=DType.i64)
+    lane_ok = plan.lane_ok
+    for buf, v in zip(slot_bufs, partial):
+        write_slot(w, buf, s, inst, v, lane_ok, origin)
+    ticket = draw_ticket(w, counter, inst, lane_ok, origin)
+    last = last_ticket(w, ticket, splits, lane_ok, origin)
+    parts = tuple(read_slots(w, buf, inst, splits, block_s, last, lane_ok, ident, origin)
+                  for buf, ident in zip(slot_bufs, red.identity))
+    # argmax/argmin fold (value, index) pairs with their combine: the native forms would return positions
+    kind = red.kind if red.kind not in (ReduceKind.argmax, ReduceKind.argmin) else ReduceKind.custom
+    folded = tuple(v if v.type == Fragment(dt, inst.type.lanes) else w.fresh(Fragment(dt, inst.type.lanes), "total")
+                   for v, dt in zip(red.results, red.acc_dtypes))
+    w.put(P.Reduce(results=folded, origin=origin, inputs=parts, axes=(0,), kind=kind, identity=red.identity,
+                   acc_dtypes=red.acc_dtypes, member=None, combine=w.copy_region(red.combine)))
+    for v, total in zip(red.results, folded):
+        if v.id != total.id:  # back to the reduction's result dtype, as its own fold does
+            w.put(P.Cast(results=(v,), origin=origin, x=total, dtype=v.type.dtype))
+    for op in ops[plan.define + 1:]:
+        if isinstance(op, P.Yield):
+            continue
+        if isinstance(op, P.Store):
+            mask = conjoin(w, op.access.mask, last, op.origin)
+            op = dataclasses.replace(op, access=dataclasses.replace(op.access, mask=mask))
+        w.put(op)
+    reset_counter(w, counter, inst, last, lane_ok, origin)
+    w.put(P.Yield(values=()))
+    new_ops += w.frames[0].ops
+    body = dataclasses.replace(g.looped.body, ops=tuple(new_ops))
+    group = dataclasses.replace(g, looped=dataclasses.replace(g.looped, body=body))
+    info = program.op_info(red.origin)
+    notes = tuple(n for n in program.notes
+                  if not (info is not None and n.loc == info.loc and "runs in one program instance" in n.message))
+    return dataclasses.replace(program, groups=tuple(group if x.id == gid else x for x in program.groups),
+                               constexprs=tuple((n, consts[n]) for n in order), segments=segments,
+                               grid=lsum(tuple(lengths)), num_warps=num_warps, notes=notes)
+
+
+def _from_start(loop: P.For, first: PValue) -> object:
+    """The chunk loop's body with its first-chunk test against the split's first chunk instead of 0."""
+    iv = loop.body.args[0]
+    ops = tuple(dataclasses.replace(op, rhs=first) if isinstance(op, P.Compare) and op.lhs.id == iv.id and
+                op.rhs.id == loop.start.id else op for op in loop.body.ops)
+    return dataclasses.replace(loop.body, ops=ops)
+

@@ -7,7 +7,7 @@ from enum import Enum
 
 from .core import Op, Region, TensorType, Type, TypeContext, Value, op, scalar
 from .dims import DConst
-from .dtypes import DType, ElemType
+from .dtypes import FP8, DType, ElemType
 from .pointwise import BinaryFn, Literal, is_float_like, literal_fits
 
 
@@ -48,7 +48,8 @@ def combine_fn(kind: ReduceKind) -> BinaryFn:
 def identity(kind: ReduceKind, dtype: DType) -> Literal:
     """The neutral element of a built-in kind in `dtype` (argmax/argmin: of their value component).
 
-    It seeds accumulators, fills padding and masked lanes, and is an empty extent's result. The float
+    It seeds accumulators, fills padding and masked lanes, and is an empty extent's result (every identity is a
+    value of `dtype`: f8e4m3 has no infinities, so its max and min start from -448 and 448). The float
     sum's is -0.0, the one value with `x + -0.0 == x` bit for bit for every x (+0.0 + -0.0 is +0.0), so
     neither padding, block size nor tree shape can change a sum: a sum of negative zeros is -0.0, and so
     is an empty float sum (torch and NumPy start from +0.0 and give +0.0 for both; the values compare
@@ -64,6 +65,10 @@ def identity(kind: ReduceKind, dtype: DType) -> Literal:
         return True
     if kind in (ReduceKind.max, ReduceKind.argmax, ReduceKind.min, ReduceKind.argmin):
         lowest = kind in (ReduceKind.max, ReduceKind.argmax)
+        if dtype is DType.f8e4m3:
+            # no infinities (-inf would round to NaN, which wins every max and min): the extreme finite value,
+            # exactly neutral over f8e4m3 values, also in the f32 registers that hold them
+            return -FP8[dtype][0] if lowest else FP8[dtype][0]
         if dtype.is_float:
             return -math.inf if lowest else math.inf
         if dtype.is_pred:

@@ -23,7 +23,7 @@ _INT = {"i8": (8, True), "i16": (16, True), "i32": (32, True), "i64": (64, True)
 
 def rnd(x, dt):
     """float64 `x` rounded to the nearest `dt` value (ties to even, subnormals, overflow to inf; f8e4m3 has
-    no infinities: NaN)."""
+    no infinities: overflow and infinities give NaN)."""
     x = _torch.as_tensor(x, dtype=_torch.float64)
     if dt == "f64":
         return x
@@ -34,7 +34,8 @@ def rnd(x, dt):
         q = _np.maximum(e, emin + 1) - p
         r = _np.ldexp(_np.rint(_np.ldexp(a, -q)), q)
         r = _np.where(_np.abs(r) > big, _np.copysign(_np.nan if dt == "f8e4m3" else _np.inf, a), r)
-        r = _np.where(_np.isfinite(a), r, a)
+        # infinities stay, but f8e4m3 has none: its arithmetic (non-saturating) rounding gives NaN
+        r = _np.where(_np.isfinite(a), r, _np.nan if dt == "f8e4m3" else a)
     return _torch.from_numpy(_np.asarray(r, dtype=_np.float64))
 
 

@@ -127,6 +127,8 @@ def test_the_reference_rounds_like_ieee() -> None:
         assert (ns["rnd"](x32.double(), dt)[inside] == x32.to(tdt).double()[inside]).all()
     assert ns["rnd"](torch.tensor([470.0, 440.0]), "f8e4m3").tolist()[1] == 448.0
     assert torch.isnan(ns["rnd"](torch.tensor([470.0]), "f8e4m3")).all()  # arithmetic: no saturation
+    assert torch.isnan(ns["rnd"](torch.tensor([float("inf"), -float("inf")]), "f8e4m3")).all()  # seed 9200022
+    assert ns["rnd"](torch.tensor([-float("inf")]), "f8e5m2").tolist() == [-float("inf")]
     assert ns["cast"](torch.tensor([470.0, float("inf")]), "f32", "f8e4m3").tolist() == [448.0, 448.0]
     assert ns["cast"](torch.tensor([1e10, -1e10, float("nan"), -2.7]), "f32", "i8").tolist() == [127, -128, 0, -2]
     assert ns["wrap"](torch.tensor([255, 128, -129]), "i8").tolist() == [-1, -128, 127]
@@ -159,6 +161,10 @@ def test_saved_source_case_agrees(path: Path) -> None:
 CAMPAIGN_CASES = [
     (5180001, 162, "XLA folds abs(x * x) to x * x for i8 (square_folded_outputs)"),
     (5180001, 169, "the reference broadcast a keepdims (M, 1) value to (M, N) before summing it"),
+    (9200020, 20, "the StableHLO exit had no 8-bit unsigned type for an fp8 -> pred cast (KeyError)"),
+    (9500002, 0, "the StableHLO exit had no 8-bit unsigned type for an fp8 -> pred cast (KeyError)"),
+    (9200022, 16, "the reference kept an infinity as an f8e4m3 result (f8e4m3's rounding gives NaN)"),
+    (9200032, 31, "a chunked f8e4m3 min started from +inf rounded to f8e4m3, a NaN"),
 ]
 
 

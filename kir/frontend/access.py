@@ -5,7 +5,6 @@ here and lowered by region.py."""
 from __future__ import annotations
 
 import ast
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -279,14 +278,14 @@ def _select_points(lw: Lowerer, tv: TVal, items: list[Item], node: ast.AST) -> t
     lowest value, so NaN, -0.0 and the extremes come through), then 0 where a point lies outside its axis, as
     a gather from memory reads. Returns the selection and the items left for the other axes."""
     from ..layout import Broadcast
-    from ..reduce import Reduce, ReduceKind
+    from ..reduce import Reduce, ReduceKind, identity
     from .pointwise import compare_pair, logical, select
 
     dt = tv.dtype
     if not isinstance(dt, DType):
         raise lw.error(node, "indexing a computed value at data-dependent points needs a concrete dtype, not a "
                              "dtype variable")
-    lowest: int | float | bool = False if dt.is_pred else -math.inf if dt.is_float else dt.int_range[0]
+    lowest = identity(ReduceKind.max, dt)  # -inf, the lowest integer, False; f8e4m3 (no infinities): -448
     shape = tv.shape
     axes = tuple(ax for ax, it in enumerate(items) if it.kind == "point" and it.static is None)
     mask: FValue | None = None

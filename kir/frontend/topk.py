@@ -8,13 +8,12 @@ The work is k passes over the row, which suits top-k sampling's small k.
 from __future__ import annotations
 
 import ast
-import math
 from typing import TYPE_CHECKING
 
 from ..dims import DConst, PCmp
 from ..dtypes import DType
 from ..pointwise import BinaryFn, Iota, Unary, UnaryFn
-from ..reduce import Reduce, ReduceKind
+from ..reduce import Reduce, ReduceKind, identity
 from .calls import CallArgs, spelling
 from .coerce import WEAK_INT, cast, constant, to_tval
 from .values import FValue, TupleV, TVal, describe
@@ -40,7 +39,7 @@ def _topk(lw: Lowerer, call: CallArgs) -> FValue:
     if k < 1 or not lw.proves_in_loops(PCmp("<=", DConst(k), n)):
         raise lw.error(call.arg_node("k"), f"intent.topk(): k = {k} must be at least 1 and at most the row's "
                                            f"extent {n} (state it with requires=[...])")
-    lowest: int | float = -math.inf if dt.is_float else dt.int_range[0]
+    lowest = identity(ReduceKind.max, dt)  # f8e4m3 has no -inf (it would round to NaN): -448
     positions = TVal(lw.add(Iota, node, extent=n, dtype=WEAK_INT), weak=True)
     ranks = TVal(lw.add(Iota, node, extent=DConst(k), dtype=DType.i64))
     taken: TVal | None = None

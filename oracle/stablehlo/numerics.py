@@ -68,7 +68,7 @@ def cast(ctx: Ctx, x: Val, dtype: DType) -> Val:
         return x
     if dtype.is_pred and x.dtype.is_float:
         # on the bits without the sign: XLA's CPU runtime treats subnormals as zero in float compares
-        unsigned = {16: DType.u16, 32: DType.u32, 64: DType.u64}[x.dtype.bits]
+        unsigned = {8: DType.u8, 16: DType.u16, 32: DType.u32, 64: DType.u64}[x.dtype.bits]
         bits = ctx.ssa.bitcast(x, unsigned)
         magnitude = ctx.ssa.binary("and", bits, ctx.splat_like((1 << (x.dtype.bits - 1)) - 1, bits))
         return ctx.ssa.compare("NE", magnitude, ctx.splat_like(0, magnitude))

@@ -61,7 +61,7 @@ def reduce_arg(ctx: Ctx, kind: ReduceKind, x: Val, axes: list[int]) -> Val:
     last = flat.rank - 1
     if flat.shape[-1] == 0:
         return ctx.splat(-1, DType.i64, flat.shape[:-1], x.depth)
-    if flat.dtype.is_fp8:  # f8e4m3 has no infinities to start from (its identity was NaN, which wins): f32, exact
+    if flat.dtype.is_fp8:  # compared in f32, exactly, as the oracle and the launch compare fp8 values
         flat = s.convert(flat, DType.f32)
     idx = s.iota(DType.i64, flat.shape, last, x.depth)
     extreme = identity(ReduceKind.max if kind is ReduceKind.argmax else ReduceKind.min, flat.dtype)
@@ -98,8 +98,6 @@ def _reduce(ctx: Ctx, op: Op) -> None:
         outs = [reduce_arg(ctx, op.kind, xs[0], axes)]
     else:
         acc = concrete(ctx, op.effective_acc())
-        if acc.is_fp8:  # f8e4m3 has no -inf/+inf for max/min to start from: fold fp8 values in f32 (exact)
-            acc = DType.f32
         initial = op.identity[0] if op.identity else None
         outs = [reduce_builtin(ctx, op.kind, xs[0], axes, acc, xs[0].dtype, initial)]
     for v, out in zip(op.results, outs):

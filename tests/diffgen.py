@@ -75,7 +75,7 @@ from kir import (
     scalar,
 )
 from kir.core import Op, new_value
-from kir.dims import DBin, DConst, Dim, DSym, PCmp, Pred
+from kir.dims import DBin, DConst, Dim, DSym, PCmp, Pred, solve_for
 from kir.solver import ShapeSolver
 from tests.diffinputs import Case, InputSpec
 
@@ -422,6 +422,24 @@ class Gen:
                 out |= d.symbols()
         return out
 
+    def symbols_determined(self, env: dict[str, int]) -> set[str]:
+        """The symbols the launch binders (`oracle.args`, `emit_triton.arguments`) recover from the parameter
+        shapes at `env`: repeatedly, an extent with one unbound symbol that it is affine in. An extent such as
+        `(B - B // 2 + 1) // 2` is the same for B = 2 and B = 3, so it determines nothing."""
+        bound: dict[str, int] = {}
+        progress = True
+        while progress:
+            progress = False
+            for p in self.params:
+                for d in p.type.shape:
+                    free = d.symbols() - bound.keys()
+                    if len(free) == 1:
+                        (name,) = free
+                        if solve_for(d, name, d.evaluate(env), bound) == env[name]:
+                            bound[name] = env[name]
+                            progress = True
+        return set(bound)
+
     # --- building
     def add(self, cls: type[Op], name: str | None = None, inexact: bool | None = None, **fields: Any) -> Value:
         return self.make(cls, inexact=inexact, names=name, **fields)[0]
@@ -762,8 +780,9 @@ def build_case(draw: Draw, max_blocks: int = 3, blocks: tuple[str, ...] | None =
         build_block(g, kind)
     g.b.make(Yield, values=())
     ops = g.b.end_region().ops
-    for sym in sorted(_op_symbols(ops) - g.symbols_in_params()):
-        # A symbol only the body uses (a histogram's bins) is bound at launch by an extra parameter.
+    for sym in sorted((_op_symbols(ops) | g.symbols_in_params()) - g.symbols_determined(env)):
+        # A symbol only the body uses (a histogram's bins), or that the parameters' shapes do not determine
+        # (only in `(B - B // 2 + 1) // 2`), is bound at launch by an extra parameter.
         g.input("extent", DType.i8, (DSym(sym),))
     used = g.symbols_in_params()
     kept = tuple(p for p in requires if p.symbols() <= used)

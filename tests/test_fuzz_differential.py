@@ -111,6 +111,20 @@ def test_inputs_are_reproducible_from_the_case(drawn) -> None:
             assert np.array_equal(np.asarray(a[name]), np.asarray(b[name]), equal_nan=True), name
 
 
+def test_the_parameter_shapes_determine_every_symbol(drawn) -> None:
+    """The launch binds each symbol from the shapes; one that appears only in an extent that is not affine in
+    it (`(B - B // 2 + 1) // 2`, the same for B = 2 and 3) gets an extent parameter (campaign 9400013, case 31:
+    "the argument shapes do not determine B")."""
+    from oracle.args import Binding
+
+    found, _ = random_case(random.Random("9400013/31"))
+    extents = [p for p in found.kernel.params if p.name.startswith("extent")]
+    assert [str(d) for p in extents for d in p.type.shape] == ["B"]
+    assert run_case(found, stablehlo=False).signatures() == []
+    for case in [*drawn[:100], found]:
+        assert Binding(case.kernel, case.inputs()).symbols == dict(case.shapes), case.describe()
+
+
 # ---------------------------------------------------------------------------------------------- the runner
 
 

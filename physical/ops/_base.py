@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..model import POp, Trait
+from ..model import Fragment, POp, PValue, Trait
 
 OP_CLASSES: dict[str, type[POp]] = {}
 
@@ -31,3 +32,60 @@ def pop(name: str, traits: Trait):
         return cls
 
     return deco
+
+
+# ---------------------------------------------------------------------------------------------- typing rules
+#
+# Each op's typing rule sits beside its class (`@typing_rule(Cls)` after it): a function of the op that lists
+# what is wrong with its result types given its operands (empty when it is well typed). The verifier's
+# fragment-types rule runs them; tests/test_physical_traits.py checks that every op class has one.
+
+TypeRule = Callable[[POp], list[str]]
+
+
+def typing_rule(*classes: type[POp]) -> Callable[[TypeRule], TypeRule]:
+    """Declare `fn` the typing rule of `classes`."""
+
+    def deco(fn: TypeRule) -> TypeRule:
+        for c in classes:
+            c.type_problems = fn  # type: ignore[attr-defined]
+        return fn
+
+    return deco
+
+
+def ints_agree(a: Fragment, b: Fragment) -> bool:
+    """Operand dtypes agree: equal, or integers of which one is index arithmetic (computed at index width)."""
+    return a.dtype == b.dtype or (a.dtype.is_int and b.dtype.is_int and (a.index or b.index))
+
+
+def broadcast_problem(operands: tuple[PValue, ...], result: Fragment) -> str | None:
+    """Why operands do not broadcast mechanically (lanes and tile) to `result` (None when they do)."""
+    tiles = {v.type.tile for v in operands if v.type.tile}
+    if len(tiles) > 1:
+        return f"operands have different tiles ({', '.join(str(v.type) for v in operands)})"
+    tile = next(iter(tiles)) if tiles else ()
+    if result.tile != tile:
+        return f"result {result} does not have the operands' tile ({', '.join(str(v.type) for v in operands)})"
+    lanes = any(v.type.lanes for v in operands)
+    if result.lanes != lanes:
+        return f"result {result} {'drops' if lanes else 'invents'} the lanes axis of its operands"
+    return None
+
+
+def one_result(op: POp) -> Fragment | None:
+    return op.results[0].type if len(op.results) == 1 else None
+
+
+def results_problem(op: POp, n: int) -> list[str]:
+    return [] if len(op.results) == n else [f"has {len(op.results)} results, expected {n}"]
+
+
+def no_results(op: POp) -> list[str]:
+    return results_problem(op, 0)
+
+
+def typed_elsewhere(op: POp) -> list[str]:
+    """Accesses are typed against their buffers (access-complete, atomic-preserved); structured ops and
+    control against their operands and regions (structured-complete, region-op-complete)."""
+    return []

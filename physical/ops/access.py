@@ -5,7 +5,7 @@ from __future__ import annotations
 from intent.runtime.checks import DEVICE_CHECK  # noqa: F401  (how every check's message begins)
 
 from ..model import AccessRelation, POp, PValue
-from ._base import EFFECTS, INVARIANT, POSITIONWISE, READS, WRITES, pop
+from ._base import EFFECTS, INVARIANT, POSITIONWISE, READS, WRITES, no_results, pop, typed_elsewhere, typing_rule
 
 
 @pop("load", READS | POSITIONWISE | INVARIANT)
@@ -35,3 +35,22 @@ class Check(POp):
 
     cond: PValue
     message: str
+
+
+# ---------------------------------------------------------------------------------------------- typing
+
+
+typing_rule(Store)(no_results)
+
+
+typing_rule(Load)(typed_elsewhere)
+
+
+@typing_rule(Check)
+def _check(op: Check) -> list[str]:
+    out = [] if not op.results else [f"has {len(op.results)} results, expected 0"]
+    if not op.cond.type.dtype.is_pred:
+        out.append(f"a check tests a pred, got {op.cond.type}")
+    if not op.message.startswith(DEVICE_CHECK):
+        out.append(f"check message {op.message!r} must start with {DEVICE_CHECK!r}")
+    return out

@@ -7,7 +7,7 @@ from enum import Enum
 from kir.atomic import AtomicKind, MemOrder
 
 from ..model import AccessRelation, POp, PValue
-from ._base import EFFECTS, READS, WRITES, pop
+from ._base import EFFECTS, READS, WRITES, pop, typed_elsewhere, typing_rule
 
 
 class Sharing(Enum):
@@ -45,3 +45,9 @@ class AtomicCAS(POp):
     order: MemOrder
     sharing: Sharing
     scope: str
+
+
+# ---------------------------------------------------------------------------------------------- typing
+
+
+typing_rule(AtomicRMW, AtomicCAS)(typed_elsewhere)

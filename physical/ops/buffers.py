@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..model import POp, PValue
-from ._base import EFFECTS, pop
+from ._base import EFFECTS, no_results, pop, typing_rule
 
 
 @pop("alloc", EFFECTS)
@@ -14,3 +14,9 @@ class AllocBuffer(POp):
     buffer: int
     copy: PValue | None = None
     active: PValue | None = None  # the members that own a live allocation instance
+
+
+# ---------------------------------------------------------------------------------------------- typing
+
+
+typing_rule(AllocBuffer)(no_results)

@@ -6,7 +6,7 @@ from kir.contract import Precision
 from kir.dtypes import DType
 
 from ..model import POp, PValue
-from ._base import PURE, pop
+from ._base import PURE, pop, results_problem, typed_elsewhere, typing_rule
 
 
 @pop("contract", PURE)
@@ -37,3 +37,29 @@ class MatMul(POp):
     rhs: PValue
     acc: PValue
     precision: Precision
+
+
+# ---------------------------------------------------------------------------------------------- typing
+
+
+typing_rule(Contract)(typed_elsewhere)
+
+
+@typing_rule(MatMul)
+def _matmul(op: MatMul) -> list[str]:
+    out = results_problem(op, 1)
+    a, b, c = op.lhs.type, op.rhs.type, op.acc.type
+    if any(t.lanes for t in (a, b, c)) or min(len(a.tile), len(b.tile), len(c.tile)) < 2:
+        return out + [f"matmul takes lane-free tiles of rank >= 2, got {a}, {b}, {c}"]
+    if a.dtype != b.dtype:
+        out.append(f"matmul operands are {a.dtype} and {b.dtype}")
+    want_acc = DType.i32 if a.dtype.is_int else DType.f32
+    if c.dtype != want_acc and not (a.dtype == DType.f64 and c.dtype == DType.f64):
+        out.append(f"matmul of {a.dtype} accumulates in {want_acc}, not {c.dtype}")
+    if a.tile[-1].extent != b.tile[-2].extent or a.tile[-1].block != b.tile[-2].block:
+        out.append(f"matmul contracted axes differ: {a.tile[-1]} and {b.tile[-2]}")
+    if a.tile[:-1] != c.tile[:-1] or b.tile[:-2] + b.tile[-1:] != c.tile[:-2] + c.tile[-1:]:
+        out.append(f"matmul accumulator {c} is not shaped [.., M, N] for {a} @ {b}")
+    if op.results and op.results[0].type != c:
+        out.append(f"result {op.results[0].type} is not the accumulator's type {c}")
+    return out

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..model import POp, PRegion, PValue
-from ._base import EFFECTS, PURE, pop
+from ._base import EFFECTS, PURE, no_results, pop, typed_elsewhere, typing_rule
 
 
 @pop("yield", PURE)
@@ -48,3 +48,12 @@ class If(POp):
     cond: PValue
     then_: PRegion
     else_: PRegion
+
+
+# ---------------------------------------------------------------------------------------------- typing
+
+
+typing_rule(Yield)(no_results)
+
+
+typing_rule(For, While, If)(typed_elsewhere)

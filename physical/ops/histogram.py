@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from kir.dtypes import DType
+
 from ..model import POp, PValue
-from ._base import PURE, pop
+from ._base import PURE, pop, results_problem, typed_elsewhere, typing_rule
 
 
 @pop("histogram", PURE)
@@ -26,3 +28,25 @@ class BinCount(POp):
     values: PValue
     base: PValue
     member: PValue | None
+
+
+# ---------------------------------------------------------------------------------------------- typing
+
+
+typing_rule(Histogram)(typed_elsewhere)
+
+
+@typing_rule(BinCount)
+def _bincount(op: BinCount) -> list[str]:
+    out = results_problem(op, 1)
+    if not op.values.type.dtype.is_int:
+        out.append(f"bincount counts integers, got {op.values.type}")
+    if not (op.base.type.is_scalar and op.base.type.dtype.is_int):
+        out.append(f"bincount base is a uniform integer, got {op.base.type}")
+    if op.member is not None and not op.member.type.dtype.is_pred:
+        out.append(f"bincount member is {op.member.type}, not pred")
+    if op.results:
+        r = op.results[0].type
+        if r.dtype != DType.i32 or r.lanes or len(r.tile) != 1:
+            out.append(f"bincount gives uniform i32 counts over one bins axis, got {r}")
+    return out

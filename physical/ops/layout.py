@@ -8,8 +8,10 @@ extent (padding) hold unspecified values of the operand.
 
 from __future__ import annotations
 
+from kir.dims import DConst
+
 from ..model import POp, PValue
-from ._base import INVARIANT, POSITIONWISE, PURE, pop
+from ._base import INVARIANT, POSITIONWISE, PURE, one_result, pop, results_problem, typing_rule
 
 
 @pop("broadcast", PURE | POSITIONWISE | INVARIANT)
@@ -70,3 +72,96 @@ class TileReshape(POp):
     result's tile extents (equal element counts); lanes stay leading."""
 
     x: PValue
+
+
+# ---------------------------------------------------------------------------------------------- typing
+
+
+@typing_rule(Broadcast)
+def _broadcast(op: Broadcast) -> list[str]:
+    r = one_result(op)
+    if r is None:
+        return results_problem(op, 1)
+    x = op.x.type
+    out = [] if r.dtype == x.dtype else [f"result is {r.dtype} but the operand is {x.dtype}"]
+    if len(op.dims) != len(x.tile) or len(set(op.dims)) != len(op.dims) or \
+            any(not 0 <= d < len(r.tile) for d in op.dims):
+        return out + [f"dims {list(op.dims)} do not place the operand's {len(x.tile)} tile axes in {r}"]
+    for k, d in enumerate(op.dims):
+        if x.tile[k].extent != r.tile[d].extent and x.tile[k].extent != DConst(1):
+            out.append(f"operand axis {k} ({x.tile[k]}) cannot broadcast to result axis {d} ({r.tile[d]})")
+    if x.lanes and not r.lanes:
+        out.append("drops the lanes axis")
+    return out
+
+
+@typing_rule(Permute)
+def _permute(op: Permute) -> list[str]:
+    r = one_result(op)
+    if r is None:
+        return results_problem(op, 1)
+    x = op.x.type
+    if sorted(op.perm) != list(range(len(x.tile))) or len(r.tile) != len(x.tile):
+        return [f"perm {list(op.perm)} is not a permutation of the operand's {len(x.tile)} tile axes"]
+    if tuple(x.tile[p] for p in op.perm) != r.tile or r.lanes != x.lanes or r.dtype != x.dtype:
+        return [f"result {r} is not {x} permuted by {list(op.perm)}"]
+    return []
+
+
+@typing_rule(ExpandDims, Squeeze)
+def _expand_squeeze(op: ExpandDims | Squeeze) -> list[str]:
+    r = one_result(op)
+    if r is None:
+        return results_problem(op, 1)
+    x = op.x.type
+    small, big = (x, r) if isinstance(op, ExpandDims) else (r, x)
+    if not 0 <= op.axis < len(big.tile) or big.tile[op.axis].extent != DConst(1) or \
+            big.tile[:op.axis] + big.tile[op.axis + 1:] != small.tile:
+        return [f"{x} -> {r} is not a {op.NAME} of an extent-1 axis at {op.axis}"]
+    if r.lanes != x.lanes or r.dtype != x.dtype:
+        return [f"result {r} changes the lanes or dtype of {x}"]
+    return []
+
+
+@typing_rule(TileSlice)
+def _tile_slice(op: TileSlice) -> list[str]:
+    out = results_problem(op, 1)
+    x = op.x.type
+    if not op.results:
+        return out
+    r = op.results[0].type
+    if (r.dtype, r.lanes, r.index, len(r.tile)) != (x.dtype, x.lanes, x.index, len(x.tile)):
+        out.append(f"result {r} is not a slice of {x}")
+    if len(op.starts) != len(x.tile) or len(op.steps) != len(x.tile):
+        out.append(f"{len(op.starts)} starts and {len(op.steps)} steps for {len(x.tile)} tile axes")
+    if any(not (s.type.is_scalar and s.type.dtype.is_int) for s in op.starts):
+        out.append("slice starts are uniform integers")
+    if any(st < 1 for st in op.steps):
+        out.append(f"slice steps {list(op.steps)} must be positive")
+    return out
+
+
+@typing_rule(TileConcat)
+def _tile_concat(op: TileConcat) -> list[str]:
+    out = results_problem(op, 1)
+    if not op.results or not op.parts:
+        return out + ["concat needs parts and a result"]
+    r = op.results[0].type
+    if not 0 <= op.axis < len(r.tile):
+        return out + [f"axis {op.axis} is no tile axis of {r}"]
+    for x in op.parts:
+        t = x.type
+        if (t.dtype, t.lanes, t.index, len(t.tile)) != (r.dtype, r.lanes, r.index, len(r.tile)) or \
+                t.tile[:op.axis] + t.tile[op.axis + 1:] != r.tile[:op.axis] + r.tile[op.axis + 1:]:
+            out.append(f"part {t} does not fit result {r} outside axis {op.axis}")
+    return out
+
+
+@typing_rule(TileReshape)
+def _tile_reshape(op: TileReshape) -> list[str]:
+    out = results_problem(op, 1)
+    if op.results:
+        r, x = op.results[0].type, op.x.type
+        if (r.dtype, r.lanes, r.index) != (x.dtype, x.lanes, x.index) or not x.tile or not r.tile:
+            out.append(f"result {r} is not a regrouping of {x}")
+    return out

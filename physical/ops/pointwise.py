@@ -3,10 +3,21 @@
 from __future__ import annotations
 
 from kir.dtypes import DType
-from kir.pointwise import BinaryFn, CmpFn, UnaryFn
+from kir.pointwise import BinaryFn, CmpFn, UnaryFn, literal_fits
 
 from ..model import Literal, POp, PValue
-from ._base import ARITH, INVARIANT, PURE, UNIFORM, pop
+from ._base import (
+    ARITH,
+    INVARIANT,
+    PURE,
+    UNIFORM,
+    broadcast_problem,
+    ints_agree,
+    one_result,
+    pop,
+    results_problem,
+    typing_rule,
+)
 
 
 @pop("const", PURE | UNIFORM | INVARIANT)
@@ -58,3 +69,85 @@ class Cast(POp):
 class Bitcast(POp):
     x: PValue
     dtype: DType
+
+
+# ---------------------------------------------------------------------------------------------- typing
+
+
+@typing_rule(Const)
+def _const(op: Const) -> list[str]:
+    r = one_result(op)
+    if r is None:
+        return results_problem(op, 1)
+    out = []
+    if not r.is_scalar:
+        out.append(f"a constant is a uniform scalar, got {r}")
+    if r.dtype != op.dtype:
+        out.append(f"result is {r.dtype} but the constant is {op.dtype}")
+    if not literal_fits(op.value, op.dtype):
+        out.append(f"value {op.value!r} does not fit {op.dtype}")
+    return out
+
+
+@typing_rule(Unary)
+def _unary(op: Unary) -> list[str]:
+    r = one_result(op)
+    if r is None:
+        return results_problem(op, 1)
+    want = DType.pred if op.fn.value in ("isnan", "isinf") else op.x.type.dtype
+    out = [] if r.dtype == want else [f"result is {r.dtype}, expected {want}"]
+    p = broadcast_problem((op.x,), r)
+    return out + ([p] if p else [])
+
+
+@typing_rule(Binary)
+def _binary(op: Binary) -> list[str]:
+    r = one_result(op)
+    if r is None:
+        return results_problem(op, 1)
+    out = []
+    if not ints_agree(op.lhs.type, op.rhs.type):
+        out.append(f"operands are {op.lhs.type.dtype} and {op.rhs.type.dtype}; no implicit promotion")
+    if r.dtype != op.lhs.type.dtype and not ints_agree(r, op.lhs.type):
+        out.append(f"result is {r.dtype} but the operands are {op.lhs.type.dtype}")
+    p = broadcast_problem((op.lhs, op.rhs), r)
+    return out + ([p] if p else [])
+
+
+@typing_rule(Compare)
+def _compare(op: Compare) -> list[str]:
+    r = one_result(op)
+    if r is None:
+        return results_problem(op, 1)
+    out = [] if r.dtype.is_pred else [f"a comparison gives pred, not {r.dtype}"]
+    if not ints_agree(op.lhs.type, op.rhs.type):
+        out.append(f"compares {op.lhs.type.dtype} with {op.rhs.type.dtype}")
+    p = broadcast_problem((op.lhs, op.rhs), r)
+    return out + ([p] if p else [])
+
+
+@typing_rule(Select)
+def _select(op: Select) -> list[str]:
+    r = one_result(op)
+    if r is None:
+        return results_problem(op, 1)
+    out = [] if op.cond.type.dtype.is_pred else [f"condition is {op.cond.type.dtype}, not pred"]
+    if not ints_agree(op.on_true.type, op.on_false.type):
+        out.append(f"branches are {op.on_true.type.dtype} and {op.on_false.type.dtype}")
+    if r.dtype != op.on_true.type.dtype and not ints_agree(r, op.on_true.type):
+        out.append(f"result is {r.dtype} but the branches are {op.on_true.type.dtype}")
+    p = broadcast_problem((op.cond, op.on_true, op.on_false), r)
+    return out + ([p] if p else [])
+
+
+@typing_rule(Cast, Bitcast)
+def _cast(op: Cast | Bitcast) -> list[str]:
+    r = one_result(op)
+    if r is None:
+        return results_problem(op, 1)
+    out = [] if r.dtype == op.dtype else [f"result is {r.dtype} but the op converts to {op.dtype}"]
+    if isinstance(op, Bitcast) and op.x.type.dtype.bits != op.dtype.bits:
+        out.append(f"bitcast from {op.x.type.dtype} to {op.dtype} changes the width")
+    if (r.lanes, r.tile) != (op.x.type.lanes, op.x.type.tile):
+        out.append(f"result {r} is not shaped like its operand {op.x.type}")
+    return out

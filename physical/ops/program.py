@@ -4,7 +4,19 @@ from __future__ import annotations
 
 from ..launch_expr import LaunchExpr
 from ..model import POp, PValue
-from ._base import EFFECTS, INVARIANT, NO_TRAITS, POSITIONWISE, PURE, UNIFORM, pop
+from ._base import (
+    EFFECTS,
+    INVARIANT,
+    NO_TRAITS,
+    POSITIONWISE,
+    PURE,
+    UNIFORM,
+    no_results,
+    one_result,
+    pop,
+    results_problem,
+    typing_rule,
+)
 
 
 @pop("owned_instances", NO_TRAITS)
@@ -69,3 +81,66 @@ class ScalarParam(POp):
     """The launch value of a runtime scalar parameter of the ABI (a uniform scalar of its dtype)."""
 
     param: str
+
+
+# ---------------------------------------------------------------------------------------------- typing
+
+
+@typing_rule(OwnedInstances, ChunkLanes)
+def _lanes(op: OwnedInstances | ChunkLanes) -> list[str]:
+    r = one_result(op)
+    if r is None:
+        return results_problem(op, 1)
+    out = [] if r.lanes and not r.tile and r.dtype.is_int else [f"instance indices are an integer lanes vector, "
+                                                                  f"got {r}"]
+    if isinstance(op, ChunkLanes) and not (op.base.type.is_scalar and op.base.type.dtype.is_int):
+        out.append(f"chunk base must be a uniform integer, got {op.base.type}")
+    return out
+
+
+@typing_rule(ShapeValue)
+def _shape_value(op: ShapeValue) -> list[str]:
+    r = one_result(op)
+    if r is None:
+        return results_problem(op, 1)
+    return [] if r.is_scalar and r.dtype.is_int else [f"a launch value is a uniform integer scalar, got {r}"]
+
+
+@typing_rule(ScalarParam)
+def _scalar_param(op: ScalarParam) -> list[str]:
+    r = one_result(op)
+    if r is None:
+        return results_problem(op, 1)
+    return [] if r.is_scalar and not r.index else [f"a runtime scalar parameter is a uniform scalar, got {r}"]
+
+
+@typing_rule(TileIndex)
+def _tile_index(op: TileIndex) -> list[str]:
+    r = one_result(op)
+    if r is None:
+        return results_problem(op, 1)
+    if not r.dtype.is_int or r.lanes or not 0 <= op.axis < len(r.tile):
+        return [f"tile positions along axis {op.axis} need a uniform integer tile with that axis, got {r}"]
+    return []
+
+
+typing_rule(Barrier)(no_results)
+
+
+@typing_rule(OwnedTile)
+def _owned_tile(op: OwnedTile) -> list[str]:
+    out: list[str] = []
+    nt = len(op.blocks)
+    if nt == 0 or len(op.results) < nt:
+        return [f"owns tiles of {nt} axes but has {len(op.results)} results"]
+    if op.group_m < 1:
+        out.append(f"group_m {op.group_m} must be at least 1")
+    lead = op.results[:len(op.results) - nt]
+    for r in lead:
+        if not (r.type.is_scalar and r.type.dtype.is_int):
+            out.append(f"a leading coordinate is a uniform integer scalar, got {r.type}")
+    for r, b in zip(op.results[len(lead):], op.blocks):
+        t = r.type
+        if not t.dtype.is_int or t.lanes or len(t.tile) != 1 or t.tile[0].block != b:
+            out.append(f"a tiled coordinate is an integer tile of one axis held in {b}, got {t}")
+    return out

@@ -6,7 +6,7 @@ from kir.dtypes import DType
 from kir.reduce import ReduceKind
 
 from ..model import Literal, POp, PRegion, PValue
-from ._base import INVARIANT, PURE, pop
+from ._base import INVARIANT, PURE, pop, typed_elsewhere, typing_rule
 
 # Built-in kinds the target folds natively (Triton's tl.sum, tl.max, tl.argmax, ...); prod has none.
 NATIVE_REDUCE = frozenset({ReduceKind.sum, ReduceKind.max, ReduceKind.min, ReduceKind.any, ReduceKind.all,
@@ -44,3 +44,9 @@ class Reduce(POp):
     acc_dtypes: tuple[DType, ...]
     member: PValue | None
     combine: PRegion
+
+
+# ---------------------------------------------------------------------------------------------- typing
+
+
+typing_rule(Reduce)(typed_elsewhere)

@@ -7,7 +7,7 @@ from kir.reduce import ReduceKind
 from kir.scan import ScanKind
 
 from ..model import Literal, POp, PRegion, PValue
-from ._base import EFFECTS, NO_TRAITS, WRITES, pop
+from ._base import EFFECTS, NO_TRAITS, WRITES, pop, typed_elsewhere, typing_rule
 
 
 @pop("region_fold", NO_TRAITS)
@@ -56,3 +56,9 @@ class RegionScan(POp):
     combine: PRegion
     emit: PRegion
     active: PValue | None
+
+
+# ---------------------------------------------------------------------------------------------- typing
+
+
+typing_rule(RegionFold, RegionScan)(typed_elsewhere)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from kir.rng import RngKind
+from kir.rng import RNG_DTYPE, RngKind
 
 from ..model import POp, PValue
-from ._base import POSITIONWISE, PURE, pop
+from ._base import POSITIONWISE, PURE, broadcast_problem, one_result, pop, results_problem, typing_rule
 
 
 @pop("random", PURE | POSITIONWISE)
@@ -15,3 +15,20 @@ class Random(POp):
     kind: RngKind
     seed: PValue
     offset: PValue
+
+
+# ---------------------------------------------------------------------------------------------- typing
+
+
+@typing_rule(Random)
+def _random(op: Random) -> list[str]:
+    r = one_result(op)
+    if r is None:
+        return results_problem(op, 1)
+    out = []
+    if not op.seed.type.dtype.is_int or not op.offset.type.dtype.is_int:
+        out.append("seed and offset must be integers")
+    if r.dtype != RNG_DTYPE[op.kind]:
+        out.append(f"{op.kind} gives {RNG_DTYPE[op.kind]}, not {r.dtype}")
+    p = broadcast_problem((op.seed, op.offset), r)
+    return out + ([p] if p else [])

@@ -6,7 +6,7 @@ from kir.dtypes import DType
 from kir.scan import ScanKind
 
 from ..model import Literal, POp, PRegion, PValue
-from ._base import INVARIANT, PURE, pop
+from ._base import INVARIANT, PURE, pop, typed_elsewhere, typing_rule
 
 
 def native_scan(kind: ScanKind, components: int, exclusive: bool, acc: DType) -> bool:
@@ -44,3 +44,9 @@ class Scan(POp):
     acc_dtypes: tuple[DType, ...]
     member: PValue | None
     combine: PRegion
+
+
+# ---------------------------------------------------------------------------------------------- typing
+
+
+typing_rule(Scan)(typed_elsewhere)

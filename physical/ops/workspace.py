@@ -9,8 +9,10 @@ the protocol; `physical/verifier/workspace.py` checks it.
 
 from __future__ import annotations
 
+from kir.dtypes import DType
+
 from ..model import AccessRelation, POp
-from ._base import EFFECTS, NO_TRAITS, READS, WRITES, pop
+from ._base import EFFECTS, NO_TRAITS, READS, WRITES, one_result, pop, results_problem, typing_rule
 
 
 @pop("split_index", NO_TRAITS)
@@ -29,3 +31,25 @@ class Ticket(POp):
     of that counter, and whoever draws it sees the writes of everyone who drew an earlier one."""
 
     access: AccessRelation
+
+
+# ---------------------------------------------------------------------------------------------- typing
+
+
+@typing_rule(SplitIndex)
+def _split_index(op: SplitIndex) -> list[str]:
+    r = one_result(op)
+    if r is None:
+        return results_problem(op, 1)
+    return [] if r.is_scalar and r.dtype.is_int else [f"a split position is a uniform integer scalar, got {r}"]
+
+
+@typing_rule(Ticket)
+def _ticket(op: Ticket) -> list[str]:
+    r = one_result(op)
+    if r is None:
+        return results_problem(op, 1)
+    lanes = any(v.type.lanes for v in op.access.operands())
+    if r.tile or r.dtype is not DType.i32 or r.lanes != lanes:
+        return [f"a ticket is an i32 per member of its access ({'lanes' if lanes else 'uniform'}), got {r}"]
+    return []

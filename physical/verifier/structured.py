@@ -21,8 +21,8 @@ from .. import ops as P
 from ..analysis import captures
 from ..launch_expr import LConstexpr
 from ..model import AccessRelation, Fragment, Literal, POp, PRegion, Program, PValue
+from ..ops._base import ints_agree
 from .base import Reporter, Violation, describe, rule
-from .fragments import ints_agree
 from .index import ProgramIndex, index_of
 
 Check = Callable[[ProgramIndex, POp], list[str]]

@@ -1,7 +1,5 @@
 """Tile ownership, tile-level contractions, aggregated histograms, register layout ops, device checks.
 
-* typing (fragment-types): `owned_tile`, `matmul`, `bincount`, `tile_slice`, `tile_concat` and
-  `tile_reshape` results follow from their operands; a `check` tests a pred and names what failed.
 * forms (for the Z3 rules): a tile-owning program's coordinates are `T_k * B_k + p` over the tile
   atoms `T_k` (in `[0, cdiv(D_k, B_k))`, one program's tile) and the tile position `p` in `[0, B_k)`;
   two different programs differ in some `T_k` or leading coordinate.
@@ -15,130 +13,11 @@
 from __future__ import annotations
 
 from kir.dims import DBin, DConst, Dim, DSym, PCmp
-from kir.dtypes import DType
 
 from .. import ops as P
 from ..launch_expr import LConst
 from ..model import Group, POp, PValue, TileAxis
-from ..ops.access import DEVICE_CHECK
-from .fragments import types
 from .index import ProgramIndex, evaluate
-
-# ---------------------------------------------------------------------------------------------- typing
-
-
-def _one(op: POp) -> list[str]:
-    return [] if len(op.results) == 1 else [f"has {len(op.results)} results, expected 1"]
-
-
-@types(P.OwnedTile)
-def _owned_tile(op: P.OwnedTile) -> list[str]:  # type: ignore[override]
-    out: list[str] = []
-    nt = len(op.blocks)
-    if nt == 0 or len(op.results) < nt:
-        return [f"owns tiles of {nt} axes but has {len(op.results)} results"]
-    if op.group_m < 1:
-        out.append(f"group_m {op.group_m} must be at least 1")
-    lead = op.results[:len(op.results) - nt]
-    for r in lead:
-        if not (r.type.is_scalar and r.type.dtype.is_int):
-            out.append(f"a leading coordinate is a uniform integer scalar, got {r.type}")
-    for r, b in zip(op.results[len(lead):], op.blocks):
-        t = r.type
-        if not t.dtype.is_int or t.lanes or len(t.tile) != 1 or t.tile[0].block != b:
-            out.append(f"a tiled coordinate is an integer tile of one axis held in {b}, got {t}")
-    return out
-
-
-@types(P.MatMul)
-def _matmul(op: P.MatMul) -> list[str]:  # type: ignore[override]
-    out = _one(op)
-    a, b, c = op.lhs.type, op.rhs.type, op.acc.type
-    if any(t.lanes for t in (a, b, c)) or min(len(a.tile), len(b.tile), len(c.tile)) < 2:
-        return out + [f"matmul takes lane-free tiles of rank >= 2, got {a}, {b}, {c}"]
-    if a.dtype != b.dtype:
-        out.append(f"matmul operands are {a.dtype} and {b.dtype}")
-    want_acc = DType.i32 if a.dtype.is_int else DType.f32
-    if c.dtype != want_acc and not (a.dtype == DType.f64 and c.dtype == DType.f64):
-        out.append(f"matmul of {a.dtype} accumulates in {want_acc}, not {c.dtype}")
-    if a.tile[-1].extent != b.tile[-2].extent or a.tile[-1].block != b.tile[-2].block:
-        out.append(f"matmul contracted axes differ: {a.tile[-1]} and {b.tile[-2]}")
-    if a.tile[:-1] != c.tile[:-1] or b.tile[:-2] + b.tile[-1:] != c.tile[:-2] + c.tile[-1:]:
-        out.append(f"matmul accumulator {c} is not shaped [.., M, N] for {a} @ {b}")
-    if op.results and op.results[0].type != c:
-        out.append(f"result {op.results[0].type} is not the accumulator's type {c}")
-    return out
-
-
-@types(P.BinCount)
-def _bincount(op: P.BinCount) -> list[str]:  # type: ignore[override]
-    out = _one(op)
-    if not op.values.type.dtype.is_int:
-        out.append(f"bincount counts integers, got {op.values.type}")
-    if not (op.base.type.is_scalar and op.base.type.dtype.is_int):
-        out.append(f"bincount base is a uniform integer, got {op.base.type}")
-    if op.member is not None and not op.member.type.dtype.is_pred:
-        out.append(f"bincount member is {op.member.type}, not pred")
-    if op.results:
-        r = op.results[0].type
-        if r.dtype != DType.i32 or r.lanes or len(r.tile) != 1:
-            out.append(f"bincount gives uniform i32 counts over one bins axis, got {r}")
-    return out
-
-
-@types(P.TileSlice)
-def _tile_slice(op: P.TileSlice) -> list[str]:  # type: ignore[override]
-    out = _one(op)
-    x = op.x.type
-    if not op.results:
-        return out
-    r = op.results[0].type
-    if (r.dtype, r.lanes, r.index, len(r.tile)) != (x.dtype, x.lanes, x.index, len(x.tile)):
-        out.append(f"result {r} is not a slice of {x}")
-    if len(op.starts) != len(x.tile) or len(op.steps) != len(x.tile):
-        out.append(f"{len(op.starts)} starts and {len(op.steps)} steps for {len(x.tile)} tile axes")
-    if any(not (s.type.is_scalar and s.type.dtype.is_int) for s in op.starts):
-        out.append("slice starts are uniform integers")
-    if any(st < 1 for st in op.steps):
-        out.append(f"slice steps {list(op.steps)} must be positive")
-    return out
-
-
-@types(P.TileConcat)
-def _tile_concat(op: P.TileConcat) -> list[str]:  # type: ignore[override]
-    out = _one(op)
-    if not op.results or not op.parts:
-        return out + ["concat needs parts and a result"]
-    r = op.results[0].type
-    if not 0 <= op.axis < len(r.tile):
-        return out + [f"axis {op.axis} is no tile axis of {r}"]
-    for x in op.parts:
-        t = x.type
-        if (t.dtype, t.lanes, t.index, len(t.tile)) != (r.dtype, r.lanes, r.index, len(r.tile)) or \
-                t.tile[:op.axis] + t.tile[op.axis + 1:] != r.tile[:op.axis] + r.tile[op.axis + 1:]:
-            out.append(f"part {t} does not fit result {r} outside axis {op.axis}")
-    return out
-
-
-@types(P.TileReshape)
-def _tile_reshape(op: P.TileReshape) -> list[str]:  # type: ignore[override]
-    out = _one(op)
-    if op.results:
-        r, x = op.results[0].type, op.x.type
-        if (r.dtype, r.lanes, r.index) != (x.dtype, x.lanes, x.index) or not x.tile or not r.tile:
-            out.append(f"result {r} is not a regrouping of {x}")
-    return out
-
-
-@types(P.Check)
-def _check(op: P.Check) -> list[str]:  # type: ignore[override]
-    out = [] if not op.results else [f"has {len(op.results)} results, expected 0"]
-    if not op.cond.type.dtype.is_pred:
-        out.append(f"a check tests a pred, got {op.cond.type}")
-    if not op.message.startswith(DEVICE_CHECK):
-        out.append(f"check message {op.message!r} must start with {DEVICE_CHECK!r}")
-    return out
-
 
 # ---------------------------------------------------------------------------------------------- ownership
 

@@ -11,12 +11,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from .access import Load, Store
+from .affine import kir_form, nonnegative_by
 from .control import For, Parallel
 from .core import Kernel, Op, RefType, Region, Role, Slice, TensorType, TypeContext, Value
-from .dims import DConst, Dim, DSym, PCmp, Pred, dim_bin
-from .dtypes import DType
+from .dims import DConst, Dim, DSym, PCmp, Pred
 from .errors import VerifyError
-from .pointwise import Binary, BinaryFn, Cast, Constant, DimValue
 from .region import RegionFold, RegionScan
 from .solver import ShapeSolver, format_counterexample, named_model, with_names
 
@@ -147,23 +146,9 @@ class Verifier:
     def track_affine(self, o: Op) -> None:
         if not o.results or not isinstance(o.results[0].type, TensorType) or o.results[0].type.shape:
             return
-        r = o.results[0]
-        if isinstance(o, Constant) and isinstance(o.value, int) and not isinstance(o.value, bool):
-            self.affine[r.id] = DConst(int(o.value))
-        elif isinstance(o, DimValue):
-            self.affine[r.id] = o.dim
-        elif isinstance(o, Cast) and o.x.id in self.affine and isinstance(o.dtype, DType) and o.dtype.is_int:
-            self.affine[r.id] = self.affine[o.x.id]
-        elif isinstance(o, Binary) and o.lhs.id in self.affine and o.rhs.id in self.affine:
-            a, b = self.affine[o.lhs.id], self.affine[o.rhs.id]
-            if o.fn in (BinaryFn.add, BinaryFn.sub):
-                self.affine[r.id] = dim_bin("+" if o.fn is BinaryFn.add else "-", a, b)
-            elif o.fn is BinaryFn.mul and (a.is_const or b.is_const):
-                self.affine[r.id] = dim_bin("*", a, b)
-            elif o.fn in (BinaryFn.floordiv, BinaryFn.mod) and b.is_const and b.value > 0:  # type: ignore
-                # Only non-negative dividends are affine-exact (C truncation equals floor there).
-                if self.solver.proves(PCmp(">=", a, DConst(0))):
-                    self.affine[r.id] = dim_bin("//" if o.fn is BinaryFn.floordiv else "%", a, b)
+        form = kir_form(o, self.affine, nonnegative_by(self.solver.proves))
+        if form is not None:
+            self.affine[o.results[0].id] = form
 
     def check_points(self, o: Op, ref: Value, index: tuple) -> None:
         shape = ref.type.shape  # type: ignore[union-attr]

@@ -18,10 +18,10 @@ from kir import atomic as KT
 from kir import control as KC
 from kir import core as K
 from kir import region as KG
+from kir.affine import Products, kir_form
 from kir.dims import DConst, Dim, DSym, PAnd, PCmp, PNot, POr, dim_bin
-from kir.dtypes import DType
 from kir.layout import Broadcast
-from kir.pointwise import Binary, BinaryFn, Cast, Constant, DimValue, Iota
+from kir.pointwise import Iota
 from kir.solver import ShapeSolver
 
 from . import ops as P
@@ -172,11 +172,6 @@ def variant_values(region: K.Region, seeds: Iterable[int], lanes_context: bool) 
 # ---------------------------------------------------------------------------------------------- disjoint writes
 
 
-def _launch_known(d: Dim) -> bool:
-    """Whether `d` names shape symbols only (no loop index, instance or element position: those start with `_`)."""
-    return not any(n.startswith("_") for n in d.symbols())
-
-
 _POS = "_P{}"  # the position of an element along axis {} of an index tensor (see AffineForms.coords)
 
 
@@ -221,11 +216,7 @@ class AffineForms:
         if not op.results:
             return
         r = op.results[0]
-        if isinstance(op, Constant) and isinstance(op.value, int) and not isinstance(op.value, bool):
-            self.forms[r.id] = DConst(int(op.value))
-        elif isinstance(op, DimValue):
-            self.forms[r.id] = op.dim
-        elif isinstance(op, Iota):
+        if isinstance(op, Iota):
             # An index vector: element k is k. `_P{axis}` stands for the position of an element in the tensor
             # (`coords` gives each access its own positions), so `2 * iota + 1` is the affine form `2 * _P0 + 1`.
             self.forms[r.id] = DSym(_POS.format(0))
@@ -233,19 +224,11 @@ class AffineForms:
         elif isinstance(op, Broadcast) and op.x.id in self.forms:
             env: dict[str, Dim] = {_POS.format(k): DSym(_POS.format(d)) for k, d in enumerate(op.dims)}
             self.forms[r.id] = self.forms[op.x.id].substitute(env)
-        elif isinstance(op, Cast) and op.x.id in self.forms and isinstance(op.dtype, DType) and op.dtype.is_int:
-            self.forms[r.id] = self.forms[op.x.id]
-        elif isinstance(op, Binary) and op.lhs.id in self.forms and op.rhs.id in self.forms:
-            a, b = self.forms[op.lhs.id], self.forms[op.rhs.id]
-            if op.fn in (BinaryFn.add, BinaryFn.sub):
-                self.forms[r.id] = dim_bin("+" if op.fn is BinaryFn.add else "-", a, b)
-            elif op.fn is BinaryFn.mul and (a.is_const or b.is_const or _launch_known(a) or _launch_known(b)):
-                # a launch-known factor (`h * (D // H)`, a head's window) keeps a form Z3 reasons about
-                self.forms[r.id] = dim_bin("*", a, b)
-            elif op.fn in (BinaryFn.floordiv, BinaryFn.mod) and isinstance(b, DConst) and b.value > 0 \
-                    and self._nonnegative(a):
-                # integer `//` and `%` truncate toward zero; on a non-negative dividend that is the floor
-                self.forms[r.id] = dim_bin("//" if op.fn is BinaryFn.floordiv else "%", a, b)
+        else:
+            # a launch-known factor (`h * (D // H)`, a head's window) keeps a form Z3 reasons about
+            form = kir_form(op, self.forms, self._nonnegative, Products.LAUNCH)
+            if form is not None:
+                self.forms[r.id] = form
 
     def coords(self, index: K.Index, tag: str) -> list[Dim] | None:
         out: list[Dim] = []

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from ..affine import cast_form, constant_form
 from ..core import shape_str
 from ..dims import DConst, Dim
 from ..dtypes import DType, DTypeVar, ElemType
@@ -60,9 +61,7 @@ def default_dtype(kind: str) -> DType:
 
 def constant(lw: Lowerer, value: int | float | bool, dtype: ElemType, node: ast.AST, weak: bool = False) -> TVal:
     v = lw.add(Constant, node, value=value, dtype=dtype)
-    affine = DConst(int(value)) if isinstance(value, int) and not isinstance(value, bool) and is_int_like(dtype) \
-        else None
-    return TVal(v, weak=weak, affine=affine)
+    return TVal(v, weak=weak, affine=constant_form(value) if is_int_like(dtype) else None)
 
 
 def dim_value(lw: Lowerer, dim: Dim, dtype: ElemType, node: ast.AST, weak: bool = True) -> TVal:
@@ -76,8 +75,7 @@ def cast(lw: Lowerer, tv: TVal, dtype: ElemType, node: ast.AST, weak: bool = Fal
     if tv.dtype == dtype:
         return TVal(tv.value, weak=weak, affine=tv.affine)
     v = lw.add(Cast, node, x=tv.value, dtype=dtype)
-    keeps_affine = tv.affine is not None and isinstance(dtype, DType) and dtype.is_int
-    return TVal(v, weak=weak, affine=tv.affine if keeps_affine else None)
+    return TVal(v, weak=weak, affine=cast_form(tv.affine, isinstance(dtype, DType) and dtype.is_int))
 
 
 def load_all(lw: Lowerer, ref: RefV, node: ast.AST) -> TVal:

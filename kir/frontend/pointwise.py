@@ -8,7 +8,8 @@ import math
 from typing import TYPE_CHECKING
 
 from .. import float_rules
-from ..dims import DConst, Dim, PCmp, dim_bin
+from ..affine import binary_form, neg_form, nonnegative_by
+from ..dims import DConst, Dim, dim_bin
 from ..dtypes import DType, DTypeVar, ElemType
 from ..layout import Transpose
 from ..pointwise import FLOAT_ONLY_UNARY, Binary, BinaryFn, Bitcast, CmpFn, Compare, Select, Unary, UnaryFn
@@ -192,20 +193,11 @@ def _power_by_multiplication(lw: Lowerer, x: TVal, n: int, node: ast.AST, na: as
 
 
 def binary_affine(lw: Lowerer, fn: BinaryFn, x: TVal, y: TVal) -> Dim | None:
-    """The verifier's affine tracking, mirrored: it decides point load (proven) versus gather (data)."""
-    a, b = x.affine, y.affine
-    if a is None or b is None or x.shape or not is_int_like(x.dtype):
+    """The form of a scalar integer `x fn y` by the rules the KIR verifier applies (`kir.affine`): it decides
+    point load (proven) versus gather (data)."""
+    if x.shape or not is_int_like(x.dtype):
         return None
-    if fn is BinaryFn.add:
-        return dim_bin("+", a, b)
-    if fn is BinaryFn.sub:
-        return dim_bin("-", a, b)
-    if fn is BinaryFn.mul and (a.is_const or b.is_const):
-        return dim_bin("*", a, b)
-    if fn in (BinaryFn.floordiv, BinaryFn.mod) and isinstance(b, DConst) and b.value > 0 \
-            and lw.proves_in_loops(PCmp(">=", a, DConst(0))):
-        return dim_bin("//" if fn is BinaryFn.floordiv else "%", a, b)
-    return None
+    return binary_form(fn, x.affine, y.affine, nonnegative_by(lw.proves_in_loops))
 
 
 # ---------------------------------------------------------------------------------------------- compare, logic
@@ -377,7 +369,7 @@ def unary_fn(lw: Lowerer, fn: UnaryFn, x: FValue, node: ast.AST, xnode: ast.AST)
                              f"for negation of a condition or convert with `.to(i32)`")
     v = lw.add(Unary, node, fn=fn, x=tv.value)
     weak = tv.weak and fn not in (UnaryFn.isnan, UnaryFn.isinf)
-    affine = dim_bin("-", DConst(0), tv.affine) if fn is UnaryFn.neg and tv.affine is not None else None
+    affine = neg_form(tv.affine) if fn is UnaryFn.neg else None
     return TVal(v, weak=weak, affine=affine)
 
 

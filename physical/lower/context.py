@@ -13,7 +13,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from kir import core as K
-from kir.dims import DConst, Dim, DSym, PCmp, as_dim, dim_bin
+from kir.affine import binary_form, constant_form, nonnegative_by
+from kir.dims import DConst, Dim, DSym, PCmp, as_dim
 from kir.dtypes import DType
 from kir.errors import DiagnosticError, Loc
 from kir.pointwise import BinaryFn, CmpFn
@@ -235,8 +236,8 @@ class Lowerer(Builder):
         if hit is not None:
             return hit
         v = self.add(P.Const, Fragment(dtype), value=value, dtype=dtype)
-        if dtype.is_int and isinstance(value, int) and not isinstance(value, bool):
-            self.affine[v.id] = DConst(int(value))
+        if dtype.is_int:
+            self.set_form(v, constant_form(value))
         return self.remember(key, v)
 
     def shape_value(self, d: Dim | LaunchExpr, name: str | None = None) -> PValue:
@@ -332,16 +333,12 @@ class Lowerer(Builder):
 
     # ------------------------------------------------------------------ affine tracking and proofs
     def track(self, fn: BinaryFn, r: PValue, a: PValue, b: PValue) -> None:
-        fa, fb = self.affine_of(a), self.affine_of(b)
-        if fa is None or fb is None:
-            return
-        if fn in (BinaryFn.add, BinaryFn.sub):
-            self.affine[r.id] = dim_bin("+" if fn is BinaryFn.add else "-", fa, fb)
-        elif fn is BinaryFn.mul and (fa.is_const or fb.is_const):
-            self.affine[r.id] = dim_bin("*", fa, fb)
-        elif fn in (BinaryFn.floordiv, BinaryFn.mod) and isinstance(fb, DConst) and fb.value > 0:
-            if self.prove(PCmp(">=", fa, DConst(0))):
-                self.affine[r.id] = dim_bin("//" if fn is BinaryFn.floordiv else "%", fa, fb)
+        """Record the form of `r = a fn b` (`kir.affine`'s rules, as the KIR verifier applies them)."""
+        self.set_form(r, binary_form(fn, self.affine_of(a), self.affine_of(b), nonnegative_by(self.prove)))
+
+    def set_form(self, v: PValue, form: Dim | None) -> None:
+        if form is not None:
+            self.affine[v.id] = form
 
     def affine_of(self, v: PValue) -> Dim | None:
         if v.id in self.affine:

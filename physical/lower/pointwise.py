@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kir import pointwise as KP
+from kir.affine import cast_form, neg_form
 from kir.dims import DConst
 from kir.dtypes import DType
 
@@ -34,7 +35,10 @@ def lower_dim(lw: Lowerer, op: KP.DimValue) -> None:
 def lower_unary(lw: Lowerer, op: KP.Unary) -> None:
     x = lw.get(op.x)
     dt = DType.pred if op.fn in (KP.UnaryFn.isnan, KP.UnaryFn.isinf) else x.type.dtype
-    lw.bind(op.result, lw.add(P.Unary, x.type.with_dtype(dt), name=op.result.name, fn=op.fn, x=x))
+    v = lw.add(P.Unary, x.type.with_dtype(dt), name=op.result.name, fn=op.fn, x=x)
+    if op.fn is KP.UnaryFn.neg:
+        lw.set_form(v, neg_form(lw.affine_of(x)))
+    lw.bind(op.result, v)
 
 
 @rule(KP.Binary)
@@ -61,9 +65,7 @@ def lower_cast(lw: Lowerer, op: KP.Cast) -> None:
     x = lw.get(op.x)
     dt = _dtype(lw, op.dtype)
     v = lw.add(P.Cast, x.type.with_dtype(dt), name=op.result.name, x=x, dtype=dt)
-    form = lw.affine_of(x)
-    if form is not None and dt.is_int and x.type.dtype.is_int:
-        lw.affine[v.id] = form
+    lw.set_form(v, cast_form(lw.affine_of(x), dt.is_int and x.type.dtype.is_int))
     lw.bind(op.result, v)
 
 

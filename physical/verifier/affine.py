@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import z3
 
+from kir.affine import Products, binary_form, cast_form, constant_form, neg_form
 from kir.dims import DBin, DConst, Dim, DSym, PAnd, PCmp, PNot, POr, Pred, dim_bin, pred_to_z3
 from kir.solver import default_lower_bounds
 
@@ -220,7 +221,7 @@ class Forms:
 
     def _op_form(self, op: POp, k: int, v: PValue) -> Dim | None:  # noqa: C901 (one case per op kind)
         if isinstance(op, P.Const):
-            return DConst(int(op.value)) if isinstance(op.value, int) and not isinstance(op.value, bool) else None
+            return constant_form(op.value)
         if isinstance(op, P.ShapeValue):
             return self.launch_dim(op.expr)
         if isinstance(op, P.ScalarParam):  # one launch value, shared by every instance
@@ -243,10 +244,10 @@ class Forms:
         if isinstance(op, P.Binary):
             return self._binary(op, v)
         if isinstance(op, P.Unary):
-            x = self.form(op.x)
-            return dim_bin("-", DConst(0), x) if op.fn.value == "neg" and x is not None else self.opaque(v)
+            x = neg_form(self.form(op.x)) if op.fn.value == "neg" else None
+            return x if x is not None else self.opaque(v)
         if isinstance(op, P.Cast):
-            x = self.form(op.x) if op.x.type.dtype.is_int else None
+            x = cast_form(self.form(op.x), op.x.type.dtype.is_int)
             if x is not None and op.x.id in self.div:
                 self.div[v.id] = self.div[op.x.id]
             return x if x is not None else self.opaque(v)
@@ -309,12 +310,11 @@ class Forms:
                 return DSym(src.atoms[0]) if k - 1 == 0 else self.atom("r")
         if a is None or b is None:
             return self.opaque(v)
-        if fn in ("add", "sub"):
-            return dim_bin("+" if fn == "add" else "-", a, b)
-        if fn == "mul":
-            return dim_bin("*", a, b)
         if fn in ("floordiv", "mod") and isinstance(b, DConst) and b.value > 0:
             return self._truncated(fn, a, b)
+        form = binary_form(fn, a, b, products=Products.ANY)  # `kir.affine`'s rules; Z3 takes non-linear terms
+        if form is not None:
+            return form
         if fn in ("minimum", "maximum") and not v.type.tile and not v.type.lanes:
             m = self.opaque(v)  # bounded by both operands (a uniform value: one per program)
             cmp = "<=" if fn == "minimum" else ">="
@@ -324,11 +324,12 @@ class Forms:
 
     def _truncated(self, fn: str, a: Dim, b: DConst) -> Dim:
         """Integer `//` and `%` of the physical program truncate toward zero (C); a dim's `//` and `%` floor
-        (kir.dims, one meaning everywhere). They agree on a non-negative dividend; otherwise the quotient is
-        a fresh atom q with exact facts (the remainder a - b*q lies in [0, b) when a >= 0, in (-b, 0] when
-        a < 0)."""
-        if self._nonneg(a):
-            return DBin("//" if fn == "floordiv" else "%", a, b)
+        (kir.dims, one meaning everywhere). They agree on a non-negative dividend (`kir.affine`'s rule);
+        otherwise the quotient is a fresh atom q with exact facts (the remainder a - b*q lies in [0, b) when
+        a >= 0, in (-b, 0] when a < 0)."""
+        form = binary_form(fn, a, b, self._nonneg)
+        if form is not None:
+            return form
         q = self.atom("t")
         rem = dim_bin("-", a, dim_bin("*", b, q))
         zero = DConst(0)

@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from kir import access as KA
 from kir import control as KC
 from kir import core as K
-from kir.dims import DConst, Dim, DSym, PCmp, dim_bin
-from kir.dtypes import DType
-from kir.pointwise import Binary, BinaryFn, Cast, Constant, DimValue
+from kir.affine import kir_form
+from kir.dims import Dim, DSym, PCmp, dim_bin
 
 from .. import ops as P
 from ..model import Group
@@ -56,19 +55,10 @@ class KirForms:
     def _track(self, op: K.Op) -> None:
         if len(op.results) != 1:
             return
-        r = op.results[0]
-        if isinstance(op, Constant) and isinstance(op.value, int) and not isinstance(op.value, bool):
-            self.forms[r.id] = DConst(int(op.value))
-        elif isinstance(op, DimValue):
-            self.forms[r.id] = op.dim
-        elif isinstance(op, Cast) and op.x.id in self.forms and isinstance(op.dtype, DType) and op.dtype.is_int:
-            self.forms[r.id] = self.forms[op.x.id]
-        elif isinstance(op, Binary) and op.lhs.id in self.forms and op.rhs.id in self.forms:
-            a, b = self.forms[op.lhs.id], self.forms[op.rhs.id]
-            if op.fn in (BinaryFn.add, BinaryFn.sub):
-                self.forms[r.id] = dim_bin("+" if op.fn is BinaryFn.add else "-", a, b)
-            elif op.fn is BinaryFn.mul and (a.is_const or b.is_const):
-                self.forms[r.id] = dim_bin("*", a, b)
+        # `kir.affine`'s rules; no prover here, so quotients have no form (left to the bounds checks)
+        form = kir_form(op, self.forms)
+        if form is not None:
+            self.forms[op.results[0].id] = form
 
     def index(self, index: K.Index) -> list[Dim | None]:
         out: list[Dim | None] = []

@@ -124,3 +124,22 @@ def test_the_plan_is_one_chunked_region_fold_per_reduction() -> None:
     assert "map=(%elem: f32, %pos: i64)" in text and print_kernel(parse_kernel(text)) == text
     plan = rows.explain(*args.values())
     assert plan.count("region fold") == 4 and "in chunks of BLOCK_C256" in plan
+
+
+@intent.kernel
+def segment_sum(values: f32[E], offsets: i64[R + 1], out: Out[f32[R]]):
+    for s in parallel(R):
+        out[s] = intent.sum(values[offsets[s]:offsets[s + 1]])
+
+
+def test_few_segments_spread_over_the_device() -> None:
+    """A program runs to its longest lane: segments take one program each while there are fewer than the
+    device keeps busy, and pack 16 per program beyond that (and under the interpreter, one program at a time)."""
+    from physical.launch_expr import DEVICE_SMS
+
+    k = segment_sum.specialize({"values": torch.randn(10), "offsets": torch.tensor([0, 4, 10]),
+                                "out": torch.empty(2)})
+    block = physical.lower(k).constexpr("BLOCK_I0")
+    assert block.evaluate({"R": 128, "E": 1 << 17, DEVICE_SMS: 132}) == 1
+    assert block.evaluate({"R": 1 << 20, "E": 1 << 24, DEVICE_SMS: 132}) == 16
+    assert block.evaluate({"R": 128, "E": 1 << 17, DEVICE_SMS: 0}) == 16

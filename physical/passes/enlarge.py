@@ -3,7 +3,9 @@
 Lanes are independent instances of a workset, so merging them into one program is legal whenever the
 group's instances are independent (construction proved it for every mapped group). It pays when the
 work per instance is small: scalar bodies take up to 1024 instances; bodies holding tiles take as
-many as keep BLOCK_I * (largest tile) within 4096 elements. num_warps follows the largest block.
+many as keep BLOCK_I * (largest tile) within 4096 elements. num_warps follows the largest block. A group
+folding or scanning data-dependent subregions takes no more lanes than leave every resident program of the
+device an instance (`next_pow2(cdiv(instances, resident_programs))`): its programs run to their longest lane.
 """
 
 from __future__ import annotations
@@ -11,15 +13,30 @@ from __future__ import annotations
 import dataclasses
 
 from ..construct import segments_for
-from ..launch_expr import LaunchExpr, LBin, LConst, LNextPow2, LWarps, ldim, lmax, lmin, lmul, lprod
+from ..launch_expr import (
+    LaunchExpr,
+    LBin,
+    LConst,
+    LNextPow2,
+    LResidentPrograms,
+    LWarps,
+    lcdiv,
+    ldim,
+    lmax,
+    lmin,
+    lmul,
+    lprod,
+)
 from ..model import Group, Program
-from ..ops import ChunkLanes, Contract, OwnedInstances
+from ..ops import ChunkLanes, Contract, OwnedInstances, RegionFold, RegionScan
 from . import Pass
 
 SCALAR_LANES = 1024
 TILE_BUDGET = 4096
 # Per-lane contractions stream both operands per lane; larger blocks amortise the program's fixed cost.
 CONTRACT_BUDGET = 16384
+# the warps a region fold's program is sized for when counting the programs that keep the device busy
+REGION_WARPS = 4
 
 
 def tile_elements(program: Program, group: Group) -> LaunchExpr:
@@ -65,6 +82,12 @@ class EnlargeOwnership(Pass):
                 if g.domain:
                     total = lprod(tuple(ldim(d) for d in g.domain))
                     consts[g.block] = lmin(budget, LNextPow2(total))
+                    if any(isinstance(o, RegionFold | RegionScan) for o in g.body.walk()):
+                        # a lane's work is its subregion, unknown before the launch, and a program runs to
+                        # its longest lane: few instances are spread over the device (one per program when
+                        # there are fewer than it keeps busy) rather than packed into a few programs
+                        spread = LNextPow2(lcdiv(total, LResidentPrograms(LConst(REGION_WARPS))))
+                        consts[g.block] = lmin(budget, LNextPow2(total), spread)
                 else:
                     consts[g.block] = lmin(budget, LConst(SCALAR_LANES))
             largest.append(lmul(consts[g.block], tile))

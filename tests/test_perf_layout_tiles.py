@@ -168,6 +168,11 @@ def nhwc_to_nchw(x: f32[B, H, W, C], out: Out[f32[B, C, H, W]]):
     out[:, :, :, :] = intent.permute(x, (0, 3, 1, 2))
 
 
+@intent.kernel
+def nchw_to_nhwc(x: f32[B, C, H, W], out: Out[f32[B, H, W, C]]):
+    out[:, :, :, :] = intent.permute(x, (0, 2, 3, 1))
+
+
 def _permute_args(kernel, shape, perm):
     x = torch.randn(*shape)
     return x, {"x": x, "out": torch.empty(*(shape[p] for p in perm))}
@@ -176,7 +181,8 @@ def _permute_args(kernel, shape, perm):
 @pytest.mark.parametrize("kernel,shape,perm,domain,tiled", [
     (reverse_axes, (16, 3, 72), (2, 1, 0), ["N", "C", "M"], (0, 2)),
     (nhwc_to_nchw, (2, 3, 8, 72), (0, 3, 1, 2), ["B", "H", "C", "W"], (1, 3)),
-], ids=["reverse_axes", "nhwc_to_nchw"])
+    (nchw_to_nhwc, (2, 8, 3, 72), (0, 2, 3, 1), ["B", "H", "W", "C"], (2, 3)),
+], ids=["reverse_axes", "nhwc_to_nchw", "nchw_to_nhwc"])
 def test_a_permute_tiles_the_unit_stride_axes_of_both_sides(kernel, shape, perm, domain, tiled):
     """The load's unit-stride axis (the output's first or second) and the output's last form the tile, so
     every sector either side moves is used, where the per-lane plan used 4 of each 32 bytes of the input."""

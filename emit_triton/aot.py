@@ -21,9 +21,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import torch
-
 from intent.runtime.artifacts import FORMAT, REGISTRY, entry_hash, spec_json
 from intent.runtime.checks import CHECK_TOKEN
 from kir.core import Kernel, RefType
@@ -168,16 +165,10 @@ def signature_of(kernel: Kernel, consts: Mapping[str, object] | None = None) -> 
 
 
 def _torch_args(kernel: Kernel, binding: Mapping[str, int]) -> dict[str, Any]:
-    from kir.inputs import random_inputs
+    from kir.inputs import random_inputs, torch_argument
 
-    out: dict[str, Any] = {}
-    for p, value in zip(kernel.params, random_inputs(kernel, binding).values()):
-        if isinstance(value, np.ndarray):
-            t = torch.from_numpy(np.ascontiguousarray(value))
-            out[p.name] = t.to(torch.bfloat16) if p.type.dtype is DType.bf16 else t
-        else:
-            out[p.name] = value
-    return out
+    return {p.name: torch_argument(p.type.dtype, value)  # type: ignore[arg-type]
+            for p, value in zip(kernel.params, random_inputs(kernel, binding).values())}
 
 
 def _build_entry(root: Path, name: str, kernel: Kernel, shapes: Mapping[str, Sequence[int]], arch: int,

@@ -22,7 +22,7 @@ import numpy as np
 
 from .contract import Dot, Precision
 from .core import DynSlice, Kernel, Op, Param, RefType, Region, TensorType, Type, Value
-from .dtypes import DType, DTypeVar
+from .dtypes import DType, DTypeVar, i4_unpacked
 from .errors import IntentError, LaunchError
 from .verify import verify
 
@@ -457,25 +457,23 @@ def _launch(launch: Callable[..., Any], k: Kernel, args: dict[str, Any], device:
 
     if device == "cuda" and not torch.cuda.is_available():
         raise LaunchError("--device cuda: no CUDA device is available")
+    from .inputs import torch_argument
+
     targs: dict[str, Any] = {}
     for p in k.params:
-        v = args[p.name]
-        if isinstance(v, np.ndarray):
-            t = torch.from_numpy(np.ascontiguousarray(v))
-            dt = p.type.dtype
-            if isinstance(dt, DType) and dt is DType.bf16:
-                t = t.to(torch.bfloat16)
-            targs[p.name] = t.to(device)
-        else:
-            targs[p.name] = v
+        v = torch_argument(p.type.dtype, args[p.name])  # type: ignore[arg-type]
+        targs[p.name] = v.to(device) if isinstance(v, torch.Tensor) else v
     launch(k, targs)
-    return {p.name: targs[p.name].detach().cpu().to(_host_dtype(p.type.dtype)).numpy() for p in k.outputs}
+    return {p.name: _host_array(p.type.dtype, targs[p.name].detach().cpu()) for p in k.outputs}
 
 
-def _host_dtype(dt: Any) -> Any:  # a torch.dtype; torch is imported only by `run`
+def _host_array(dt: Any, t: Any) -> np.ndarray:
+    """A launched output as the oracle gives it: bf16 and fp8 as f32, i4 unpacked (one value per int8)."""
     import torch
 
-    return torch.float32 if dt is DType.bf16 else dt.torch
+    if dt is DType.i4:
+        return i4_unpacked(t.numpy())
+    return t.to(torch.float32 if dt.in_f32 else dt.torch).numpy()
 
 
 def _compare(p: Param, got: np.ndarray, want: np.ndarray, tf32: bool = False) -> tuple[str, bool]:

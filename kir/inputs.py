@@ -1,6 +1,7 @@
 """Random concrete arguments for a specialised kernel, honouring its refinements and its index inputs.
 
-* Floats come from a normal distribution, integers are small and non-zero, preds are fair coins.
+* Floats come from a normal distribution, integers are small and non-zero, preds are fair coins; i4
+  values cover -8..7 and are given packed two per byte (kir.dtypes.I4_PACKING), as every i4 argument.
 * Outputs (`out`) are zero-filled; `inout` parameters are random like inputs.
 * A 1-D integer parameter whose values bound a data-dependent subregion `b:e` (the offsets of a CSR
   or segment layout) gets monotone offsets from 0 within the extent of the sliced axis.
@@ -19,7 +20,7 @@ from .access import Gather, Load, Scatter
 from .atomic import Atomic, AtomicCAS
 from .core import DynSlice, Kernel, Op, Param, RefType, Region, TensorType, Value
 from .dims import Dim
-from .dtypes import DType
+from .dtypes import DType, i4_packed
 from .errors import LaunchError
 from .histogram import Histogram
 from .region import RegionFold, RegionScan
@@ -74,6 +75,12 @@ def _argument(p: Param, env: dict[str, int], use: _IndexUse | None, rng: np.rand
     if isinstance(t, TensorType):  # a runtime scalar
         return _scalar(dtype, rng)
     shape = tuple(_extent(d, env, p.name) for d in t.shape)
+    if dtype is DType.i4:  # packed two per byte, as every i4 argument (kir.dtypes.I4_PACKING); the whole range
+        if not shape or shape[-1] % 2:
+            raise LaunchError(f"parameter {p.name}: an i4 tensor packs two elements per byte along its last axis, "
+                              f"which must have an even extent, got shape {list(shape)}")
+        values = np.zeros(shape, np.int8) if t.role.value == "out" else rng.integers(-8, 8, size=shape)
+        return i4_packed(values)
     if t.role.value == "out":
         return np.zeros(shape, dtype=dtype.np)
     if use is not None and dtype.is_int:
@@ -202,3 +209,14 @@ def _note_uses(o: Op, note: Callable[[Value, Dim, bool], None]) -> None:
             note(v, ref.type.shape[ax], False)  # type: ignore[union-attr]
     elif isinstance(o, Histogram):
         note(o.values, o.bins, False)
+
+
+def torch_argument(dtype: DType, value: Arg):  # -> torch.Tensor | scalar
+    """An argument of `random_inputs` as the launcher takes it: bf16 and fp8 arrays (f32 holding values of the
+    dtype) as tensors of that dtype; i4 arrays are already the packed bytes."""
+    if not isinstance(value, np.ndarray):
+        return value
+    import torch
+
+    t = torch.from_numpy(np.ascontiguousarray(value))
+    return t.to(dtype.torch) if dtype.in_f32 else t

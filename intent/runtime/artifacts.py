@@ -164,11 +164,14 @@ def _same_consts(built: Mapping[str, Any], given: Mapping[str, Any]) -> bool:
 
 _TORCH_DTYPES = {"bool": "pred", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64", "uint8": "u8",
                  "uint16": "u16", "uint32": "u32", "uint64": "u64", "float16": "f16", "bfloat16": "bf16",
-                 "float32": "f32", "float64": "f64"}
+                 "float32": "f32", "float64": "f64", "float8_e4m3fn": "f8e4m3", "float8_e5m2": "f8e5m2"}
+# i4 tensors are int8 or uint8 tensors of packed bytes (kir.dtypes.I4_PACKING): the last axis holds two elements a
+# byte; an omitted i4 output is allocated as uint8
+I4_STORAGE = ("i8", "u8")
 _INT_RANGES = {f"{s}{b}": ((-(1 << (b - 1)), (1 << (b - 1)) - 1) if s == "i" else (0, (1 << b) - 1))
-               for s in "iu" for b in (8, 16, 32, 64)}
+               for s in "iu" for b in (8, 16, 32, 64)} | {"i4": (-8, 7)}
 _FLOAT_MAX = {"f16": 65504.0, "bf16": 3.3895313892515355e38, "f32": 3.4028234663852886e38,
-              "f64": 1.7976931348623157e308}
+              "f64": 1.7976931348623157e308, "f8e4m3": 448.0, "f8e5m2": 57344.0}
 
 
 _DTYPE_NAMES: dict[Any, str] = {}  # torch dtype -> Intent's name, filled when torch is first needed
@@ -187,6 +190,8 @@ def _dtype_name(value: Any) -> str | None:
 def _torch_dtype(name: str) -> Any:
     import torch
 
+    if name == "i4":
+        return torch.uint8
     for t, n in _TORCH_DTYPES.items():
         if n == name:
             return getattr(torch, t)
@@ -304,7 +309,12 @@ class Entry:
             if value.layout != torch.strided:
                 raise LaunchError(f"parameter {name}: expected a dense (strided) tensor ({text}), got a tensor with "
                                   f"layout {value.layout}")
-            if _DTYPE_NAMES.get(value.dtype) != p["dtype"] and _dtype_name(value) != p["dtype"]:
+            if p["dtype"] == "i4":
+                if _dtype_name(value) not in I4_STORAGE or value.dim() != len(p["shape"]) or not p["shape"]:
+                    raise LaunchError(f"parameter {name}: expected i4 values packed two per byte in an int8 or uint8 "
+                                      f"tensor of rank {len(p['shape'])} (the last axis holds N // 2 bytes), got a "
+                                      f"tensor of {value.dtype} and shape {tuple(value.shape)}")
+            elif _DTYPE_NAMES.get(value.dtype) != p["dtype"] and _dtype_name(value) != p["dtype"]:
                 raise LaunchError(f"parameter {name}: expected {p['dtype']}, got {value.dtype}")
             if value.dim() != len(p["shape"]):
                 raise LaunchError(f"parameter {name}: expected rank {len(p['shape'])} ({text}), got a tensor of "
@@ -332,8 +342,7 @@ class Entry:
             t = tensors.get(p["name"])
             if t is None:
                 continue
-            for axis, (dim, extent) in enumerate(zip(p["shape"], t.shape)):
-                extent = int(extent)
+            for axis, (dim, extent) in enumerate(zip(p["shape"], _logical_shape(p, t))):
                 if isinstance(dim, int):
                     if extent != dim:
                         raise LaunchError(f"parameter {p['name']}: axis {axis} has extent {extent} but the kernel "
@@ -371,6 +380,12 @@ class Entry:
                 if any(e < 0 for e in shape):
                     raise LaunchError(f"out parameter {p['name']} was omitted and its shape {p['type']} evaluates "
                                       f"to {shape}, which has a negative extent")
+                if p["dtype"] == "i4":  # allocated as its packed bytes
+                    if shape[-1] % 2:
+                        raise LaunchError(f"out parameter {p['name']} was omitted and its shape {p['type']} evaluates "
+                                          f"to {shape}: i4 packs two elements per byte, so the last extent must be "
+                                          f"even")
+                    shape = (*shape[:-1], shape[-1] // 2)
                 out_shapes[p["name"]] = shape
         for name, value in scalars.items():
             if isinstance(value, int) and not isinstance(value, bool) and name not in env:
@@ -731,6 +746,12 @@ def _check_pred(r: Mapping[str, Any], env: Mapping[str, int], origin: Mapping[st
     if r["word"] == "bound":
         raise LaunchError(f"{failure} ({whence}; a shape symbol is >= 1 unless the kernel states {symbols[0]} >= 0)")
     raise LaunchError(f"{r['word']} {failure} ({whence})")
+
+
+def _logical_shape(p: Mapping[str, Any], t: Any) -> tuple[int, ...]:
+    """The extents of the values a tensor holds: an i4 tensor's last axis holds two per byte."""
+    shape = tuple(int(e) for e in t.shape)
+    return (*shape[:-1], 2 * shape[-1]) if p["dtype"] == "i4" and shape else shape
 
 
 def _check_scalar(name: str, dtype: str, value: Any) -> Any:

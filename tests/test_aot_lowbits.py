@@ -1,0 +1,94 @@
+"""`kirc build`, `kirc run` and `intent.load` with fp8 and i4 parameters: the registry names the dtypes, the loaded
+kernel takes torch's float8 tensors and i4's packed bytes, and gives what the compiler's own launch gives."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+import intent
+from intent.errors import LaunchError
+from kir.cli import main as kirc
+
+KERNELS = '''
+import intent
+from intent import Out, dims, f32, f8e4m3, f8e5m2, i4, parallel
+
+M, N = dims("M N")
+
+
+@intent.kernel
+def dequant(x: f32[M, N], w: i4[M, N], s: f8e5m2, q: Out[f8e4m3[M, N]], back: Out[f32[M, N]]):
+    for i in parallel(M):
+        q[i, :] = (x[i, :] * w[i, :].to(f32)).to(f8e4m3)
+        back[i, :] = q[i, :].to(f32) * s.to(f32)
+'''
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
+    import importlib.util
+
+    folder = tmp_path_factory.mktemp("aot_lowbits")
+    (folder / "lowbits.py").write_text(KERNELS)
+    assert kirc(["build", str(folder / "lowbits.py"), "--shape", "M=4", "N=8", "-o", str(folder / "out")]) == 0
+    spec = importlib.util.spec_from_file_location("lowbits_kernels", folder / "lowbits.py")
+    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    return folder / "out", mod
+
+
+def _args() -> dict[str, object]:
+    g = torch.Generator().manual_seed(3)
+    return {"x": torch.randn(4, 8, generator=g), "w": torch.randint(0, 256, (4, 4), generator=g, dtype=torch.uint8),
+            "s": 0.75}
+
+
+def test_the_registry_names_fp8_and_i4(built: tuple[Path, object]) -> None:
+    folder, _ = built
+    (entry,) = json.loads((folder / "registry.json").read_text())["kernels"]["dequant"]
+    assert entry["signature"] == "x:f32,w:i4,s:f8e5m2,q:f8e4m3,back:f32"
+
+
+def test_a_loaded_kernel_with_fp8_and_i4_matches_the_compilers_launch(built: tuple[Path, object]) -> None:
+    folder, mod = built
+    lib = intent.load(folder)
+    args = _args()
+    q, back = torch.empty(4, 8, dtype=torch.float8_e4m3fn), torch.empty(4, 8)
+    lib.dequant(**args, q=q, back=back)
+    q2, back2 = torch.empty_like(q), torch.empty_like(back)
+    mod.dequant(**args, q=q2, back=back2)  # type: ignore[attr-defined]
+    assert torch.equal(q.view(torch.uint8), q2.view(torch.uint8)) and torch.equal(back, back2)
+    # omitted outputs are allocated with their dtypes; the packed bytes may be int8 too
+    q3, back3 = lib.dequant(x=args["x"], w=args["w"].view(torch.int8), s=args["s"])  # type: ignore[union-attr]
+    assert q3.dtype == torch.float8_e4m3fn and torch.equal(q3.view(torch.uint8), q.view(torch.uint8))
+    assert torch.equal(back3, back)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"w": torch.zeros(4, 4, dtype=torch.int16)},
+     "parameter w: expected i4 values packed two per byte in an int8 or uint8 tensor of rank 2 (the last axis holds "
+     "N // 2 bytes), got a tensor of torch.int16 and shape (4, 4)"),
+    ({"w": torch.zeros(4, 8, dtype=torch.uint8)}, "parameter w: axis 1 has extent 16 but N = 8 from parameter x"),
+    ({"s": 60000.0}, "parameter s: 60000.0 does not fit f8e5m2 (largest finite value 57344)"),
+    ({"q": torch.empty(4, 8, dtype=torch.float8_e5m2)}, "parameter q: expected f8e4m3, got torch.float8_e5m2"),
+])
+def test_fp8_and_i4_arguments_are_checked(built: tuple[Path, object], change: dict[str, object],
+                                          message: str) -> None:
+    folder, _ = built
+    lib = intent.load(folder)
+    args = {**_args(), "q": torch.empty(4, 8, dtype=torch.float8_e4m3fn), "back": torch.empty(4, 8), **change}
+    with pytest.raises(LaunchError) as caught:
+        lib.dequant(**args)
+    assert str(caught.value) == message
+
+
+def test_kirc_run_compares_fp8_and_i4_kernels(built: tuple[Path, object], capsys: pytest.CaptureFixture[str]
+                                              ) -> None:
+    folder, _ = built
+    assert kirc(["run", str(folder.parent / "lowbits.py"), "--shape", "M=4", "N=8"]) == 0
+    out = capsys.readouterr().out
+    assert "q: max abs error 0 (f8e4m3" in out and out.rstrip().endswith("PASS")

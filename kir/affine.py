@@ -29,6 +29,7 @@ from enum import Enum
 from .dims import DConst, Dim, PCmp, dim_bin
 from .dtypes import DType
 from .pointwise import Binary, BinaryFn, Cast, Constant, DimValue, Unary, UnaryFn
+from .solver import linear_form
 
 Prover = Callable[[Dim], bool]  # whether a form is proven non-negative
 
@@ -80,6 +81,12 @@ def binary_form(fn: BinaryFn | str, a: Dim | None, b: Dim | None, nonnegative: P
     return None
 
 
+def linear_terms(d: Dim) -> tuple[int, dict[str, int]] | None:
+    """`d` as `const + sum(coeff * symbol)` (None when a non-linear term remains)."""
+    const, terms = linear_form(d)
+    return (const, terms) if all(isinstance(a, str) for a in terms) else None  # type: ignore[return-value]
+
+
 def nonnegative_by(prove: Callable[[PCmp], bool]) -> Prover:
     """A prover of `form >= 0` from a prover of predicates."""
     return lambda d: prove(PCmp(">=", d, DConst(0)))
@@ -102,4 +109,4 @@ def kir_form(op: object, forms: Mapping[int, Dim], nonnegative: Prover | None = 
 
 
 __all__ = ["Products", "Prover", "launch_known", "constant_form", "cast_form", "neg_form", "binary_form",
-           "nonnegative_by", "kir_form"]
+           "nonnegative_by", "kir_form", "linear_form", "linear_terms"]

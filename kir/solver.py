@@ -183,21 +183,22 @@ class ShapeSolver:
 Linear = tuple[int, dict[object, int]]  # (constant, atom -> coefficient)
 
 
-def _linear(d: Dim) -> Linear:
+def linear_form(d: Dim) -> Linear:
+    """`d` as a constant plus integer multiples of atoms (symbol names, or opaque non-linear subterms)."""
     if isinstance(d, DConst):
         return d.value, {}
     if isinstance(d, DSym):
         return 0, {d.name: 1}
     assert isinstance(d, DBin)
     if d.op in ("+", "-"):
-        (ca, ta), (cb, tb) = _linear(d.lhs), _linear(d.rhs)
+        (ca, ta), (cb, tb) = linear_form(d.lhs), linear_form(d.rhs)
         sign = 1 if d.op == "+" else -1
         terms = dict(ta)
         for atom, c in tb.items():
             terms[atom] = terms.get(atom, 0) + sign * c
         return ca + sign * cb, {a: c for a, c in terms.items() if c}
     if d.op == "*":
-        (ca, ta), (cb, tb) = _linear(d.lhs), _linear(d.rhs)
+        (ca, ta), (cb, tb) = linear_form(d.lhs), linear_form(d.rhs)
         if not ta:
             return ca * cb, {a: ca * c for a, c in tb.items() if ca * c}
         if not tb:
@@ -224,7 +225,7 @@ def _nonnegative_forms(p: Pred) -> list[Linear] | None:
         return out
     if not isinstance(p, PCmp) or p.op == "!=":
         return None
-    lhs, rhs = _linear(p.lhs), _linear(p.rhs)
+    lhs, rhs = linear_form(p.lhs), linear_form(p.rhs)
     if p.op in ("<=", "<"):
         form = _difference(rhs, lhs)
     elif p.op in (">=", ">"):

@@ -18,8 +18,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from kir.affine import linear_terms
 from kir.core import Kernel, Op, Value
-from kir.dims import Dim
+from kir.dims import Dim, DSym
 from kir.dtypes import DType
 from kir.errors import DiagnosticError, IntentError, Loc, NotExpressible
 
@@ -27,35 +28,24 @@ from .ssa import SSA
 from .values import Val
 
 
-@dataclass(frozen=True)
-class Affine:
-    """An index that is `const + sum(coeff * batch index)` (batch axes numbered in the context)."""
+def batch_index(axis: int) -> DSym:
+    """The affine form of the index along batch axis `axis` (batch axes numbered in the context)."""
+    return DSym(f"_b{axis}")
 
-    terms: tuple[tuple[int, int], ...] = ()
-    const: int = 0
 
-    @staticmethod
-    def of_axis(axis: int) -> Affine:
-        return Affine(((axis, 1),), 0)
+def constant_value(form: Dim | None) -> int | None:
+    """The value of a form without batch indices (None when it has some, or no form)."""
+    lin = linear_terms(form) if form is not None else None
+    return lin[0] if lin is not None and not lin[1] else None
 
-    def combine(self, other: Affine, sign: int) -> Affine:
-        coeffs = dict(self.terms)
-        for axis, c in other.terms:
-            coeffs[axis] = coeffs.get(axis, 0) + sign * c
-        return Affine(tuple(sorted((a, c) for a, c in coeffs.items() if c)), self.const + sign * other.const)
 
-    def scale(self, k: int) -> Affine:
-        return Affine(tuple((a, c * k) for a, c in self.terms if c * k), self.const * k)
-
-    @property
-    def is_const(self) -> bool:
-        return not self.terms
-
-    def single_axis(self) -> int | None:
-        """The batch axis when this is exactly `index + const`."""
-        if len(self.terms) == 1 and self.terms[0][1] == 1:
-            return self.terms[0][0]
+def single_axis(form: Dim) -> tuple[int, int] | None:
+    """(axis, const) when `form` is exactly `batch index + const` (`kir.affine.linear_terms`)."""
+    lin = linear_terms(form)
+    if lin is None or len(lin[1]) != 1:
         return None
+    ((name, coeff),) = lin[1].items()
+    return (int(name[2:]), lin[0]) if coeff == 1 and name.startswith("_b") else None
 
 
 @dataclass
@@ -84,7 +74,7 @@ class Ctx:
     ssa: SSA
     used: frozenset[int]
     values: dict[int, Val] = field(default_factory=dict)
-    affine: dict[int, Affine] = field(default_factory=dict)
+    affine: dict[int, Dim] = field(default_factory=dict)  # integer values' forms (`kir.affine`)
     refs: dict[int, RefState] = field(default_factory=dict)
     batch: tuple[int, ...] = ()
     mask: Val | None = None

@@ -22,7 +22,7 @@ from kir.errors import IntentError
 from kir.region import RegionScan
 
 from .checks import ERROR_REF
-from .context import Affine, Ctx
+from .context import Ctx, batch_index, constant_value
 from .registry import emits, run_region
 from .values import Val
 
@@ -112,7 +112,7 @@ def _parallel(ctx: Ctx, op: Op) -> None:
         for k, a in enumerate(op.body.args):
             axis = base + k
             prefix = ctx.batch[:axis + 1]
-            ctx.affine[a.id] = Affine.of_axis(axis)
+            ctx.affine[a.id] = batch_index(axis)
             ctx.set_lazy(a, lambda prefix=prefix, axis=axis: ctx.ssa.iota(DType.i64, prefix, axis, axis + 1, "i"))
         run_region(ctx, op.body, [])
 
@@ -147,11 +147,11 @@ def _for(ctx: Ctx, op: Op) -> None:
     inits = [ctx.get(v) for v in op.inits]
     refs = written_refs(ctx, op.body)
     body_region = op.body
-    affs = [ctx.affine.get(v.id) for v in (op.start, op.stop, op.step)]
+    consts = [constant_value(ctx.affine.get(v.id)) for v in (op.start, op.stop, op.step)]
     start64, step64 = ctx.to_i64(start), ctx.to_i64(step)
     uniform = max(start.depth, stop.depth, step.depth) == 0
-    if all(a is not None and a.is_const for a in affs):
-        lo, hi, st = (a.const for a in affs)  # type: ignore[union-attr]
+    if all(c is not None for c in consts):
+        lo, hi, st = consts  # type: ignore[misc]
         trip = ctx.splat(len(range(lo, hi, st)) if st else 0, DType.i64)
     else:
         trip = trip_count(ctx, start, stop, step)

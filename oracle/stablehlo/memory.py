@@ -19,7 +19,7 @@ from kir.core import Index, Slice, Value
 from kir.dtypes import DType
 from kir.errors import IntentError
 
-from .context import Ctx, RefState
+from .context import Ctx, RefState, constant_value, single_axis
 from .values import Val
 
 Combine = Callable[[Val, Val], Val]
@@ -51,13 +51,15 @@ def block_plan(ctx: Ctx, ref: RefState, index: Index) -> list[AxisPlan] | None:
         if not isinstance(it, Value):
             return None
         aff = ctx.affine.get(it.id)
-        if aff is not None and aff.is_const:
-            plans.append(AxisPlan("point", aff.const, 1))
+        const = constant_value(aff)
+        if const is not None:
+            plans.append(AxisPlan("point", const, 1))
             continue
-        k = aff.single_axis() if aff is not None else None
-        if k is not None and k >= d_r:
+        one = single_axis(aff) if aff is not None else None
+        if one is not None and one[0] >= d_r:
+            k, const = one
             size = ctx.batch[k]
-            plans.append(AxisPlan("batch", aff.const if size else 0, size, k))  # type: ignore[union-attr]
+            plans.append(AxisPlan("batch", const if size else 0, size, k))
             continue
         v = ctx.get(it)
         if v.depth != 0:

@@ -13,7 +13,9 @@ from __future__ import annotations
 import math
 
 from kir import float_rules
+from kir.affine import binary_form, cast_form, constant_form
 from kir.core import Op
+from kir.dims import DConst, Dim
 from kir.dtypes import DType
 from kir.pointwise import (
     Binary,
@@ -30,7 +32,7 @@ from kir.pointwise import (
     UnaryFn,
 )
 
-from .context import Affine, Ctx
+from .context import Ctx
 from .numerics import cast, int_divide, int_power, shift
 from .registry import emits
 from .values import Val
@@ -48,8 +50,9 @@ def _constant(ctx: Ctx, op: Op) -> None:
     dt = concrete(ctx, op.dtype)
     value = op.value
     ctx.set_lazy(op.result, lambda: ctx.splat(value, dt))
-    if dt.is_int and isinstance(op.value, int) and not isinstance(op.value, bool):
-        ctx.affine[op.result.id] = Affine((), int(op.value))
+    form = constant_form(op.value) if dt.is_int else None
+    if form is not None:
+        ctx.affine[op.result.id] = form
 
 
 @emits(DimValue)
@@ -59,7 +62,7 @@ def _dim_value(ctx: Ctx, op: Op) -> None:
     dt = concrete(ctx, op.dtype)
     ctx.set_lazy(op.result, lambda: ctx.splat(value, dt))
     if dt.is_int:
-        ctx.affine[op.result.id] = Affine((), value)
+        ctx.affine[op.result.id] = DConst(value)
 
 
 @emits(Iota)
@@ -242,20 +245,13 @@ def binary(ctx: Ctx, fn: BinaryFn, a: Val, b: Val) -> Val:
     return s.binary(_SIMPLE_BINARY[fn], a, b)
 
 
-def _affine_binary(ctx: Ctx, op: Binary) -> Affine | None:
-    a, b = ctx.affine.get(op.lhs.id), ctx.affine.get(op.rhs.id)
-    if a is None or b is None:
-        return None
-    if op.fn is BinaryFn.add:
-        return a.combine(b, 1)
-    if op.fn is BinaryFn.sub:
-        return a.combine(b, -1)
-    if op.fn is BinaryFn.mul and (a.is_const or b.is_const):
-        return b.scale(a.const) if a.is_const else a.scale(b.const)
-    if op.fn in (BinaryFn.floordiv, BinaryFn.mod) and a.is_const and b.is_const and b.const != 0:
-        q = abs(a.const) // abs(b.const) * (1 if (a.const >= 0) == (b.const > 0) else -1)
-        return Affine((), q if op.fn is BinaryFn.floordiv else a.const - q * b.const)
-    return None
+def _known_nonnegative(d: Dim) -> bool:
+    return isinstance(d, DConst) and d.value >= 0  # shapes are concrete here: a quotient folds to a constant
+
+
+def _affine_binary(ctx: Ctx, op: Binary) -> Dim | None:
+    """`kir.affine`'s rules over the batch indices (a quotient of a negative constant is computed instead)."""
+    return binary_form(op.fn, ctx.affine.get(op.lhs.id), ctx.affine.get(op.rhs.id), _known_nonnegative)
 
 
 @emits(Binary)
@@ -292,8 +288,8 @@ def _select(ctx: Ctx, op: Op) -> None:
 def _cast(ctx: Ctx, op: Op) -> None:
     assert isinstance(op, Cast)
     dt = concrete(ctx, op.dtype)
-    src = ctx.affine.get(op.x.id)
-    if src is None or not dt.is_int:
+    src = cast_form(ctx.affine.get(op.x.id), dt.is_int)
+    if src is None:
         ctx.set(op.result, cast(ctx, ctx.get(op.x), dt))
         return
     ctx.affine[op.result.id] = src

@@ -43,12 +43,20 @@ def pop(name: str, traits: Trait):
 TypeRule = Callable[[POp], list[str]]
 
 
-def typing_rule(*classes: type[POp]) -> Callable[[TypeRule], TypeRule]:
-    """Declare `fn` the typing rule of `classes`."""
+def typing_rule(*classes: type[POp], one_result: bool = False) -> Callable[[Callable[..., list[str]]],
+                                                                          Callable[..., list[str]]]:
+    """Declare `fn` the typing rule of `classes`. With `one_result`, the op must have exactly one result and
+    `fn(op, result_type)` checks the rest."""
 
-    def deco(fn: TypeRule) -> TypeRule:
+    def deco(fn: Callable[..., list[str]]) -> Callable[..., list[str]]:
+        rule: TypeRule = fn
+        if one_result:
+            def rule(op: POp) -> list[str]:
+                return fn(op, op.results[0].type) if len(op.results) == 1 else results_problem(op, 1)
+
+            rule.__doc__, rule.__name__ = fn.__doc__, fn.__name__
         for c in classes:
-            c.type_problems = fn  # type: ignore[attr-defined]
+            c.type_problems = rule  # type: ignore[attr-defined]
         return fn
 
     return deco

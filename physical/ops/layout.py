@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from kir.dims import DConst
 
-from ..model import POp, PValue
-from ._base import INVARIANT, POSITIONWISE, PURE, one_result, pop, results_problem, typing_rule
+from ..model import Fragment, POp, PValue
+from ._base import INVARIANT, POSITIONWISE, PURE, pop, results_problem, typing_rule
 
 
 @pop("broadcast", PURE | POSITIONWISE | INVARIANT)
@@ -77,11 +77,8 @@ class TileReshape(POp):
 # ---------------------------------------------------------------------------------------------- typing
 
 
-@typing_rule(Broadcast)
-def _broadcast(op: Broadcast) -> list[str]:
-    r = one_result(op)
-    if r is None:
-        return results_problem(op, 1)
+@typing_rule(Broadcast, one_result=True)
+def _broadcast(op: Broadcast, r: Fragment) -> list[str]:
     x = op.x.type
     out = [] if r.dtype == x.dtype else [f"result is {r.dtype} but the operand is {x.dtype}"]
     if len(op.dims) != len(x.tile) or len(set(op.dims)) != len(op.dims) or \
@@ -95,11 +92,8 @@ def _broadcast(op: Broadcast) -> list[str]:
     return out
 
 
-@typing_rule(Permute)
-def _permute(op: Permute) -> list[str]:
-    r = one_result(op)
-    if r is None:
-        return results_problem(op, 1)
+@typing_rule(Permute, one_result=True)
+def _permute(op: Permute, r: Fragment) -> list[str]:
     x = op.x.type
     if sorted(op.perm) != list(range(len(x.tile))) or len(r.tile) != len(x.tile):
         return [f"perm {list(op.perm)} is not a permutation of the operand's {len(x.tile)} tile axes"]
@@ -108,11 +102,8 @@ def _permute(op: Permute) -> list[str]:
     return []
 
 
-@typing_rule(ExpandDims, Squeeze)
-def _expand_squeeze(op: ExpandDims | Squeeze) -> list[str]:
-    r = one_result(op)
-    if r is None:
-        return results_problem(op, 1)
+@typing_rule(ExpandDims, Squeeze, one_result=True)
+def _expand_squeeze(op: ExpandDims | Squeeze, r: Fragment) -> list[str]:
     x = op.x.type
     small, big = (x, r) if isinstance(op, ExpandDims) else (r, x)
     if not 0 <= op.axis < len(big.tile) or big.tile[op.axis].extent != DConst(1) or \

@@ -5,7 +5,7 @@ from __future__ import annotations
 from kir.dtypes import DType
 from kir.pointwise import BinaryFn, CmpFn, UnaryFn, literal_fits
 
-from ..model import Literal, POp, PValue
+from ..model import Fragment, Literal, POp, PValue
 from ._base import (
     ARITH,
     INVARIANT,
@@ -13,9 +13,7 @@ from ._base import (
     UNIFORM,
     broadcast_problem,
     ints_agree,
-    one_result,
     pop,
-    results_problem,
     typing_rule,
 )
 
@@ -74,11 +72,8 @@ class Bitcast(POp):
 # ---------------------------------------------------------------------------------------------- typing
 
 
-@typing_rule(Const)
-def _const(op: Const) -> list[str]:
-    r = one_result(op)
-    if r is None:
-        return results_problem(op, 1)
+@typing_rule(Const, one_result=True)
+def _const(op: Const, r: Fragment) -> list[str]:
     out = []
     if not r.is_scalar:
         out.append(f"a constant is a uniform scalar, got {r}")
@@ -89,22 +84,16 @@ def _const(op: Const) -> list[str]:
     return out
 
 
-@typing_rule(Unary)
-def _unary(op: Unary) -> list[str]:
-    r = one_result(op)
-    if r is None:
-        return results_problem(op, 1)
+@typing_rule(Unary, one_result=True)
+def _unary(op: Unary, r: Fragment) -> list[str]:
     want = DType.pred if op.fn.value in ("isnan", "isinf") else op.x.type.dtype
     out = [] if r.dtype == want else [f"result is {r.dtype}, expected {want}"]
     p = broadcast_problem((op.x,), r)
     return out + ([p] if p else [])
 
 
-@typing_rule(Binary)
-def _binary(op: Binary) -> list[str]:
-    r = one_result(op)
-    if r is None:
-        return results_problem(op, 1)
+@typing_rule(Binary, one_result=True)
+def _binary(op: Binary, r: Fragment) -> list[str]:
     out = []
     if not ints_agree(op.lhs.type, op.rhs.type):
         out.append(f"operands are {op.lhs.type.dtype} and {op.rhs.type.dtype}; no implicit promotion")
@@ -114,11 +103,8 @@ def _binary(op: Binary) -> list[str]:
     return out + ([p] if p else [])
 
 
-@typing_rule(Compare)
-def _compare(op: Compare) -> list[str]:
-    r = one_result(op)
-    if r is None:
-        return results_problem(op, 1)
+@typing_rule(Compare, one_result=True)
+def _compare(op: Compare, r: Fragment) -> list[str]:
     out = [] if r.dtype.is_pred else [f"a comparison gives pred, not {r.dtype}"]
     if not ints_agree(op.lhs.type, op.rhs.type):
         out.append(f"compares {op.lhs.type.dtype} with {op.rhs.type.dtype}")
@@ -126,11 +112,8 @@ def _compare(op: Compare) -> list[str]:
     return out + ([p] if p else [])
 
 
-@typing_rule(Select)
-def _select(op: Select) -> list[str]:
-    r = one_result(op)
-    if r is None:
-        return results_problem(op, 1)
+@typing_rule(Select, one_result=True)
+def _select(op: Select, r: Fragment) -> list[str]:
     out = [] if op.cond.type.dtype.is_pred else [f"condition is {op.cond.type.dtype}, not pred"]
     if not ints_agree(op.on_true.type, op.on_false.type):
         out.append(f"branches are {op.on_true.type.dtype} and {op.on_false.type.dtype}")
@@ -140,11 +123,8 @@ def _select(op: Select) -> list[str]:
     return out + ([p] if p else [])
 
 
-@typing_rule(Cast, Bitcast)
-def _cast(op: Cast | Bitcast) -> list[str]:
-    r = one_result(op)
-    if r is None:
-        return results_problem(op, 1)
+@typing_rule(Cast, Bitcast, one_result=True)
+def _cast(op: Cast | Bitcast, r: Fragment) -> list[str]:
     out = [] if r.dtype == op.dtype else [f"result is {r.dtype} but the op converts to {op.dtype}"]
     if isinstance(op, Bitcast) and op.x.type.dtype.bits != op.dtype.bits:
         out.append(f"bitcast from {op.x.type.dtype} to {op.dtype} changes the width")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..launch_expr import LaunchExpr
-from ..model import POp, PValue
+from ..model import Fragment, POp, PValue
 from ._base import (
     EFFECTS,
     INVARIANT,
@@ -12,9 +12,7 @@ from ._base import (
     PURE,
     UNIFORM,
     no_results,
-    one_result,
     pop,
-    results_problem,
     typing_rule,
 )
 
@@ -86,11 +84,8 @@ class ScalarParam(POp):
 # ---------------------------------------------------------------------------------------------- typing
 
 
-@typing_rule(OwnedInstances, ChunkLanes)
-def _lanes(op: OwnedInstances | ChunkLanes) -> list[str]:
-    r = one_result(op)
-    if r is None:
-        return results_problem(op, 1)
+@typing_rule(OwnedInstances, ChunkLanes, one_result=True)
+def _lanes(op: OwnedInstances | ChunkLanes, r: Fragment) -> list[str]:
     out = [] if r.lanes and not r.tile and r.dtype.is_int else [f"instance indices are an integer lanes vector, "
                                                                   f"got {r}"]
     if isinstance(op, ChunkLanes) and not (op.base.type.is_scalar and op.base.type.dtype.is_int):
@@ -98,27 +93,18 @@ def _lanes(op: OwnedInstances | ChunkLanes) -> list[str]:
     return out
 
 
-@typing_rule(ShapeValue)
-def _shape_value(op: ShapeValue) -> list[str]:
-    r = one_result(op)
-    if r is None:
-        return results_problem(op, 1)
+@typing_rule(ShapeValue, one_result=True)
+def _shape_value(op: ShapeValue, r: Fragment) -> list[str]:
     return [] if r.is_scalar and r.dtype.is_int else [f"a launch value is a uniform integer scalar, got {r}"]
 
 
-@typing_rule(ScalarParam)
-def _scalar_param(op: ScalarParam) -> list[str]:
-    r = one_result(op)
-    if r is None:
-        return results_problem(op, 1)
+@typing_rule(ScalarParam, one_result=True)
+def _scalar_param(op: ScalarParam, r: Fragment) -> list[str]:
     return [] if r.is_scalar and not r.index else [f"a runtime scalar parameter is a uniform scalar, got {r}"]
 
 
-@typing_rule(TileIndex)
-def _tile_index(op: TileIndex) -> list[str]:
-    r = one_result(op)
-    if r is None:
-        return results_problem(op, 1)
+@typing_rule(TileIndex, one_result=True)
+def _tile_index(op: TileIndex, r: Fragment) -> list[str]:
     if not r.dtype.is_int or r.lanes or not 0 <= op.axis < len(r.tile):
         return [f"tile positions along axis {op.axis} need a uniform integer tile with that axis, got {r}"]
     return []

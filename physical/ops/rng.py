@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from kir.rng import RNG_DTYPE, RngKind
 
-from ..model import POp, PValue
-from ._base import POSITIONWISE, PURE, broadcast_problem, one_result, pop, results_problem, typing_rule
+from ..model import Fragment, POp, PValue
+from ._base import POSITIONWISE, PURE, broadcast_problem, pop, typing_rule
 
 
 @pop("random", PURE | POSITIONWISE)
@@ -20,11 +20,8 @@ class Random(POp):
 # ---------------------------------------------------------------------------------------------- typing
 
 
-@typing_rule(Random)
-def _random(op: Random) -> list[str]:
-    r = one_result(op)
-    if r is None:
-        return results_problem(op, 1)
+@typing_rule(Random, one_result=True)
+def _random(op: Random, r: Fragment) -> list[str]:
     out = []
     if not op.seed.type.dtype.is_int or not op.offset.type.dtype.is_int:
         out.append("seed and offset must be integers")

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from kir.dtypes import DType
 
-from ..model import AccessRelation, POp
-from ._base import EFFECTS, NO_TRAITS, READS, WRITES, one_result, pop, results_problem, typing_rule
+from ..model import AccessRelation, Fragment, POp
+from ._base import EFFECTS, NO_TRAITS, READS, WRITES, pop, typing_rule
 
 
 @pop("split_index", NO_TRAITS)
@@ -36,19 +36,13 @@ class Ticket(POp):
 # ---------------------------------------------------------------------------------------------- typing
 
 
-@typing_rule(SplitIndex)
-def _split_index(op: SplitIndex) -> list[str]:
-    r = one_result(op)
-    if r is None:
-        return results_problem(op, 1)
+@typing_rule(SplitIndex, one_result=True)
+def _split_index(op: SplitIndex, r: Fragment) -> list[str]:
     return [] if r.is_scalar and r.dtype.is_int else [f"a split position is a uniform integer scalar, got {r}"]
 
 
-@typing_rule(Ticket)
-def _ticket(op: Ticket) -> list[str]:
-    r = one_result(op)
-    if r is None:
-        return results_problem(op, 1)
+@typing_rule(Ticket, one_result=True)
+def _ticket(op: Ticket, r: Fragment) -> list[str]:
     lanes = any(v.type.lanes for v in op.access.operands())
     if r.tile or r.dtype is not DType.i32 or r.lanes != lanes:
         return [f"a ticket is an i32 per member of its access ({'lanes' if lanes else 'uniform'}), got {r}"]

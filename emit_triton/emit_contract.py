@@ -28,6 +28,9 @@ def emit_contract(em: Emitter, op: P.Contract) -> None:
     em.line(f"{em.define(op.result)} = {prod}")
 
 
+_FP8_TL = {DType.f8e4m3: "tl.float8e4nv", DType.f8e5m2: "tl.float8e5"}
+
+
 @emits(P.MatMul)
 def emit_matmul(em: Emitter, op: P.MatMul) -> None:
     # f32 operands: IEEE products unless the author asked for tf32; 16- and 8-bit operands go to
@@ -45,11 +48,12 @@ def emit_matmul(em: Emitter, op: P.MatMul) -> None:
         # fp8 values are held in f32 registers. On a GPU they go to fp8 tensor cores (the conversion back is
         # exact) with every product accumulated in f32 (max_num_imprecise_acc=0: sm_90's default would keep a
         # narrower accumulator for up to 2**30 products); the interpreter multiplies the f32 values (exact).
-        fp8 = "tl.float8e4nv" if op.lhs.type.dtype is DType.f8e4m3 else "tl.float8e5"
+        # The two formats may differ (f8e4m3 x f8e5m2): sm_90's fp8 tensor cores take each operand in its own.
+        fa, fb = (_FP8_TL[x.type.dtype] for x in (op.lhs, op.rhs))
         result = em.define(op.result, "acc")
         em.uses_device_flag = True
         em.line(f"if {DEVICE_FLAG}:")
-        em.line(f"    {result} = tl.dot({a}.to({fp8}), {b}.to({fp8}), {em.name(op.acc)}, max_num_imprecise_acc=0)")
+        em.line(f"    {result} = tl.dot({a}.to({fa}), {b}.to({fb}), {em.name(op.acc)}, max_num_imprecise_acc=0)")
         em.line("else:")
         em.line(f"    {result} = tl.dot({a}, {b}, {em.name(op.acc)}, input_precision=\"ieee\")")
         return

@@ -19,11 +19,17 @@ class Precision(Enum):
 def default_dot_acc(dtype: ElemType) -> ElemType:
     if isinstance(dtype, DTypeVar):
         return DType.f32 if all(c.is_float and c.bits <= 32 for c in dtype.choices) else dtype
-    if dtype in (DType.f16, DType.bf16, DType.f32):
+    if dtype in (DType.f16, DType.bf16, DType.f32) or isinstance(dtype, DType) and dtype.is_fp8:
         return DType.f32
     if dtype in (DType.i8, DType.u8):
         return DType.i32
     return dtype
+
+
+def mixed_fp8(a: ElemType, b: ElemType) -> bool:
+    """Whether a dot multiplies the two fp8 formats (f8e4m3 x f8e5m2, either way round): their products are
+    exact in f32, where they accumulate (fp8 tensor cores on sm_90 take the two formats in one instruction)."""
+    return isinstance(a, DType) and isinstance(b, DType) and a.is_fp8 and b.is_fp8 and a != b
 
 
 @op("dot")
@@ -41,8 +47,10 @@ class Dot(Op):
 
     def infer(self, ctx: TypeContext) -> tuple[Type, ...]:
         a, b = ctx.tensor(self.lhs, "dot lhs"), ctx.tensor(self.rhs, "dot rhs")
-        if a.dtype != b.dtype:
+        if a.dtype != b.dtype and not mixed_fp8(a.dtype, b.dtype):
             raise ctx.fail(f"dot operand dtypes differ ({a.dtype} vs {b.dtype}); insert a cast")
+        if mixed_fp8(a.dtype, b.dtype) and self.acc_dtype != DType.f32:
+            raise ctx.fail(f"a dot of {a.dtype} and {b.dtype} accumulates in f32, not {self.acc_dtype}")
         if a.dtype == DType.pred:
             raise ctx.fail("dot is not defined on pred")
         if len(self.lhs_batch) != len(self.rhs_batch) or len(self.lhs_contract) != len(self.rhs_contract):

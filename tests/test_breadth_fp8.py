@@ -214,3 +214,44 @@ def test_the_call_form_converts_as_to() -> None:
     a = torch.empty(4, dtype=torch.float8_e4m3fn)
     call_form(x, a)
     assert torch.equal(a.view(torch.uint8), x.to(torch.float8_e4m3fn).view(torch.uint8))
+
+
+@intent.kernel
+def mixed_mm(a: f8e4m3[M, K], b: f8e5m2[K, N], out: Out[f32[M, N]], row: Out[f32[M]]):
+    out[:, :] = intent.dot(a, b)
+    for i in parallel(M):
+        row[i] = intent.dot(a[i, :], b[:, 0])  # the per-lane form
+
+
+def test_mixed_fp8_dot_multiplies_each_format_exactly_in_f32() -> None:
+    """f8e4m3 x f8e5m2 (e4m3 activations times e5m2 gradients): each operand in its own format, every product
+    exact in f32 and accumulated there, in the oracle, the launch and the StableHLO exit."""
+    g = torch.Generator().manual_seed(13)
+    a = (torch.randn(40, 48, generator=g) * 4).to(torch.float8_e4m3fn)
+    b = (torch.randn(48, 24, generator=g) * 300).to(torch.float8_e5m2)
+    args = {"a": a, "b": b, "out": torch.empty(40, 24), "row": torch.empty(40)}
+    got = three_ways(mixed_mm, args, ("out", "row"), rtol=1e-6, atol=1e-3)
+    want = a.double() @ b.double()
+    np.testing.assert_allclose(got["out"], want.numpy(), rtol=1e-6, atol=1e-3)
+    np.testing.assert_allclose(got["row"], (a.double() @ b.double()[:, 0]).numpy(), rtol=1e-6, atol=1e-3)
+    assert mixed_mm.kir.outputs[0].type.dtype is DType.f32
+    source = mixed_mm.triton_source(**args)
+    assert "tl.dot(" in source and ".to(tl.float8e4nv)" in source and ".to(tl.float8e5)" in source
+
+
+def test_mixed_fp8_dot_ptx_for_sm90() -> None:
+    import re
+
+    a, b = torch.zeros(128, 64, dtype=torch.float8_e4m3fn), torch.zeros(64, 128, dtype=torch.float8_e5m2)
+    ptx = mixed_mm.ptx(a, b, torch.empty(128, 128), torch.empty(128), arch=90)
+    assert ".target sm_90" in ptx
+    assert re.search(r"\bw?gmma\.[\w.]*f32|\bmma\.sync\.[\w.]*\.f32\.", ptx), "no tensor-core instruction into f32"
+
+
+def test_mixed_fp8_dot_takes_an_f32_accumulator_only() -> None:
+    from intent import f16
+
+    with pytest.raises(intent.DiagnosticError, match="a dot of f8e4m3 and f8e5m2 accumulates in f32, not f16"):
+        @intent.kernel
+        def bad(a: f8e4m3[M, K], b: f8e5m2[K, N], out: Out[f16[M, N]]):
+            out[:, :] = intent.dot(a, b, acc=f16)

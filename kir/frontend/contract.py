@@ -6,11 +6,11 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from ..contract import Dot, Precision, default_dot_acc
+from ..contract import Dot, Precision, default_dot_acc, mixed_fp8
 from ..layout import Transpose
 from ..reduce import Reduce, ReduceKind
 from .calls import CallArgs, spelling
-from .coerce import is_pred, is_weak, unify
+from .coerce import is_pred, is_weak, strong_dtype, to_tval, unify
 from .values import FValue, StrLit, TVal, describe
 
 if TYPE_CHECKING:
@@ -22,6 +22,8 @@ def _operands(lw: Lowerer, call: CallArgs, what: str) -> tuple[TVal, TVal]:
     for fv, p in ((a, "a"), (b, "b")):
         if is_weak(fv) and not isinstance(fv, TVal):
             raise lw.error(call.arg_node(p), f"{what} needs tensors, got {describe(fv)}; multiply scalars with `*`")
+    if mixed_fp8(strong_dtype(a), strong_dtype(b)):  # f8e4m3 x f8e5m2: each in its own format, f32 accumulation
+        return (to_tval(lw, a, call.arg_node("a"), what), to_tval(lw, b, call.arg_node("b"), what))
     (x, y), _ = unify(lw, [a, b], [call.arg_node("a"), call.arg_node("b")], call.node, what)
     if is_pred(x.dtype):
         raise lw.error(call.node, f"{what} is not defined on pred values; convert with `.to(f32)`")

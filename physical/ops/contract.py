@@ -51,7 +51,7 @@ def _matmul(op: MatMul) -> list[str]:
     a, b, c = op.lhs.type, op.rhs.type, op.acc.type
     if any(t.lanes for t in (a, b, c)) or min(len(a.tile), len(b.tile), len(c.tile)) < 2:
         return out + [f"matmul takes lane-free tiles of rank >= 2, got {a}, {b}, {c}"]
-    if a.dtype != b.dtype:
+    if a.dtype != b.dtype and not (a.dtype.is_fp8 and b.dtype.is_fp8):
         out.append(f"matmul operands are {a.dtype} and {b.dtype}")
     want_acc = DType.i32 if a.dtype.is_int else DType.f32
     if c.dtype != want_acc and not (a.dtype == DType.f64 and c.dtype == DType.f64):

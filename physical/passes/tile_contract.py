@@ -226,7 +226,8 @@ def _dependences(m: Match, ops: list[POp]) -> None:
 def _operands(m: Match) -> None:
     c = m.contract
     dtype = c.lhs.type.dtype
-    if (dtype, c.precision) not in TILE_SHAPES or ACCUMULATOR[dtype] != c.acc_dtype or c.rhs.type.dtype != dtype:
+    same = c.rhs.type.dtype == dtype or dtype.is_fp8 and c.rhs.type.dtype.is_fp8  # fp8 formats mix (f32 acc)
+    if (dtype, c.precision) not in TILE_SHAPES or ACCUMULATOR[dtype] != c.acc_dtype or not same:
         raise _fail(f"no tile dot for {dtype} operands accumulating in {c.acc_dtype} ({c.precision})")
     if N in m.deps[c.lhs.id] or M in m.deps[c.rhs.id]:
         raise _fail("the contraction's operands do not separate into rows (lhs) and columns (rhs)")

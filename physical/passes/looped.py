@@ -50,7 +50,6 @@ from ..model import (
     BufferScope,
     Fragment,
     Group,
-    Guard,
     LoopedBody,
     Origin,
     POp,
@@ -60,6 +59,7 @@ from ..model import (
     TileAxis,
     Trait,
 )
+from ..rewrite import map_values
 from . import Pass
 from .enlarge import TILE_BUDGET
 
@@ -369,20 +369,7 @@ class _Builder(Builder):
             self.row[op.result.id] = self.add(P.Binary, pos.type, op.origin, op.result.name, fn=BinaryFn.add,
                                               lhs=start, rhs=pos)
             return
-
-        def sub(x: Any) -> Any:
-            if isinstance(x, PValue):
-                return self.get(x)
-            if isinstance(x, tuple):
-                return tuple(sub(y) for y in x)
-            if isinstance(x, AccessRelation):
-                bounds = Guard(self.get(x.bounds.mask)) if isinstance(x.bounds, Guard) else x.bounds
-                return AccessRelation(x.buffer, tuple(self.get(c) for c in x.coords),
-                                      None if x.mask is None else self.get(x.mask), bounds, x.fill,
-                                      None if x.copy is None else self.get(x.copy))
-            return x
-
-        fields = {f.name: sub(getattr(op, f.name)) for f in op.fields()}
+        fields = {f.name: map_values(getattr(op, f.name), self.get) for f in op.fields()}
         results = tuple(self.fresh(self.retile(v.type), v.name) for v in op.results)
         self.put(type(op)(results=results, origin=op.origin, **fields))
         for old, new in zip(op.results, results):

@@ -8,12 +8,11 @@ too), so that no id is handed out twice whatever the order of the passes.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import ops as P
-from .model import AccessRelation, Fragment, Guard, Origin, POp, PRegion, Program, PValue
+from .model import Fragment, Origin, POp, PRegion, Program, PValue, map_values
 
 
 def region_values(region: PRegion) -> list[PValue]:
@@ -117,24 +116,12 @@ class Builder:
             names[v.id] = self.fresh(v.type, v.name)
             return names[v.id]
 
-        def sub(x: Any) -> Any:
-            if isinstance(x, PValue):
-                return names.get(x.id, x)
-            if isinstance(x, tuple):
-                return tuple(sub(y) for y in x)
-            if isinstance(x, AccessRelation):
-                return dataclasses.replace(x, coords=sub(x.coords), mask=sub(x.mask), copy=sub(x.copy),
-                                           bounds=Guard(sub(x.bounds.mask)) if isinstance(x.bounds, Guard)
-                                           else x.bounds)
-            if isinstance(x, PRegion):
-                return copy(x)
-            return x
-
         def copy(r: PRegion) -> PRegion:
             args = tuple(renamed(a) for a in r.args)
             ops = []
             for op in r.ops:
-                fields = {f.name: sub(getattr(op, f.name)) for f in op.fields()}
+                fields = {f.name: map_values(getattr(op, f.name), lambda v: names.get(v.id, v), copy)
+                          for f in op.fields()}
                 ops.append(type(op)(results=tuple(renamed(v) for v in op.results), origin=op.origin, **fields))
             return PRegion(args, tuple(ops))
 

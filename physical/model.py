@@ -22,10 +22,10 @@ Everything is a frozen dataclass; values are identified by integer ids, never by
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum, Flag, auto
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from kir.dims import DConst, Dim
 from kir.dtypes import DType
@@ -225,6 +225,29 @@ def values_in(x: object) -> Iterator[PValue]:
         yield from x.operands()
     elif isinstance(x, Guard):
         yield x.mask
+
+
+def map_values(x: Any, fn: Callable[[PValue], PValue], region: Callable[[PRegion], PRegion] | None = None) -> Any:
+    """`x` (an op field) with every value it holds replaced by `fn(value)`. A region becomes `region(x)`;
+    by default its ops' operands are mapped and its arguments kept."""
+    if isinstance(x, PValue):
+        return fn(x)
+    if isinstance(x, tuple):
+        return tuple(map_values(y, fn, region) for y in x)
+    if isinstance(x, AccessRelation):
+        return dataclasses.replace(x, coords=map_values(x.coords, fn), mask=map_values(x.mask, fn),
+                                   bounds=map_values(x.bounds, fn), copy=map_values(x.copy, fn))
+    if isinstance(x, Guard):
+        return Guard(fn(x.mask))
+    if isinstance(x, PRegion):
+        return region(x) if region is not None else PRegion(x.args, tuple(map_operands(op, fn) for op in x.ops))
+    return x
+
+
+def map_operands(op: POp, fn: Callable[[PValue], PValue]) -> POp:
+    """`op` with every operand (nested regions' included) replaced by `fn(operand)`; results stay."""
+    fields = {f.name: map_values(getattr(op, f.name), fn) for f in op.fields()}
+    return type(op)(results=op.results, origin=op.origin, **fields)
 
 
 @dataclass(frozen=True)

@@ -17,13 +17,12 @@ that never settles, which is a bug in the patterns and is reported as one).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from .builder import Builder
-from .model import AccessRelation, Guard, POp, PRegion, PValue
+from .model import POp, PRegion, PValue, map_operands, map_values
 
 MAX_SWEEPS = 64
 
@@ -65,28 +64,6 @@ class Patterns:
 
     def for_op(self, op: POp) -> list[RewriteFn]:
         return [fn for c in type(op).__mro__ for fn in self.rules.get(c, ())]  # type: ignore[arg-type]
-
-
-def map_values(x: Any, fn: Callable[[PValue], PValue]) -> Any:
-    """`x` (an op field) with every value it holds replaced by `fn(value)`; regions keep their arguments."""
-    if isinstance(x, PValue):
-        return fn(x)
-    if isinstance(x, tuple):
-        return tuple(map_values(y, fn) for y in x)
-    if isinstance(x, AccessRelation):
-        return dataclasses.replace(x, coords=map_values(x.coords, fn), mask=map_values(x.mask, fn),
-                                   bounds=map_values(x.bounds, fn), copy=map_values(x.copy, fn))
-    if isinstance(x, Guard):
-        return Guard(fn(x.mask))
-    if isinstance(x, PRegion):
-        return PRegion(x.args, tuple(map_operands(op, fn) for op in x.ops))
-    return x
-
-
-def map_operands(op: POp, fn: Callable[[PValue], PValue]) -> POp:
-    """`op` with every operand (nested regions' included) replaced by `fn(operand)`; results stay."""
-    fields = {f.name: map_values(getattr(op, f.name), fn) for f in op.fields()}
-    return type(op)(results=op.results, origin=op.origin, **fields)
 
 
 def used_values(ops: Iterable[POp]) -> set[int]:

@@ -33,7 +33,6 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass, field
-from typing import Any
 
 from kir.dims import DConst, PCmp
 from kir.dtypes import DType
@@ -316,33 +315,6 @@ class _Builder(Builder):
             return v
         return self.add(P.Cast, Fragment(dtype, v.type.lanes, v.type.tile), origin, x=v, dtype=dtype)
 
-    # ------------------------------------------------------------------ copies
-    def region(self, r: PRegion) -> PRegion:
-        """A copy of `r` with fresh values (regions are never shared between ops)."""
-        names: dict[int, PValue] = {}
-        args = tuple(self._renamed(a, names) for a in r.args)
-        return PRegion(args, tuple(self._copied(o, names) for o in r.ops))
-
-    def _renamed(self, v: PValue, names: dict[int, PValue]) -> PValue:
-        n = self.fresh(v.type, v.name)
-        names[v.id] = n
-        return n
-
-    def _copied(self, op: POp, names: dict[int, PValue]) -> POp:
-        def sub(x: Any) -> Any:
-            if isinstance(x, PValue):
-                return names.get(x.id, x)
-            if isinstance(x, tuple):
-                return tuple(sub(y) for y in x)
-            if isinstance(x, PRegion):
-                args = tuple(self._renamed(a, names) for a in x.args)
-                return PRegion(args, tuple(self._copied(o, names) for o in x.ops))
-            return x
-
-        fields = {f.name: sub(getattr(op, f.name)) for f in op.fields()}
-        results = tuple(self._renamed(v, names) for v in op.results)
-        return type(op)(results=results, origin=op.origin, **fields)
-
     def combine(self, region: PRegion, lhs: list[PValue], rhs: list[PValue], like: list[Fragment],
                 origin: Origin | None) -> list[PValue]:
         """The scalar combine `region` applied element-wise to (lhs, rhs), results broadcast to `like`."""
@@ -520,7 +492,7 @@ def _reduce_step(b: _Builder, acc: _Accumulation, reverse: bool, first: PValue |
     lanes = any(x.type.lanes for x in xs)
     chunk = [b.fresh(Fragment(dt, lanes), "chunk_fold") for dt in op.acc_dtypes]
     b.put(P.Reduce(results=tuple(chunk), origin=op.origin, inputs=tuple(xs), axes=(0,), kind=ReduceKind.custom,
-                   identity=op.identity, acc_dtypes=op.acc_dtypes, member=member, combine=b.region(op.combine)))
+                   identity=op.identity, acc_dtypes=op.acc_dtypes, member=member, combine=b.copy_region(op.combine)))
     # chunks meet in element order: the carry precedes the chunk (follows it when walking from the end)
     lhs, rhs = (chunk, acc.args) if reverse else (acc.args, chunk)
     return _started(b, first, chunk, b.combine(op.combine, lhs, rhs, [a.type for a in acc.args], op.origin),
@@ -539,7 +511,7 @@ def _finish_reduce(b: _Builder, acc: _Accumulation, outs: list[PValue]) -> None:
     folded = [r if r.type.dtype == dt else b.fresh(Fragment(dt, lanes), r.name) for r, dt in
               zip(op.results, op.acc_dtypes)]
     b.put(P.Reduce(results=tuple(folded), origin=op.origin, inputs=tuple(outs), axes=(0,), kind=op.kind,
-                   identity=op.identity, acc_dtypes=op.acc_dtypes, member=None, combine=b.region(op.combine)))
+                   identity=op.identity, acc_dtypes=op.acc_dtypes, member=None, combine=b.copy_region(op.combine)))
     for r, f in zip(op.results, folded):
         if r is not f:
             b.put(P.Cast(results=(r,), origin=op.origin, x=f, dtype=r.type.dtype))
@@ -555,11 +527,11 @@ def _scan_step(b: _Builder, acc: _Accumulation, reverse: bool, first: PValue | N
     local = [b.fresh(Fragment(dt, lanes, tile), r.name) for dt, r in zip(op.acc_dtypes, op.results)]
     b.put(P.Scan(results=tuple(local), origin=op.origin, inputs=tuple(xs), axis=0, kind=op.kind, reverse=op.reverse,
                  exclusive=op.exclusive, identity=op.identity, acc_dtypes=op.acc_dtypes, member=member,
-                 combine=b.region(op.combine)))
+                 combine=b.copy_region(op.combine)))
     kind = ReduceKind.custom if op.kind is ScanKind.custom else op.kind.as_reduce
     total = [b.fresh(Fragment(dt, lanes), "chunk_total") for dt in op.acc_dtypes]
     b.put(P.Reduce(results=tuple(total), origin=op.origin, inputs=tuple(xs), axes=(0,), kind=kind,
-                   identity=op.identity, acc_dtypes=op.acc_dtypes, member=member, combine=b.region(op.combine)))
+                   identity=op.identity, acc_dtypes=op.acc_dtypes, member=member, combine=b.copy_region(op.combine)))
     # a reverse scan keeps index order: the chunks after this one (the carry) are the right operand
     pair = (lambda prefix, elem: (elem, prefix)) if reverse else (lambda prefix, elem: (prefix, elem))
     out = _started(b, first, local, b.combine(op.combine, *pair(acc.args, local), [v.type for v in local],

@@ -76,3 +76,17 @@ def test_registration_requires_traits():
         pop("no_traits")  # type: ignore[call-arg]
     with pytest.raises(TypeError, match=r"physical op bad: traits must be a Trait, got \('pure',\)"):
         pop("bad", ("pure",))  # type: ignore[arg-type]
+
+
+def test_passes_and_lowering_decide_without_verifier_code():
+    """A pass that decided with the verifier's own analysis could not be caught by it: the shared analyses live
+    in physical/analysis.py (and the traits), which both use."""
+    import pathlib
+    import re
+
+    root = pathlib.Path(P.__file__).resolve().parent.parent
+    files = [*root.glob("passes/*.py"), *root.glob("lower/*.py"), root / "construct.py", root / "worksets.py",
+             root / "lowering.py", root / "workspace.py"]
+    offenders = [f.name for f in files if f.exists() and
+                 re.search(r"^\s*(from|import)\s+(\.\.?|physical\.)verifier\b", f.read_text(), re.M)]
+    assert offenders == []

@@ -14,10 +14,12 @@ import keyword
 import math
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from kir.dims import DBin, DConst, Dim, DSym
 from kir.dtypes import DType
+from kir.errors import LaunchError
 from physical import ops as P
 from physical.counts import operation_counts
 from physical.launch_expr import (
@@ -37,6 +39,7 @@ from physical.model import Fragment, Group, POp, PRegion, Program, PValue
 
 from .abi import AbiArg, ArgKind, ConstexprArg, EmittedKernel
 from .names import comment_text, mangle
+from .source import Block, IfElse, Stmt, render
 
 EMIT: dict[type[POp], Callable[[Emitter, POp], None]] = {}
 
@@ -91,8 +94,8 @@ class Emitter:
     def __init__(self, program: Program, sanitize: bool = False) -> None:
         self.p = program
         self.sanitize = sanitize  # the memory sanitizer's checks on every access (`emit_triton.sanitize`)
-        self.lines: list[str] = []
-        self.depth = 1
+        self.body: list[Stmt] = []  # the statement list being written (see `block`, `branches`)
+        self.pending_comment: str | None = None  # an op's origin, written before its first statement
         self.names: dict[int, str] = {}
         self.used: set[str] = set()
         self.literals: set[int] = set()   # values emitted as Python literals (constexpr in Triton)
@@ -100,7 +103,8 @@ class Emitter:
         self.helper_keys: dict[str, str] = {}
         self.lanes_block = "1"
         self.group: Group | None = None
-        self.block_index: str | None = None  # the block a persistent group's loop is at (else pid - O_g)
+        self.block_index: str | None = None  # the block a persistent group's loop is at (else program_index)
+        self.program_index = "pid"  # pid - O_g: the program's index within its group's segment
         self.last_origin: object = None
         self.buffers = {b.id: b for b in program.buffers}
         self.symbol_arg: dict[str, str] = {}
@@ -110,9 +114,48 @@ class Emitter:
         self.counter = 0
         self.uses_device_flag = False  # a helper takes the DEVICE_FLAG constexpr (see `abi.EmittedKernel`)
 
-    # ------------------------------------------------------------------ names and lines
+    # ------------------------------------------------------------------ names and statements
     def line(self, text: str) -> None:
-        self.lines.append("    " * self.depth + text)
+        """Append one simple statement to the list being written."""
+        self._flush_comment()
+        self.body.append(text)
+
+    def _flush_comment(self) -> None:
+        if self.pending_comment is not None:
+            self.body.append(self.pending_comment)
+            self.pending_comment = None
+
+    @contextmanager
+    def into(self, stmts: list[Stmt]) -> Iterator[None]:
+        """Write into `stmts` (a compound statement's body) until the block ends."""
+        self._flush_comment()
+        outer, self.body = self.body, stmts
+        try:
+            yield
+        finally:
+            self.pending_comment = None  # an origin whose op wrote nothing in the block
+            self.body = outer
+
+    @contextmanager
+    def block(self, head: str) -> Iterator[None]:
+        """`head:` (a `for`, `while` or `if` without `else`) with the statements written in the block."""
+        self._flush_comment()
+        node = Block(head)
+        self.body.append(node)
+        with self.into(node.body):
+            yield
+
+    def branches(self, cond: str) -> IfElse:
+        """An `if cond: ... else: ...`; write each branch with `into(node.then)` / `into(node.otherwise)`."""
+        self._flush_comment()
+        node = IfElse(cond)
+        self.body.append(node)
+        return node
+
+    def restart_comments(self) -> None:
+        """The next op names its origin again (a new body starts)."""
+        self.last_origin = None
+        self.pending_comment = None
 
     def fresh(self, base: str) -> str:
         base = ident(base)
@@ -144,7 +187,7 @@ class Emitter:
         if info is not None:
             detail = f" {info.detail}" if info.detail else ""
             where = f"  {info.where()}" if info.where() else ""
-            self.line(f"# {comment_text(f'{info.name}{detail}{where}')}")
+            self.pending_comment = f"# {comment_text(f'{info.name}{detail}{where}')}"
 
     # ------------------------------------------------------------------ types and operands
     def shape(self, t: Fragment) -> str:
@@ -240,8 +283,9 @@ class Emitter:
                 continue
             self.comment(o)
             EMIT[type(o)](self, o)
+            # an op of literals computes a Python value (a constexpr); a cast writes a typed tensor
             if o.results and o.operands() and all(v.id in self.literals for v in o.operands()) and \
-                    all(r.type.rank == 0 for r in o.results):
+                    all(r.type.rank == 0 for r in o.results) and not isinstance(o, P.Cast | P.Bitcast):
                 self.literals.update(r.id for r in o.results)
 
     def inline(self, r: PRegion, args: tuple[str, ...]) -> tuple[str, ...]:
@@ -255,12 +299,12 @@ class Emitter:
     def helper(self, region: PRegion, what: str) -> str:
         """A generated @triton.jit function from a scalar combine region."""
         sub = Emitter(self.p)
-        sub.depth = 1
         params = [sub.define(a, f"a{k}") for k, a in enumerate(region.args)]
         sub.ops(region.ops)
         rets = [sub.full(v, v.type) if v.id in sub.literals else sub.name(v) for v in region.yielded]
-        body = "\n".join(sub.lines)
-        text = f"def NAME({', '.join(params)}):\n{body}\n    return {', '.join(rets)}\n"
+        sub.line(f"return {', '.join(rets)}")
+        body = "\n".join(render(sub.body, 1))
+        text = f"def NAME({', '.join(params)}):\n{body}\n"
         if text in self.helper_keys:
             return self.helper_keys[text]
         self.counter += 1
@@ -335,34 +379,78 @@ def _abi(em: Emitter) -> tuple[list[AbiArg], list[ConstexprArg], list[str]]:
     return args, consts, sig
 
 
+def static_flag(program: Program, name: str) -> int | None:
+    """The value of the constexpr `name` when it is the same for every launch (it reads no shape symbol,
+    scalar or device property), else None: a form whose flag has one value either always or never runs."""
+    env: dict[str, int] = {}
+    pending = [name]
+    consts = dict(program.constexprs)
+    while pending:
+        n = pending.pop()
+        if n in env:
+            continue
+        if n not in consts:
+            return None
+        missing = [m for m in consts[n].names() if m not in env]
+        if missing:
+            if any(m not in consts or m == n for m in missing):
+                return None
+            pending += [n, *missing]
+            continue
+        try:
+            env[n] = consts[n].evaluate(env)
+        except (ArithmeticError, KeyError, LaunchError):
+            return None
+    return env[name]
+
+
+def _choose(em: Emitter, flag: str, when_set: Callable[[], None], otherwise: Callable[[], None]) -> None:
+    """`if flag: when_set() else: otherwise()`, or only the branch a flag fixed for every launch takes."""
+    value = static_flag(em.p, flag)
+    if value is not None:
+        em.restart_comments()
+        (when_set if value else otherwise)()
+        return
+    node = em.branches(flag)
+    for stmts, write in ((node.then, when_set), (node.otherwise, otherwise)):
+        with em.into(stmts):
+            em.restart_comments()
+            write()
+
+
 def _persistent_body(em: Emitter, g: Group, segments: int) -> None:
-    """While its flag is set, a persistent group runs its hoisted ops once, then walks its blocks of
-    instances with a stride of its segment's program count; otherwise the body runs once, for one block."""
+    """A persistent group's programs run its hoisted ops once, then walk its blocks of instances with a
+    stride of its segment's program count."""
     p = g.persistent
     assert p is not None
-    ops = g.body.ops
-    once, each = p.split(ops)
-    em.line(f"if {p.flag}:")
-    em.depth += 1
+    once, each = p.split(g.body.ops)
     em.ops(once)
     block, blocks = em.fresh("block"), em.fresh("blocks")
     stride = "tl.num_programs(0)" if segments == 1 else f"seg{g.id}_length"
     em.line(f"# {comment_text(f'programs walk the blocks of {g.block} instances; the lines above ran once')}")
     em.line(f"{blocks} = tl.cast({em.launch(p.blocks)}, pid.dtype)")
-    em.line(f"for {block} in range(pid - seg_offset, {blocks}, tl.cast({stride}, pid.dtype)):")
-    em.depth += 1
-    em.block_index = f"tl.cast({block}, pid.dtype)"
-    em.last_origin = None
-    em.ops(each)
-    em.line("pass")
+    with em.block(f"for {block} in range({em.program_index}, {blocks}, tl.cast({stride}, pid.dtype))"):
+        em.block_index = f"tl.cast({block}, pid.dtype)"
+        em.restart_comments()
+        em.ops(each)
     em.block_index = None
-    em.depth -= 2
-    em.line("else:")
-    em.depth += 1
-    em.last_origin = None
-    em.ops(ops)
-    em.line("pass")
-    em.depth -= 1
+
+
+def _group(em: Emitter, g: Group, segments: int) -> None:
+    """A group's body, in each form a launch can select: the looped body (the row walked in chunks when it
+    is longer than one program holds), the persistent traversal, or the body as it stands."""
+    def unlooped() -> None:
+        if g.persistent is not None:
+            _choose(em, g.persistent.flag, lambda: _persistent_body(em, g, segments), lambda: em.ops(g.body.ops))
+        else:
+            em.ops(g.body.ops)
+
+    looped = g.looped
+    if looped is not None:
+        _choose(em, looped.flag, lambda: em.ops(looped.body.ops), unlooped)
+    else:
+        em.restart_comments()
+        unlooped()
 
 
 def emit(program: Program, sanitize: bool = False) -> EmittedKernel:
@@ -373,10 +461,9 @@ def emit(program: Program, sanitize: bool = False) -> EmittedKernel:
     kname = mangle(program.name, "kernel")
     em.used.update({kname})
     args, consts, sig = _abi(em)
-    body_start = len(em.lines)
     em.line("pid = tl.program_id(0)")
-    em.line("if INDEX_64:")
-    em.line("    pid = pid.to(tl.int64)")
+    with em.block("if INDEX_64"):
+        em.line("pid = pid.to(tl.int64)")
     seg_args = {a.name: a for a in args if a.kind is ArgKind.SYMBOL and a.name.startswith("seg")}
     for g in program.groups:
         em.lanes_block = g.block
@@ -387,41 +474,21 @@ def emit(program: Program, sanitize: bool = False) -> EmittedKernel:
         if len(program.segments) > 1:
             off, length = f"seg{g.id}_offset", f"seg{g.id}_length"
             assert off in seg_args and length in seg_args
-            em.line(f"if (pid >= {off}) & (pid < {off} + {length}):")
-            em.depth += 1
-            em.line(f"seg_offset = {off}")
+            em.program_index = f"(pid - {off})"
+            with em.block(f"if (pid >= {off}) & (pid < {off} + {length})"):
+                _group(em, g, len(program.segments))
         else:
-            em.line("if True:")
-            em.depth += 1
-            em.line("seg_offset = 0")
-        em.last_origin = None
-        if g.looped is not None:  # the row walked in chunks when it is longer than one program holds
-            em.line(f"if {g.looped.flag}:")
-            em.depth += 1
-            em.ops(g.looped.body.ops)
-            em.line("pass")
-            em.depth -= 1
-            em.line("else:")
-            em.depth += 1
-            em.last_origin = None
-        if g.persistent is not None:
-            _persistent_body(em, g, len(program.segments))
-        else:
-            em.ops(g.body.ops)
-            em.line("pass")
-        em.depth -= 1
-        if g.looped is not None:
-            em.depth -= 1
-    body = em.lines[body_start:]
+            em.program_index = "pid"
+            _group(em, g, len(program.segments))
     header = ["import triton", "import triton.language as tl", "", ""]
     helpers = []
     for h in em.helpers:
         helpers += h.rstrip("\n").split("\n") + ["", ""]
     if em.uses_device_flag:
         sig.append(f"{DEVICE_FLAG}: tl.constexpr")
-    src = header + helpers + ["@triton.jit", f"def {kname}(" + ", ".join(sig) + "):"] + body
+    src = header + helpers + ["@triton.jit", f"def {kname}(" + ", ".join(sig) + "):"] + render(em.body, 1)
     return EmittedKernel(name=kname, source="\n".join(src) + "\n", args=tuple(args), constexprs=tuple(consts),
-                         grid=program.grid, num_warps=program.num_warps, num_stages=2,
+                         grid=program.grid, num_warps=program.num_warps, num_stages=program.num_stages,
                          notes=tuple(str(n) for n in program.notes),
                          device_flag=DEVICE_FLAG if em.uses_device_flag else None, counts=_counts(program))
 

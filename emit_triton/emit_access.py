@@ -258,19 +258,17 @@ def _emit_cas_loop(em: Emitter, op: P.AtomicRMW, shape: Fragment, ptr: str, oper
             f"{active} = tl.broadcast_to(tl.full((), True, tl.int1) & {mask}, {full})")
     em.line(f"{cur} = tl.load({p}, mask={active}, other=0)")
     em.line(f"{old} = {to_value(cur)}")
-    em.line(f"while {active if shape.rank == 0 else f'tl.max({active}.to(tl.int32)) > 0'}:")
-    em.depth += 1
-    cf, nf, prev, hit = (em.fresh(x) for x in ("seen_value", "proposed", "prev", "swapped"))
-    em.line(f"{cf} = {to_value(cur)}")
-    em.line(f"{nf} = {propose(cf, want)}")
-    em.line(f"{prev} = tl.atomic_cas(tl.where({active}, {p}, ({base}).to(tl.pointer_type({ints}))), "
-            f"tl.where({active}, {cur}, 0), tl.where({active}, {to_bits(nf)}, 0), "
-            f"sem=\"{sem}\", scope=\"{scope}\")")
-    em.line(f"{hit} = {active} & ({prev} == {cur})")
-    em.line(f"{old} = tl.where({hit}, {cf}, {old})")
-    em.line(f"{cur} = tl.where({active}, {prev}, {cur})")
-    em.line(f"{active} = {active} & ({hit} == 0)")
-    em.depth -= 1
+    with em.block(f"while {active if shape.rank == 0 else f'tl.max({active}.to(tl.int32)) > 0'}"):
+        cf, nf, prev, hit = (em.fresh(x) for x in ("seen_value", "proposed", "prev", "swapped"))
+        em.line(f"{cf} = {to_value(cur)}")
+        em.line(f"{nf} = {propose(cf, want)}")
+        em.line(f"{prev} = tl.atomic_cas(tl.where({active}, {p}, ({base}).to(tl.pointer_type({ints}))), "
+                f"tl.where({active}, {cur}, 0), tl.where({active}, {to_bits(nf)}, 0), "
+                f"sem=\"{sem}\", scope=\"{scope}\")")
+        em.line(f"{hit} = {active} & ({prev} == {cur})")
+        em.line(f"{old} = tl.where({hit}, {cf}, {old})")
+        em.line(f"{cur} = tl.where({active}, {prev}, {cur})")
+        em.line(f"{active} = {active} & ({hit} == 0)")
     return old
 
 

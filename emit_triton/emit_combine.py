@@ -100,24 +100,20 @@ def fold_inline(em: Emitter, combine: PRegion, cur: list[str], axis: int, rank: 
         if c != m:
             em.line(f"{c} = {m}")
     em.line("# adjacent pairs level by level: each combine keeps its operands in element order")
-    em.line(f"for _ in tl.static_range({MAX_LEVELS}):")
-    em.depth += 1
-    em.line(f"if {cur[0]}.shape[{rank - 1}] > 1:")
-    em.depth += 1
-    lo, hi = [em.fresh("left") for _ in cur], [em.fresh("right") for _ in cur]
-    for c, left, right in zip(cur, lo, hi):
-        em.line(f"{left}, {right} = tl.split(tl.reshape({c}, {_halved(c, rank)}))")
-    ys = combine_inline(em, combine, lo, hi, lo)
-    if flag is None:
-        for c, y in zip(cur, ys):
-            em.line(f"{c} = {y}")
-    else:
-        fl, fr = em.fresh("left_member"), em.fresh("right_member")
-        em.line(f"{fl}, {fr} = tl.split(tl.reshape({flag}, {_halved(flag, rank)}))")
-        for c, y, left, right in zip(cur, ys, lo, hi):
-            em.line(f"{c} = tl.where({fl} & {fr}, {y}, tl.where({fl}, {left}, {right}))")
-        em.line(f"{flag} = {fl} | {fr}")
-    em.depth -= 2
+    with em.block(f"for _ in tl.static_range({MAX_LEVELS})"), em.block(f"if {cur[0]}.shape[{rank - 1}] > 1"):
+        lo, hi = [em.fresh("left") for _ in cur], [em.fresh("right") for _ in cur]
+        for c, left, right in zip(cur, lo, hi):
+            em.line(f"{left}, {right} = tl.split(tl.reshape({c}, {_halved(c, rank)}))")
+        ys = combine_inline(em, combine, lo, hi, lo)
+        if flag is None:
+            for c, y in zip(cur, ys):
+                em.line(f"{c} = {y}")
+        else:
+            fl, fr = em.fresh("left_member"), em.fresh("right_member")
+            em.line(f"{fl}, {fr} = tl.split(tl.reshape({flag}, {_halved(flag, rank)}))")
+            for c, y, left, right in zip(cur, ys, lo, hi):
+                em.line(f"{c} = tl.where({fl} & {fr}, {y}, tl.where({fl}, {left}, {right}))")
+            em.line(f"{flag} = {fl} | {fr}")
     for c in cur + ([flag] if flag else []):
         em.line(f"{c} = tl.reshape({c}, {_dropped(c, rank)})")
     return flag
@@ -127,11 +123,10 @@ def take_edge_inline(em: Emitter, x: str, rank: int, last: bool) -> str:
     """The last (or first) element along the last axis of `x`, as a new name."""
     out = em.fresh("last" if last else "first")
     em.line(f"{out} = {x}")
-    em.line(f"for _ in tl.static_range({MAX_LEVELS}):")
-    em.line(f"    if {out}.shape[{rank - 1}] > 1:")
-    lo, hi = em.fresh("left"), em.fresh("right")
-    em.line(f"        {lo}, {hi} = tl.split(tl.reshape({out}, {_halved(out, rank)}))")
-    em.line(f"        {out} = {hi if last else lo}")
+    with em.block(f"for _ in tl.static_range({MAX_LEVELS})"), em.block(f"if {out}.shape[{rank - 1}] > 1"):
+        lo, hi = em.fresh("left"), em.fresh("right")
+        em.line(f"{lo}, {hi} = tl.split(tl.reshape({out}, {_halved(out, rank)}))")
+        em.line(f"{out} = {hi if last else lo}")
     em.line(f"{out} = tl.reshape({out}, {_dropped(out, rank)})")
     return out
 
@@ -156,33 +151,27 @@ def scan_inline(em: Emitter, combine: PRegion, xs: list[str], ids: list[str], ra
         return combine_inline(em, combine, lhs, rhs, like)
 
     em.line("# exclusive scan by even/odd halving: whole-tile steps, operands in traversal order")
-    em.line(f"for _ in tl.static_range({MAX_LEVELS}):")
-    em.line(f"    if {cur[0]}.shape[{rank - 1}] > 1:")
-    em.depth += 2
-    es, os_ = [em.fresh("even") for _ in xs], [em.fresh("odd") for _ in xs]
-    for c, e, o in zip(cur, es, os_):
-        em.line(f"{e}, {o} = tl.split(tl.reshape({c}, {_halved(c, rank)}))")
-    first, second = (os_, es) if from_end else (es, os_)  # a pair's elements in traversal order
-    for t, f in zip(saved, first):
-        em.line(f"{t} = {t} + ({f},)")
-    em.line(f"{unpack(cur)} = {unpack(ordered(first, second, es))}")
-    em.depth -= 2
+    with em.block(f"for _ in tl.static_range({MAX_LEVELS})"), em.block(f"if {cur[0]}.shape[{rank - 1}] > 1"):
+        es, os_ = [em.fresh("even") for _ in xs], [em.fresh("odd") for _ in xs]
+        for c, e, o in zip(cur, es, os_):
+            em.line(f"{e}, {o} = tl.split(tl.reshape({c}, {_halved(c, rank)}))")
+        first, second = (os_, es) if from_end else (es, os_)  # a pair's elements in traversal order
+        for t, f in zip(saved, first):
+            em.line(f"{t} = {t} + ({f},)")
+        em.line(f"{unpack(cur)} = {unpack(ordered(first, second, es))}")
     out = [em.fresh("prefix") for _ in xs]
     for o, c, i in zip(out, cur, ids):
         em.line(f"{o} = tl.full({c}.shape, {i}, {c}.dtype)")
     lvl = em.fresh("level")
-    em.line(f"for {lvl} in tl.static_range({MAX_LEVELS}):")
-    em.line(f"    if {lvl} < len({saved[0]}):")
-    em.depth += 2
-    fs = [em.fresh("first") for _ in xs]
-    for f, t in zip(fs, saved):
-        em.line(f"{f} = {t}[len({t}) - 1 - {lvl}]")
-    qs = ordered(out, fs, fs)
-    for o, q, f in zip(out, qs, fs):
-        lo, hi = (q, o) if from_end else (o, q)
-        grown = [f"{f}.shape[{d}]" for d in range(rank - 1)] + [f"{f}.shape[{rank - 1}] * 2"]
-        em.line(f"{o} = tl.reshape(tl.join({lo}, {hi}), ({', '.join(grown)},))")
-    em.depth -= 2
+    with em.block(f"for {lvl} in tl.static_range({MAX_LEVELS})"), em.block(f"if {lvl} < len({saved[0]})"):
+        fs = [em.fresh("first") for _ in xs]
+        for f, t in zip(fs, saved):
+            em.line(f"{f} = {t}[len({t}) - 1 - {lvl}]")
+        qs = ordered(out, fs, fs)
+        for o, q, f in zip(out, qs, fs):
+            lo, hi = (q, o) if from_end else (o, q)
+            grown = [f"{f}.shape[{d}]" for d in range(rank - 1)] + [f"{f}.shape[{rank - 1}] * 2"]
+            em.line(f"{o} = tl.reshape(tl.join({lo}, {hi}), ({', '.join(grown)},))")
     return out
 
 

@@ -52,9 +52,10 @@ def emit_matmul(em: Emitter, op: P.MatMul) -> None:
         fa, fb = (_FP8_TL[x.type.dtype] for x in (op.lhs, op.rhs))
         result = em.define(op.result, "acc")
         em.uses_device_flag = True
-        em.line(f"if {DEVICE_FLAG}:")
-        em.line(f"    {result} = tl.dot({a}.to({fa}), {b}.to({fb}), {em.name(op.acc)}, max_num_imprecise_acc=0)")
-        em.line("else:")
-        em.line(f"    {result} = tl.dot({a}, {b}, {em.name(op.acc)}, input_precision=\"ieee\")")
+        node = em.branches(DEVICE_FLAG)
+        with em.into(node.then):
+            em.line(f"{result} = tl.dot({a}.to({fa}), {b}.to({fb}), {em.name(op.acc)}, max_num_imprecise_acc=0)")
+        with em.into(node.otherwise):
+            em.line(f"{result} = tl.dot({a}, {b}, {em.name(op.acc)}, input_precision=\"ieee\")")
         return
     em.line(f"{em.define(op.result, 'acc')} = tl.dot({a}, {b}, {em.name(op.acc)}{precision})")

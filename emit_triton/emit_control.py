@@ -34,8 +34,8 @@ def emit_for(em: Emitter, op: P.For) -> None:
     if not iv_t.lanes:
         k = em.fresh(body.args[0].name or "it")
         iv = em.define(body.args[0], "it")
-        em.line(f"for {k} in range({em.name(op.start)}, {em.name(op.stop)}, {em.name(op.step)}):")
-        em.line(f"    {iv} = tl.cast({k}, {em.dtype(iv_t)})")
+        head = f"for {k} in range({em.name(op.start)}, {em.name(op.stop)}, {em.name(op.step)})"
+        first = f"{iv} = tl.cast({k}, {em.dtype(iv_t)})"
     else:
         iv = em.define(body.args[0], "it")
         t = Fragment(op.start.type.dtype, True)
@@ -43,13 +43,12 @@ def emit_for(em: Emitter, op: P.For) -> None:
         trips, k = em.fresh("trips"), em.fresh("k")
         em.line(f"{trips} = tl.where({st} > 0, tl.cdiv({e} - {s}, {st}), tl.cdiv({s} - {e}, -{st}))")
         em.line(f"{trips} = tl.max(tl.maximum({trips}, 0), axis=0)")
-        em.line(f"for {k} in range(0, {trips}):")
-        em.line(f"    {iv} = tl.broadcast_to(tl.cast({s} + {k} * {st}, {em.dtype(iv_t)}), {em.shape(iv_t)})")
-    em.depth += 1
-    em.ops(body.ops)
-    _assign(em, names, body.yielded, [a.type for a in body.args[1:]])
-    em.line("pass")
-    em.depth -= 1
+        head = f"for {k} in range(0, {trips})"
+        first = f"{iv} = tl.broadcast_to(tl.cast({s} + {k} * {st}, {em.dtype(iv_t)}), {em.shape(iv_t)})"
+    with em.block(head):
+        em.line(first)
+        em.ops(body.ops)
+        _assign(em, names, body.yielded, [a.type for a in body.args[1:]])
     for r, n in zip(op.results, names):
         em.alias(r, n)
 
@@ -62,16 +61,13 @@ def emit_while(em: Emitter, op: P.While) -> None:
     em.line(f"{active} = {c}")
     lanes = op.cond.yielded[0].type.lanes
     test = f"tl.max({active}.to(tl.int32), axis=0) > 0" if lanes else active
-    em.line(f"while {test}:")
-    em.depth += 1
-    ys = em.inline(op.body, (*names, active))
-    del ys
-    _assign(em, names, op.body.yielded, [a.type for a in op.body.args[:-1]])
-    for a, n in zip(op.cond.args, names):
-        em.alias(a, n)
-    (c2,) = em.inline(op.cond, tuple(names))
-    em.line(f"{active} = {active} & {c2}" if lanes else f"{active} = {c2}")
-    em.depth -= 1
+    with em.block(f"while {test}"):
+        em.inline(op.body, (*names, active))
+        _assign(em, names, op.body.yielded, [a.type for a in op.body.args[:-1]])
+        for a, n in zip(op.cond.args, names):
+            em.alias(a, n)
+        (c2,) = em.inline(op.cond, tuple(names))
+        em.line(f"{active} = {active} & {c2}" if lanes else f"{active} = {c2}")
     for r, n in zip(op.results, names):
         em.alias(r, n)
 
@@ -79,14 +75,10 @@ def emit_while(em: Emitter, op: P.While) -> None:
 @emits(P.If)
 def emit_if(em: Emitter, op: P.If) -> None:
     names = [em.fresh(r.name or f"r{r.id}") for r in op.results]
-    em.line(f"if {em.name(op.cond)}:")
-    for k, region in enumerate((op.then_, op.else_)):
-        if k:
-            em.line("else:")
-        em.depth += 1
-        em.ops(region.ops)
-        _assign(em, names, region.yielded, [r.type for r in op.results])
-        em.line("pass")
-        em.depth -= 1
+    node = em.branches(em.name(op.cond))
+    for stmts, region in ((node.then, op.then_), (node.otherwise, op.else_)):
+        with em.into(stmts):
+            em.ops(region.ops)
+            _assign(em, names, region.yielded, [r.type for r in op.results])
     for r, n in zip(op.results, names):
         em.alias(r, n)

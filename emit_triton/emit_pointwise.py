@@ -9,7 +9,7 @@ from physical import ops as P
 from physical.model import Fragment, PValue
 
 from .emit import REGISTER_DTYPE, TL_DTYPE, Emitter, emits, literal
-from .numerics import as_int1, convert, float_pow, float_rule, library, narrow_result, round_bf16_value, wrap_i4
+from .numerics import as_int1, convert, float_pow, float_rule, library, round_bf16_value, wrap_i4
 
 _LITERAL_DTYPES = (DType.f32, DType.i32, DType.pred)
 
@@ -38,11 +38,11 @@ _SIMPLE_UNARY = {UnaryFn.exp: "tl.exp({x})", UnaryFn.exp2: "tl.exp2({x})", Unary
 
 @emits(P.Unary)
 def emit_unary(em: Emitter, op: P.Unary) -> None:
+    """One Triton function per op: lowering (`physical.lower.decompose`) has written tanh, log1p and round
+    as other ops and computes narrow floats' transcendentals in f32."""
     t = op.result.type
     x = em.arg(op.x, op.x.type, value_of=True)
     dt = op.x.type.dtype
-    narrow = dt in (DType.f16, DType.bf16) or dt.is_fp8
-    xf = f"{x}.to(tl.float32)" if dt is DType.f16 else x  # bf16 and fp8 are already held in f32
     fn = op.fn
     if fn is UnaryFn.neg:
         e = f"-{x}"
@@ -53,102 +53,56 @@ def emit_unary(em: Emitter, op: P.Unary) -> None:
     elif fn is UnaryFn.isnan:
         e = _predicate(t, f"{x} != {x}")
     elif fn is UnaryFn.isinf:
-        e = _predicate(t, f"tl.abs({xf}) == float(\"inf\")")
+        e = _predicate(t, f"tl.abs({x}) == float(\"inf\")")
     elif fn is UnaryFn.sqrt and dt is DType.f64:
-        e = f"tl.sqrt({xf})"  # IEEE in f64 (sqrt_rn is f32 only)
-    elif fn in _SIMPLE_UNARY:
-        e = _SIMPLE_UNARY[fn].format(x=xf)
-    elif fn is UnaryFn.log1p:
-        u = em.fresh("u")
-        em.line(f"{u} = 1.0 + {xf}")
-        # log(u) * x / (u - 1) corrects the rounding of 1 + x (exact where u == 1)
-        e = (f"tl.where({u} == 1.0, {xf}, tl.where({u} == float(\"inf\"), {u}, "
-             f"tl.log({u}) * ({xf} / ({u} - 1.0))))")
-    elif fn is UnaryFn.tanh:
-        q = em.fresh("q")
-        em.line(f"{q} = tl.exp(-2.0 * tl.abs({xf}))")
-        x2 = em.fresh("x2")
-        em.line(f"{x2} = {xf} * {xf}")
-        # small |x|: the odd series (keeps -0.0 and subnormals), where 1 - q cancels; to x**7 in f32
-        # (relative error < 1e-9), to x**15 in f64 (< 1e-19: f64's own rounding dominates)
-        coefficients = _TANH_SERIES_F64 if dt is DType.f64 else _TANH_SERIES_F64[:4]
-        poly = repr(coefficients[-1])
-        for c in reversed(coefficients[:-1]):
-            poly = f"{c!r} + {x2} * ({poly})"
-        series = f"{xf} * ({poly})"
-        e = f"tl.where(tl.abs({xf}) < 0.1, {series}, tl.where({xf} < 0, -1.0, 1.0) * ((1.0 - {q}) / (1.0 + {q})))"
-    elif fn is UnaryFn.round:
-        f, d = em.fresh("fl"), em.fresh("frac")
-        em.line(f"{f} = tl.floor({xf})")
-        em.line(f"{d} = {xf} - {f}")
-        e = (f"tl.where({d} > 0.5, {f} + 1.0, tl.where({d} < 0.5, {f}, "
-             f"tl.where({f} % 2.0 == 0.0, {f}, {f} + 1.0)))")
+        e = f"tl.sqrt({x})"  # IEEE in f64 (sqrt_rn is f32 only)
+    elif fn in _SIMPLE_UNARY and dt in (DType.f32, DType.f64):
+        e = _SIMPLE_UNARY[fn].format(x=x)
     else:
-        raise AssertionError(f"no emission for unary {fn}")
-    if narrow and fn not in (UnaryFn.neg, UnaryFn.abs, UnaryFn.isnan, UnaryFn.isinf, UnaryFn.not_):
-        e = narrow_result(em, e, t.dtype)
+        raise AssertionError(f"no Triton function for {fn} of {dt} (physical lowering decomposes it)")
     if t.dtype is DType.i4:  # -(-8) and abs(-8) wrap to -8
         e = wrap_i4(e)
     em.line(f"{em.define(op.result)} = {e}")
 
 
-# The Taylor coefficients of tanh(x) / x in x**2: 1, -1/3, 2/15, -17/315, 62/2835, ...
-_TANH_SERIES_F64 = (1.0, -1 / 3, 2 / 15, -17 / 315, 62 / 2835, -1382 / 155925, 21844 / 6081075,
-                    -929569 / 638512875)
-
 _OPS = {BinaryFn.add: "+", BinaryFn.sub: "-", BinaryFn.mul: "*", BinaryFn.and_: "&", BinaryFn.or_: "|",
         BinaryFn.xor: "^", BinaryFn.shl: "<<", BinaryFn.shr: ">>"}
 
 
-# f16 ops that Triton does not compute exactly in f16 (division is approximate, pow needs f32)
-_F16_IN_F32 = (BinaryFn.div, BinaryFn.floordiv, BinaryFn.mod, BinaryFn.pow)
-
-
-def _float_operand(em: Emitter, v: PValue, t: Fragment, compute: str) -> str:
-    """`v` as an operand computed in `compute` (a literal becomes a typed 0-d tensor)."""
+def _float_operand(em: Emitter, v: PValue, t: Fragment) -> str:
+    """`v` as an operand of a float op computed at `t`'s register dtype (a literal becomes a typed 0-d tensor)."""
     s = em.arg(v, t)
-    if v.id in em.literals:
-        return f"tl.full((), {s}, {compute})"
-    return s if em.dtype(v.type) == compute else f"{s}.to({compute})"
+    return f"tl.full((), {s}, {em.dtype(t)})" if v.id in em.literals else s
 
 
 @emits(P.Binary)
 def emit_binary(em: Emitter, op: P.Binary) -> None:
+    """Float ops at their own dtype: lowering (`physical.lower.decompose`) has widened what must compute
+    wider (bf16 and fp8 in f32, f16 division in f32, pow in f64)."""
     t = op.result.type
     dt = t.dtype
     if not dt.is_float:
         _emit_int_binary(em, op)
         return
     fn = op.fn
-    wide = dt.in_f32 or (dt is DType.f16 and fn in _F16_IN_F32) or (fn is BinaryFn.pow and dt is DType.f32)
-    # pow computes in f64 (rounded once to the result: within one ulp of the correctly rounded value)
-    compute = "tl.float64" if fn is BinaryFn.pow else "tl.float32" if wide else em.dtype(t)
-    if wide or fn in (BinaryFn.div, BinaryFn.floordiv, BinaryFn.mod, BinaryFn.pow, BinaryFn.maximum,
-                      BinaryFn.minimum):
-        a, b = _float_operand(em, op.lhs, t, compute), _float_operand(em, op.rhs, t, compute)
+    if fn in (BinaryFn.div, BinaryFn.floordiv, BinaryFn.mod, BinaryFn.pow, BinaryFn.maximum, BinaryFn.minimum):
+        a, b = _float_operand(em, op.lhs, t), _float_operand(em, op.rhs, t)
     else:
         a, b = em.arg(op.lhs, t), em.arg(op.rhs, t)
-    exact = dt is DType.f64 or compute == "tl.float64"
     if fn in _OPS:
         e = f"{a} {_OPS[fn]} {b}"
     elif fn is BinaryFn.div:
-        e = f"{a} / {b}" if exact else f"tl.div_rn({a}, {b})"  # IEEE division (f64 `/` is already)
+        e = f"{a} / {b}" if dt is DType.f64 else f"tl.div_rn({a}, {b})"  # IEEE division (f64 `/` is already)
     elif fn in (BinaryFn.floordiv, BinaryFn.mod):  # torch's and Python's rule (kir.float_rules)
-        e = float_rule(em, fn.value, a, b, compute)
-    elif fn is BinaryFn.pow:
-        e = float_pow(em, a, b, compute)
+        e = float_rule(em, fn.value, a, b, em.dtype(t))
+    elif fn is BinaryFn.pow and dt is DType.f64:
+        e = float_pow(em, a, b, em.dtype(t))
     elif fn in (BinaryFn.maximum, BinaryFn.minimum):
         cmp = ">" if fn is BinaryFn.maximum else "<"
         # NaN propagates from either side (no `|` of predicates: a 0-d one does not mix under the interpreter)
         e = f"tl.where({a} != {a}, {a}, tl.where({a} {cmp} {b}, {a}, {b}))"
     else:
-        raise AssertionError(f"no emission for binary {fn}")
-    if fn is BinaryFn.pow and dt is not DType.f64:  # one rounding from f64 (bf16 through f32, innocuous)
-        e = f"({e}).to(tl.float32)" if dt is DType.f32 or dt.in_f32 else f"({e}).to(tl.float16)"
-        if dt.in_f32:
-            e = narrow_result(em, e, dt)
-    elif wide and fn not in (BinaryFn.maximum, BinaryFn.minimum):
-        e = narrow_result(em, e, dt)
+        raise AssertionError(f"no Triton function for {fn} of {dt} (physical lowering widens it)")
     em.line(f"{em.define(op.result)} = {e}")
 
 

@@ -14,7 +14,7 @@ from .numerics import fp8_bits, narrow_result
 @emits(P.OwnedInstances)
 def emit_owned(em: Emitter, op: P.OwnedInstances) -> None:
     n = em.define(op.result, "flat")
-    block = em.block_index or "(pid - seg_offset)"
+    block = em.block_index or em.program_index
     if op.splits is not None:  # `splits` consecutive programs share each block (see split_index)
         block = f"({block} // {op.splits})"
     em.line(f"{n} = {block} * {op.block} + tl.arange(0, {op.block}).to(pid.dtype)")
@@ -23,7 +23,7 @@ def emit_owned(em: Emitter, op: P.OwnedInstances) -> None:
 @emits(P.SplitIndex)
 def emit_split_index(em: Emitter, op: P.SplitIndex) -> None:
     n = em.define(op.result, "split")
-    em.line(f"{n} = (pid - seg_offset) % {op.splits}")
+    em.line(f"{n} = {em.program_index} % {op.splits}")
 
 
 @emits(P.ChunkLanes)
@@ -73,18 +73,18 @@ def emit_alloc(em: Emitter, op: P.AllocBuffer) -> None:
     # block: 1024 columns up to 1024 lanes, then 2**20 // lanes (block sizes are powers of two).
     chunk = f"(1024 // (({em.lanes_block} + 1023) // 1024))" if lanes else "1024"
     fill = fp8_bits(buf.fill, buf.dtype) if buf.dtype.is_fp8 else literal(buf.fill, buf.dtype)
-    em.line(f"for {e} in range(0, {numel}, {chunk}):")
-    em.line(f"    {offs} = {e} + tl.arange(0, {chunk})")
-    if lanes:
-        mask = f"{offs}[None, :] < ({numel})"
-        if op.active is not None:
-            mask = f"({mask}) & {em.name(op.active)}[:, None]"
-        em.line(f"    tl.store(({base})[:, None] + {offs}[None, :], "
-                f"tl.full(({em.lanes_block}, {chunk}), {fill}, {TL_DTYPE[buf.dtype]}), "
-                f"mask={mask})")
-    else:
-        em.line(f"    tl.store({base} + {offs}, tl.full((1024,), {fill}, "
-                f"{TL_DTYPE[buf.dtype]}), mask={offs} < ({numel}))")
+    with em.block(f"for {e} in range(0, {numel}, {chunk})"):
+        em.line(f"{offs} = {e} + tl.arange(0, {chunk})")
+        if lanes:
+            mask = f"{offs}[None, :] < ({numel})"
+            if op.active is not None:
+                mask = f"({mask}) & {em.name(op.active)}[:, None]"
+            em.line(f"tl.store(({base})[:, None] + {offs}[None, :], "
+                    f"tl.full(({em.lanes_block}, {chunk}), {fill}, {TL_DTYPE[buf.dtype]}), "
+                    f"mask={mask})")
+        else:
+            em.line(f"tl.store({base} + {offs}, tl.full((1024,), {fill}, "
+                    f"{TL_DTYPE[buf.dtype]}), mask={offs} < ({numel}))")
 
 
 @emits(P.ScalarParam)
@@ -107,7 +107,7 @@ def emit_owned_tile(em: Emitter, op: P.OwnedTile) -> None:
     nt = len(op.blocks)
     lead, tiled = g.domain[:len(g.domain) - nt], g.domain[len(g.domain) - nt:]
     rest = em.fresh("tile_id")
-    em.line(f"{rest} = pid - seg_offset")
+    em.line(f"{rest} = {em.program_index}")
     counts = []
     for d, b in zip(tiled, op.blocks):
         n = em.fresh("tiles")

@@ -40,16 +40,16 @@ def _shape_of(xs: tuple[PValue, ...]) -> Fragment:
     return Fragment(xs[0].type.dtype, lanes, tiles[0] if tiles else ())
 
 
-def reduce_axis(em: Emitter, cur: list[str], kind: ReduceKind, accs: tuple[DType, ...], axis: int,
+def reduce_axis(em: Emitter, cur: list[str], kind: ReduceKind, native: bool, accs: tuple[DType, ...], axis: int,
                 combine: PRegion, rank: int, valid: str | None = None) -> str | None:
     """Fold `axis` of the (already masked) rank-`rank` components `cur` in place.
 
-    Native kinds (`physical.ops.native_reduce`) use Triton's reductions (also the interpreter's fast
-    paths); float max/min then restore NaN propagation, and argmax/argmin pick the first NaN when there
-    is one. Anything else folds with the combine region, in element order, only over the members marked
-    by `valid` (returns the folded validity then; see `fold_inline`).
+    Folds physical marks `native` (`Reduce.native`, `RegionFold.native`) use Triton's reductions for
+    `kind` (also the interpreter's fast paths); float max/min then restore NaN propagation, and
+    argmax/argmin pick the first NaN when there is one. Any other fold uses the combine region, in element
+    order, only over the members marked by `valid` (returns the folded validity then; see `fold_inline`).
     """
-    if not P.native_reduce(kind):
+    if not native:
         return fold_inline(em, combine, cur, axis, rank, valid)
     x = cur[0]
     if kind is ReduceKind.sum:
@@ -64,7 +64,8 @@ def reduce_axis(em: Emitter, cur: list[str], kind: ReduceKind, accs: tuple[DType
     elif kind in (ReduceKind.any, ReduceKind.all):
         red = "max" if kind is ReduceKind.any else "min"
         em.line(f"{x} = tl.{red}({x}.to(tl.int8), axis={axis}) != 0")
-    elif kind in (ReduceKind.argmax, ReduceKind.argmin) and len(cur) == 2:
+    else:
+        assert kind in (ReduceKind.argmax, ReduceKind.argmin) and len(cur) == 2, f"no native {kind} of {len(cur)}"
         v, i = cur
         nan = em.fresh("nan_at")
         big = (1 << 63) - 1
@@ -79,8 +80,6 @@ def reduce_axis(em: Emitter, cur: list[str], kind: ReduceKind, accs: tuple[DType
         if accs[0].is_float:
             em.line(f"{i} = tl.where({nan} < {big}, {nan}, {i})")
             em.line(f"{v} = tl.where({nan} < {big}, float(\"nan\"), {v})")
-    else:
-        return fold_inline(em, combine, cur, axis, rank, valid)
     return None
 
 
@@ -100,14 +99,13 @@ def emit_reduce(em: Emitter, op: P.Reduce) -> None:
         em.line(f"{v} = {masked(em, x, op.member, acc, ident, shape)}")
         cur.append(v)
     axes = sorted(op.axes, reverse=True)
-    kind = op.kind if op.native else ReduceKind.custom  # not native: fold in element order with the combine
     rank = shape.rank
     valid = None
     if not op.native and op.member is not None:  # element-order folds skip padding instead of folding it
         valid = em.fresh("members")
         em.line(f"{valid} = tl.broadcast_to({em.arg(op.member, shape)}, {em.shape(shape)})")
     for ax in axes:  # innermost first: row-major positions meet in order
-        valid = reduce_axis(em, cur, kind, op.acc_dtypes, ax + lanes, op.combine, rank, valid)
+        valid = reduce_axis(em, cur, op.kind, op.native, op.acc_dtypes, ax + lanes, op.combine, rank, valid)
         rank -= 1
     for r, c, acc in zip(op.results, cur, op.acc_dtypes):
         n = em.define(r)

@@ -555,6 +555,9 @@ class Program:
     constexprs: tuple[tuple[str, LaunchExpr], ...]
     grid: LaunchExpr
     num_warps: LaunchExpr | int = 4
+    # Triton's software-pipelining depth for the kernel's loops: two stages overlap the loads of the next
+    # iteration with the current one's arithmetic without a third buffer's shared memory
+    num_stages: LaunchExpr | int = 2
     notes: tuple[Note, ...] = ()
     origins: tuple[KirOpInfo, ...] = ()
     requires: tuple[object, ...] = ()  # the kernel's refinements (kir preds), for proofs and printing

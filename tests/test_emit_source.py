@@ -179,3 +179,97 @@ def test_narrow_sums_and_loop_indices_keep_their_kir_dtype_on_the_gpu(text: str,
     if "xchg" in text:
         assert "tl.atomic_xchg((" in src and ".to(tl.pointer_type(tl.int32))" in src
     assert ".entry" in emit_triton.ptx(k, tensors, arch=90)
+
+
+# ---------------------------------------------------------------------------------------------- the printer
+
+
+def test_render_nests_blocks_and_drops_what_cannot_run() -> None:
+    from emit_triton.source import Block, IfElse, render
+
+    body = ["x = 1", Block("for k in range(0, n)", ["y = k"]), Block("for k in range(0, n)", ["# nothing"]),
+            IfElse("c", [], ["z = 2"]), IfElse("d", ["u = 3"], ["# only a comment"]), IfElse("True", ["t = 4"], ["f"]),
+            IfElse("False", ["t = 5"], [Block("while w", ["w = 0"])]), IfElse("e", [], [])]
+    assert render(body, 1) == [
+        "    x = 1", "    for k in range(0, n):", "        y = k", "    if not (c):", "        z = 2",
+        "    if d:", "        u = 3", "    t = 4", "    while w:", "        w = 0"]
+    with pytest.raises(AssertionError, match="an empty while loop: while w"):
+        render([Block("while w", [])])
+
+
+@pytest.mark.parametrize("make", S.ALL, ids=lambda f: f.__name__)
+def test_source_has_no_placeholder_statements(make) -> None:
+    src = emitted(make).source
+    lines = [s.strip() for s in src.split("\n")]
+    assert "pass" not in lines and "if True:" not in lines and "seg_offset" not in src
+
+
+def test_a_form_fixed_for_every_launch_is_the_only_body() -> None:
+    import dataclasses
+
+    from emit_triton.emit import static_flag
+    from physical.launch_expr import LConst
+
+    program = physical.lower(S.softmax())
+    looped = next(g.looped.flag for g in program.groups if g.looped is not None)
+    assert static_flag(program, looped) is None  # N is a launch symbol: either body may run
+    src = emit_triton.emit(program).source
+    assert f"if {looped}:" in src and "else:" in src and src.count("tl.sum(") == 2
+    for value, loops in ((0, 0), (1, 3)):
+        fixed = dataclasses.replace(program, constexprs=tuple((n, LConst(value) if n == looped else e)
+                                                              for n, e in program.constexprs))
+        assert static_flag(fixed, looped) == value
+        src = emit_triton.emit(fixed).source
+        assert f"if {looped}" not in src and "else:" not in src and src.count("tl.sum(") == 1
+        assert src.count("for chunk_index") == loops
+
+
+# Decisions the physical program makes, and the emitter must only read (each pattern is what the emitter
+# once did itself): checked in the emitter's sources, since a decision hidden there changes no output.
+EMITTER_DECIDES_NOTHING = {
+    r"num_stages\s*=\s*\d": "the launch's num_stages comes from Program.num_stages",
+    r"native_(reduce|scan)\(": "native vs tree folds are Reduce/Scan/RegionFold/RegionScan.native",
+    r"UnaryFn\.(tanh|log1p|round)\b": "tanh, log1p and round are decomposed by physical.lower.decompose",
+    r"\bin_f32 or\b|_F16_IN_F32|\.to\(tl\.float64\)\" if": "float widening is done by physical.lower.decompose",
+    r"ReduceKind\.(sum|prod), ReduceKind\.": "which folds accumulate per position is RegionFold.per_position",
+    r"1\s*/\s*3\b|2\s*/\s*15\b": "series coefficients belong to physical.lower.decompose",
+}
+
+
+def test_the_emitter_makes_no_numeric_decision() -> None:
+    from pathlib import Path
+
+    found = []
+    for path in sorted(Path(emit_triton.__file__).parent.glob("emit*.py")):
+        for n, text in enumerate(path.read_text().split("\n"), 1):
+            for pattern, why in EMITTER_DECIDES_NOTHING.items():
+                if re.search(pattern, text):
+                    found.append(f"{path.name}:{n}: {text.strip()}  ({why})")
+    assert found == []
+
+
+def unary_kernel(fn, dt):
+    from kir import Builder, DConst, Load, RefType, Role, Slice, Store, Unary, Yield, build_kernel
+    from kir.solver import ShapeSolver
+
+    b = Builder(ShapeSolver(("N",)))
+    full = (Slice(DConst(0), S.N),)
+    x, out = S._params(b, [("x", RefType(dt, (S.N,), Role.IN)), ("out", RefType(dt, (S.N,), Role.OUT))])
+    b.make(Store, dst=out.value, index=full, value=b.add(Unary, fn=fn, x=b.add(Load, src=x.value, index=full)))
+    b.make(Yield, values=())
+    return build_kernel(f"unary_{fn}", (x, out), ("N",), b.end_region())
+
+
+def test_tanh_log1p_and_round_reach_the_emitter_as_ordinary_ops() -> None:
+    from kir.dtypes import DType
+    from kir.pointwise import UnaryFn
+    from physical import ops as P
+
+    for fn in (UnaryFn.tanh, UnaryFn.log1p, UnaryFn.round, UnaryFn.exp):
+        for dt in (DType.f16, DType.bf16, DType.f32, DType.f64):
+            program = physical.lower(unary_kernel(fn, dt))
+            unary = [op for op in program.walk() if isinstance(op, P.Unary)]
+            assert {op.fn for op in unary} <= {UnaryFn.abs, UnaryFn.exp, UnaryFn.log, UnaryFn.floor}, (fn, dt)
+            assert all(op.x.type.dtype in (DType.f32, DType.f64) for op in unary), (fn, dt)
+            emitted_source = emit_triton.emit(program).source
+            assert ("tl.div_rn(" in emitted_source) == (fn in (UnaryFn.tanh, UnaryFn.log1p) and dt is not DType.f64)

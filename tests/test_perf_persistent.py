@@ -187,7 +187,7 @@ def test_the_emitted_loop_follows_the_hoisted_loads():
     load_w = source.index("tl.load(p_w")
     loop = source.index("for block")
     assert load_w < loop < source.index("p_x + ")
-    assert re.search(r"for (block\w*) in range\(pid - seg_offset, blocks\w*, "
+    assert re.search(r"for (block\w*) in range\(pid, blocks\w*, "
                      r"tl.cast\(tl.num_programs\(0\), pid.dtype\)\):"
                      r"\n\s+v_flat\w* = tl.cast\(\1, pid.dtype\) \* BLOCK_I0 ", source)
 

@@ -9,7 +9,7 @@ from kir.dtypes import DType
 
 from .. import ops as P
 from ..model import Fragment
-from . import rule
+from . import decompose, rule
 from .context import Lowerer
 
 
@@ -34,8 +34,7 @@ def lower_dim(lw: Lowerer, op: KP.DimValue) -> None:
 @rule(KP.Unary)
 def lower_unary(lw: Lowerer, op: KP.Unary) -> None:
     x = lw.get(op.x)
-    dt = DType.pred if op.fn in (KP.UnaryFn.isnan, KP.UnaryFn.isinf) else x.type.dtype
-    v = lw.add(P.Unary, x.type.with_dtype(dt), name=op.result.name, fn=op.fn, x=x)
+    v = decompose.unary(lw, op.fn, x, name=op.result.name)
     if op.fn is KP.UnaryFn.neg:
         lw.set_form(v, neg_form(lw.affine_of(x)))
     lw.bind(op.result, v)
@@ -43,7 +42,7 @@ def lower_unary(lw: Lowerer, op: KP.Unary) -> None:
 
 @rule(KP.Binary)
 def lower_binary(lw: Lowerer, op: KP.Binary) -> None:
-    lw.bind(op.result, lw.binary(op.fn, lw.get(op.lhs), lw.get(op.rhs), name=op.result.name, user=True))
+    lw.bind(op.result, decompose.binary(lw, op.fn, lw.get(op.lhs), lw.get(op.rhs), name=op.result.name))
 
 
 @rule(KP.Compare)

@@ -8,6 +8,12 @@ from kir.scan import ScanKind
 
 from ..model import Literal, POp, PRegion, PValue
 from ._base import EFFECTS, NO_TRAITS, WRITES, pop, typed_elsewhere, typing_rule
+from .reduce import native_reduce
+from .scan import native_scan
+
+# Built-in folds whose combine commutes: a region fold accumulates them per chunk position
+COMMUTATIVE_REDUCE = frozenset({ReduceKind.sum, ReduceKind.prod, ReduceKind.max, ReduceKind.min, ReduceKind.any,
+                                ReduceKind.all})
 
 
 @pop("region_fold", NO_TRAITS)
@@ -22,6 +28,16 @@ class RegionFold(POp):
     in element order and joins it to a per-lane carry, so the elements meet in subregion order. An
     empty subregion yields the identity.
     """
+
+    @property
+    def per_position(self) -> bool:
+        """Whether chunks merge elementwise into an accumulator folded once after the loop (commuting kinds)."""
+        return self.kind in COMMUTATIVE_REDUCE
+
+    @property
+    def native(self) -> bool:
+        """Whether that final fold of the accumulator is the target's native reduction (else a tree)."""
+        return self.per_position and native_reduce(self.kind)
 
     begin: PValue
     end: PValue
@@ -43,6 +59,13 @@ class RegionScan(POp):
     scanned components..., member) writes the chunk. Reverse scans walk chunks from the end and keep
     index order (the running prefix is then the combine's right operand), as in the oracle.
     """
+
+    @property
+    def native(self) -> bool:
+        """Whether each chunk's local scan and total are the target's cumulative sum and sum (a native sum
+        scan; a product has no native total to carry to the next chunk), else the element-order tree."""
+        return self.kind is ScanKind.sum and native_scan(self.kind, len(self.acc_dtypes), self.exclusive,
+                                                        self.acc_dtypes[0])
 
     begin: PValue
     end: PValue

@@ -113,6 +113,10 @@ class Emitter:
         self.workspace_names: dict[str, str] = {}
         self.counter = 0
         self.uses_device_flag = False  # a helper takes the DEVICE_FLAG constexpr (see `abi.EmittedKernel`)
+        # a constexpr's definition written out (a host-side extent, e.g. a split count) is that constexpr
+        self.constexpr_of: dict[object, str] = {}
+        for name, e in program.constexprs:
+            self.constexpr_of.setdefault(e, name)
 
     # ------------------------------------------------------------------ names and statements
     def line(self, text: str) -> None:
@@ -254,6 +258,8 @@ class Emitter:
             return self.param_names.get(e.name, e.name)
         if isinstance(e, LConstexpr):
             return e.name
+        if e in self.constexpr_of:
+            return self.constexpr_of[e]
         if isinstance(e, LBin):
             a, b = self.launch(e.lhs), self.launch(e.rhs)
             return f"tl.cdiv({a}, {b})" if e.op == "cdiv" else f"({a} {e.op} {b})"

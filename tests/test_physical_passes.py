@@ -17,7 +17,7 @@ def blocks(program, env):
 
 def test_pipeline_order() -> None:
     assert [p.name for p in PIPELINE] == ["enlarge-ownership", "tile-contraction", "tile-layout", "aggregate-atomics",
-                                           "looped-rows", "persistent-programs"]
+                                           "looped-rows", "split-reductions", "persistent-programs"]
 
 
 def test_construction_owns_one_instance_per_program() -> None:

@@ -33,7 +33,7 @@ from .tile_contract import TileContraction  # noqa: E402
 from .tile_layout import TileLayout  # noqa: E402
 
 PIPELINE: list[Pass] = [EnlargeOwnership(), TileContraction(), TileLayout(), AggregateAtomics(), LoopRows(),
-                        PersistentPrograms()]
+                        SplitReductions(), PersistentPrograms()]
 
 __all__ = ["Pass", "PIPELINE", "EnlargeOwnership", "TileContraction", "AggregateAtomics", "LoopRows",
            "PersistentPrograms", "TileLayout", "SplitReductions"]

@@ -5,12 +5,16 @@ result is only stored (possibly through pointwise ops), gets a second way to run
 programs share each block of instances. Program s folds the chunks [s * c, min((s + 1) * c, chunks)) of
 its rows (c = cdiv(chunks, S)), writes its partial into its own slot of an invocation-workspace slot
 array, and draws a ticket from the instance's counter (acquire-release, device scope). The program that
-draws ticket S - 1 reads the S slots in slot order, folds them with the reduction's own combine (in
-element order: the same S partials meet in the same order on every run, so float results are bitwise
-reproducible; no float atomics), stores the result and resets the counter (physical/workspace.py).
+draws ticket S - 1 reads the S slots in slot order and folds them along the slot axis with the
+reduction's own kind and combine (argmax/argmin fold their (value, index) pairs with the combine, whose
+tie rule keeps the first index): the same S partials meet in the same order on every run whoever
+arrives last, so float results are bitwise reproducible, with no float atomics. It stores the result and
+resets the counter (physical/workspace.py).
 
-The launch decides: S is `max(1, min(resident programs / blocks, chunks / 2))` made even over the chunks,
-and the looped body now runs also when S > 1 (few instances of a row long enough to share); with S = 1
+The launch decides: S is `max(1, min(resident programs // blocks, chunks))` over powers of two of the
+block count and of the row (so that a kernel is specialised per power of two of its shapes, as its
+blocks already are; a program's share may then be empty and give the identity), and the looped body now
+runs also when S > 1 (few instances of a row long enough to share); with S = 1
 (many instances, or Triton's interpreter, which runs one program at a time) a program still publishes
 its partial and finishes its own rows, as the last (only) holder.
 """
@@ -55,7 +59,7 @@ from ..workspace import (
 from . import Pass
 from .looped import pick, substitute
 
-MIN_CHUNKS_PER_SPLIT = 2  # each program folds at least this many chunks (a split below it costs more than it saves)
+MIN_CHUNKS_PER_SPLIT = 1  # each program folds at least one chunk of its row
 _EFFECTS = (P.Store, P.AtomicRMW, P.AtomicCAS, P.Ticket, P.RegionScan, P.AllocBuffer, P.Check, P.Barrier, P.While,
             P.If)
 

@@ -155,9 +155,6 @@ class Lowerer(Builder):
         """As `Builder.emit`; the origin defaults to the KIR op being lowered."""
         return super().emit(cls, types, names, origin or self.origin(), **fields)
 
-    def add(self, cls: type[POp], type_: Fragment, name: str | None = None, **fields: Any) -> PValue:  # type: ignore[override]
-        """A one-result op; construction names the result second (the origin is the KIR op being lowered)."""
-        return self.emit(cls, (type_,), (name,), **fields).results[0]
 
     def cached(self, key: Any) -> PValue | None:
         for f in reversed(self.frames):

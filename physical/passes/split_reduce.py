@@ -44,7 +44,7 @@ from ..launch_expr import (
     lprod,
     lsum,
 )
-from ..model import Fragment, Group, POp, Program, PValue
+from ..model import Fragment, Group, POp, Program, PValue, Trait
 from ..workspace import (
     INDEX,
     add_slot_array,
@@ -60,8 +60,6 @@ from . import Pass
 from .looped import pick, substitute
 
 MIN_CHUNKS_PER_SPLIT = 1  # each program folds at least one chunk of its row
-_EFFECTS = (P.Store, P.AtomicRMW, P.AtomicCAS, P.Ticket, P.RegionScan, P.AllocBuffer, P.Check, P.Barrier, P.While,
-            P.If)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,7 +74,7 @@ class SplitPlan:
 
 def _pure_region(ops: tuple[POp, ...]) -> bool:
     for op in ops:
-        if isinstance(op, _EFFECTS):
+        if op.has(Trait.EFFECTS) and not isinstance(op, P.For):  # a for loop is as pure as its body
             return False
         for r in op.regions():
             if not _pure_region(r.ops):

@@ -117,9 +117,25 @@ def bind_arguments(kernel: Kernel, args: Mapping[str, Any]) -> BoundArgs:
             if any(e < 0 for e in shape):
                 raise LaunchError(f"out parameter {p.name} was omitted and its shape {shape_str(_ref(p).shape)} "
                                   f"evaluates to {shape}, which has a negative extent")
-            bound.tensors[p.name] = TensorArg(p.name, p.role, _ref(p).dtype, shape, _contiguous(shape), None)
+            stored = storage_shape(p.name, _ref(p).dtype, shape)  # type: ignore[arg-type]
+            bound.tensors[p.name] = TensorArg(p.name, p.role, _ref(p).dtype, shape, _contiguous(stored), None)
     _check_overlap(kernel, tensors)
     return bound
+
+
+def storage_shape(name: str, dtype: DType, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape of the tensor that holds values of `shape`: i4 packs two per byte along the last axis."""
+    if dtype is not DType.i4:
+        return shape
+    if not shape or shape[-1] % 2:
+        raise LaunchError(f"out parameter {name} was omitted and its shape is {list(shape)}: i4 packs two elements "
+                          f"per byte along the last axis, which must have an even extent")
+    return (*shape[:-1], shape[-1] // 2)
+
+
+def storage_dtype(dtype: DType) -> torch.dtype:
+    """The torch dtype of an allocated tensor of `dtype` (i4: its packed bytes, uint8)."""
+    return torch.uint8 if dtype is DType.i4 else dtype.torch
 
 
 def logical_shape(ref: RefType, t: torch.Tensor) -> tuple[int, ...]:
@@ -163,9 +179,6 @@ def _check_tensor(p: Param, ref: RefType, value: Any) -> torch.Tensor:
             raise LaunchError(f"parameter {p.name}: expected i4 values packed two per byte in an int8 or uint8 "
                               f"tensor of rank {ref.rank} (the last axis holds N // 2 bytes), got a tensor of "
                               f"{value.dtype} and shape {tuple(value.shape)}")
-        if p.role is not Role.IN:
-            raise LaunchError(f"parameter {p.name}: i4 tensors are inputs only (writing one nibble of a byte that "
-                              f"another program writes would race)")
         return value
     if DType.from_torch(value.dtype) is not ref.dtype:
         raise LaunchError(f"parameter {p.name}: expected {ref.dtype}, got {value.dtype}")

@@ -94,8 +94,10 @@ def sanitize_access(em: Emitter, op: P.POp, what: str, a: AccessRelation, shape:
     if buf.param is not None:
         # the parameter's own extents (as the launcher bound them from the tensor), not the buffer's
         extents = next(q.shape for q in em.p.params if q.name == buf.param)
-        span = " + ".join(f"(tl.cast({em.dim(d)}, pid.dtype) - 1) * {em.stride_names[(buf.param, ax)]}"
-                          for ax, d in enumerate(extents)) or "0"
+        bytes_ = [f"tl.cast({em.dim(d)}, pid.dtype)" for d in extents]
+        if packed_i4(buf):  # the last axis holds two elements a byte
+            bytes_[-1] = f"(({bytes_[-1]} + 1) // 2)"
+        span = " + ".join(f"({n} - 1) * {em.stride_names[(buf.param, ax)]}" for ax, n in enumerate(bytes_)) or "0"
         empty = " | ".join(f"(tl.cast({em.dim(d)}, pid.dtype) == 0)" for d in extents) or "False"
         inside = f"(({off}) >= 0) & (({off}) <= {span}) & ((({empty}) == 0))"
         storage = f"the storage of tensor {buf.param}"
@@ -139,7 +141,7 @@ def emit_load(em: Emitter, op: P.Load) -> None:
     n = em.define(op.result)
     loaded = f"tl.load({pointer(em, a, shape)}{_mask(em, a, shape)}{other})"
     em.line(f"{n} = {from_storage(em, loaded, buf.dtype)}")
-    if buf.dtype is DType.i4:  # the nibble of the element: low for even, high for odd last coordinates
+    if packed_i4(buf):  # the nibble of the element: low for even, high for odd last coordinates
         last = _coord(em, a.coords[-1], shape)
         em.line(f"{n} = ((({n}).to(tl.int32) >> (({last} & 1) * 4).to(tl.int32)) << 28) >> 28")
         em.line(f"{n} = {n}.to(tl.int8)")
@@ -156,12 +158,41 @@ def emit_store(em: Emitter, op: P.Store) -> None:
     a = op.access
     shape = access_shape(em, a, (op.value,))
     value = em.arg(op.value, shape, value_of=True)
-    dtype = em.buffers[a.buffer].dtype
+    buf = em.buffers[a.buffer]
+    dtype = buf.dtype
     if dtype.in_f32:
         value = to_storage(em, em.full(op.value, Fragment(op.value.type.dtype, shape.lanes, shape.tile))
                            if op.value.id in em.literals else value, dtype)
     sanitize_access(em, op, "store", a, shape)
+    if packed_i4(buf):
+        _store_i4(em, op, shape)
+        return
     em.line(f"tl.store({pointer(em, a, shape)}, {value}{_mask(em, a, shape)})")
+
+
+def packed_i4(buf) -> bool:  # buf: a physical Buffer
+    """An i4 tensor parameter: two elements a byte (kir.dtypes.I4_PACKING). A local i4 buffer holds one element
+    a byte (compiler-private memory that nobody else reads: no nibble to merge, no neighbour to race with)."""
+    return buf.dtype is DType.i4 and buf.param is not None
+
+
+def _store_i4(em: Emitter, op: P.Store, shape: Fragment) -> None:
+    """A store into packed i4 memory (`_intent_store_i4`): every member's value, last-axis position and mask
+    at the access's full shape, so that the helper can pair the members that own both nibbles of a byte."""
+    a = op.access
+    value = em.full(op.value, Fragment(DType.i32, shape.lanes, shape.tile))
+    last = em.full(a.coords[-1], Fragment(DType.i64, shape.lanes, shape.tile))
+    ptr = pointer(em, a, shape)
+    if a.mask is not None:
+        mask = em.full(a.mask, Fragment(DType.pred, shape.lanes, shape.tile))
+    else:
+        mask = "True" if shape.rank == 0 else f"tl.full({em.shape(shape)}, 1, tl.int1)"
+    if shape.rank == 0:  # one element: merged into its byte
+        merge = library(em, "merge_i4")
+        em.line(f"{merge}(({ptr}).to(tl.int64), ({value}) & 15, {last}, {mask})")
+        return
+    library(em, "merge_i4")
+    em.line(f"{library(em, 'store_i4')}({ptr}, {value}, {last}, {mask})")
 
 
 @emits(P.AtomicRMW)

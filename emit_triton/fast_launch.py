@@ -39,6 +39,7 @@ from kir.dtypes import DType
 from . import compile as compile_mod
 from . import targets
 from .abi import ArgKind, scalar_argument
+from .arguments import storage_dtype, storage_shape
 
 if TYPE_CHECKING:
     from .launcher import LaunchPlan
@@ -326,7 +327,7 @@ def _geometry(plan: Plan, launched: LaunchPlan, spans: list[int]) -> _Geometry |
         positions = tuple(n for n, a in enumerate(launched.emitted.args)
                           if a.kind is ArgKind.TENSOR and a.param == name)
         per_call.update(positions)
-        outputs.append((positions, arg.shape, arg.dtype.torch))
+        outputs.append((positions, storage_shape(name, arg.dtype, arg.shape), storage_dtype(arg.dtype)))
     workspaces = []
     for position, a in enumerate(launched.emitted.args):
         if a.kind is ArgKind.WORKSPACE:

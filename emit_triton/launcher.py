@@ -29,7 +29,7 @@ from . import compile as compile_mod
 from . import fast_launch, targets
 from . import sanitize as sanitize_mod
 from .abi import AbiArg, ArgKind, EmittedKernel, LaunchExpr, scalar_argument
-from .arguments import BoundArgs, bind_arguments
+from .arguments import BoundArgs, bind_arguments, storage_dtype, storage_shape
 from .index_width import IndexWidth, TensorExtent, choose_index_width
 
 # CUDA's limit on the x dimension of a grid.
@@ -183,10 +183,11 @@ def plan_launch(kernel: Kernel, args: Mapping[str, Any], *, materialise: bool, s
         if arg.tensor is not None:
             tensors[name] = arg.tensor
         elif materialise:
-            tensors[name] = torch.empty(arg.shape, dtype=arg.dtype.torch, device=device)
+            tensors[name] = torch.empty(storage_shape(name, arg.dtype, arg.shape), dtype=storage_dtype(arg.dtype),
+                                        device=device)
             outputs.append(tensors[name])
         else:  # a fresh allocation is 16-byte aligned, like this placeholder's null pointer
-            tensors[name] = torch.empty(0, dtype=arg.dtype.torch)
+            tensors[name] = torch.empty(0, dtype=storage_dtype(arg.dtype))
 
     extents = [TensorExtent(name, a.shape, a.strides) for name, a in bound.tensors.items()]
     launch_values: dict[str, int] = dict(env)  # symbols and integer scalars: they index too

@@ -112,6 +112,36 @@ def _intent_store_f8e5m2(x):
     sign = tl.where(x != x, 0, (bits >> 24) & 0x80)
     return (sign | mag).to(tl.uint8)
 ''',
+    "merge_i4": '''@triton.jit
+def _intent_merge_i4(a, v, q, m):
+    # nibble q & 1 of the byte at address a set to v (0..15), every other bit of memory left as it is: atomic and/or
+    # on the byte's aligned 32-bit word, so that a program writing the other nibble at the same time is not clobbered
+    word = (a & -4).to(tl.pointer_type(tl.int32))
+    shift = ((a & 3) * 8 + (q & 1) * 4).to(tl.int32)
+    tl.atomic_and(word, ~(15 << shift), mask=m)
+    tl.atomic_or(word, v << shift, mask=m)
+''',
+    "store_i4": '''@triton.jit
+def _intent_store_i4(ptr, v, q, m):
+    # i4 values v at last-axis positions q into the bytes at ptr (kir.dtypes.I4_PACKING), members m. Consecutive
+    # members that hold both nibbles of one byte (positions 2j, 2j + 1, both written) store the byte whole; any other
+    # member merges its nibble into memory (_intent_merge_i4): no store touches a nibble it does not own
+    n: tl.constexpr = ptr.numel
+    a = ptr.to(tl.int64)
+    v = v.to(tl.int32) & 15
+    if n == 1:
+        _intent_merge_i4(a, v, q, m)
+    else:
+        p0, p1 = tl.split(tl.reshape(ptr, (n // 2, 2)))
+        a0, a1 = tl.split(tl.reshape(a, (n // 2, 2)))
+        v0, v1 = tl.split(tl.reshape(v, (n // 2, 2)))
+        q0, q1 = tl.split(tl.reshape(q, (n // 2, 2)))
+        m0, m1 = tl.split(tl.reshape(m, (n // 2, 2)))
+        pair = (a0 == a1) & (q1 == q0 + 1) & ((q0 & 1) == 0) & m0 & m1
+        tl.store(p0, (v0 | (v1 << 4)).to(p0.dtype.element_ty), mask=pair)
+        _intent_merge_i4(a0, v0, q0, m0 & (pair == 0))
+        _intent_merge_i4(a1, v1, q1, m1 & (pair == 0))
+''',
     "ipow": '''@triton.jit
 def _intent_ipow(a, b, BITS: tl.constexpr, SIGNED: tl.constexpr):
     # exact repeated squaring wrapping at the width; a negative exponent truncates 1 / a**-b toward 0

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from kir.core import Kernel, ParamKind, RefType
-from kir.dtypes import DType, fp8_ml_dtype
+from kir.dtypes import DType, fp8_ml_dtype, i4_packed, i4_unpacked
 from kir.errors import IntentError
 
 ENV = "INTENT_SANITIZE"
@@ -95,7 +95,12 @@ def _width(dtype: DType) -> int:
 
 
 def _storage_bits(x: Any, dtype: DType) -> np.ndarray | None:
-    """A writable NumPy view of the bit patterns of argument `x` (None where there is none to take)."""
+    """A writable NumPy view of the bit patterns of argument `x` (None where there is none to take); i4: its
+    packed bytes, two elements each (`_Nibbles`)."""
+    if dtype is DType.i4:
+        if isinstance(x, torch.Tensor) and x.device.type == "cpu" and x.element_size() == 1 and x.dim() >= 1:
+            return _Nibbles(x.view(torch.uint8).numpy())
+        return None
     w = _width(dtype)
     if isinstance(x, torch.Tensor):
         if x.device.type != "cpu" or x.element_size() != w:
@@ -106,8 +111,32 @@ def _storage_bits(x: Any, dtype: DType) -> np.ndarray | None:
     return None  # e.g. a bf16 parameter given as an f32 array (converted by the launcher)
 
 
+class _Nibbles:
+    """The 4-bit patterns of a packed i4 tensor (kir.dtypes.I4_PACKING) as an array of its elements' shape, read
+    from and written back to the bytes it wraps."""
+
+    def __init__(self, packed: np.ndarray) -> None:
+        self.packed = packed
+        self.shape = (*packed.shape[:-1], 2 * packed.shape[-1])
+
+    def values(self) -> np.ndarray:
+        return (i4_unpacked(self.packed).astype(np.int64) & 15).astype(np.uint8)
+
+    def __eq__(self, other: object) -> np.ndarray:  # type: ignore[override]
+        return self.values() == other
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __setitem__(self, where: np.ndarray, value: np.ndarray) -> None:
+        nibbles = self.values()
+        nibbles[where] = value
+        self.packed[...] = i4_packed(nibbles)
+
+
 def _oracle_bits(values: np.ndarray, dtype: DType) -> np.ndarray:
     """The oracle's results as the bit patterns the device stores (bf16: the high half of its f32)."""
+    if dtype is DType.i4:  # the nibbles
+        return (np.asarray(values).astype(np.int64) & 15).astype(np.uint8)
     if dtype is DType.bf16:
         return (np.ascontiguousarray(values, np.float32).view(np.uint32) >> np.uint32(16)).astype(np.uint16)
     if dtype.is_fp8:  # the oracle holds fp8 values in f32 (exactly): the device stores their 8-bit patterns
@@ -116,6 +145,8 @@ def _oracle_bits(values: np.ndarray, dtype: DType) -> np.ndarray:
 
 
 def _sentinel(dtype: DType, expected: np.ndarray) -> np.ndarray:
+    if dtype is DType.i4:  # 0xA (-6), 0xB where the oracle writes 0xA
+        return np.where(expected == 0xA, np.uint8(0xB), np.uint8(0xA)).astype(np.uint8)
     pattern = _BF16_PATTERN if dtype is DType.bf16 else _PATTERN[_width(dtype)]
     bits = _BITS[_width(dtype)]
     p = bits(pattern)
@@ -131,6 +162,8 @@ def launch(kernel: Kernel, args: Mapping[str, Any], run: Any) -> Any:
     import oracle
     from oracle.memory import at
 
+    from .arguments import storage_dtype, storage_shape
+
     writes: dict[str, Any] = {}
     copies = {k: (v.clone() if isinstance(v, torch.Tensor) else v.copy() if isinstance(v, np.ndarray) else v)
               for k, v in args.items()}
@@ -141,7 +174,8 @@ def launch(kernel: Kernel, args: Mapping[str, Any], run: Any) -> Any:
         if p.name not in given and p.name in want:
             ref = p.type
             assert isinstance(ref, RefType)
-            given[p.name] = torch.empty(want[p.name].shape, dtype=ref.dtype.torch)  # type: ignore[union-attr]
+            shape = storage_shape(p.name, ref.dtype, tuple(want[p.name].shape))  # type: ignore[arg-type]
+            given[p.name] = torch.empty(shape, dtype=storage_dtype(ref.dtype))  # type: ignore[arg-type]
             allocated.append(p.name)
     planted: list[tuple[str, np.ndarray, np.ndarray, np.ndarray]] = []
     for p in kernel.params:

@@ -25,6 +25,12 @@ def dequant(x: f32[M, N], w: i4[M, N], s: f8e5m2, q: Out[f8e4m3[M, N]], back: Ou
     for i in parallel(M):
         q[i, :] = (x[i, :] * w[i, :].to(f32)).to(f8e4m3)
         back[i, :] = q[i, :].to(f32) * s.to(f32)
+
+
+@intent.kernel
+def requant(q: f8e4m3[M, N], w: Out[i4[M, N]]):
+    for i in parallel(M):
+        w[i, :] = intent.clamp(intent.round(q[i, :].to(f32)), -8.0, 7.0).to(i4)
 '''
 
 
@@ -49,8 +55,9 @@ def _args() -> dict[str, object]:
 
 def test_the_registry_names_fp8_and_i4(built: tuple[Path, object]) -> None:
     folder, _ = built
-    (entry,) = json.loads((folder / "registry.json").read_text())["kernels"]["dequant"]
-    assert entry["signature"] == "x:f32,w:i4,s:f8e5m2,q:f8e4m3,back:f32"
+    kernels = json.loads((folder / "registry.json").read_text())["kernels"]
+    assert [e["signature"] for e in kernels["dequant"]] == ["x:f32,w:i4,s:f8e5m2,q:f8e4m3,back:f32"]
+    assert [e["signature"] for e in kernels["requant"]] == ["q:f8e4m3,w:i4"]
 
 
 def test_a_loaded_kernel_with_fp8_and_i4_matches_the_compilers_launch(built: tuple[Path, object]) -> None:
@@ -86,9 +93,25 @@ def test_fp8_and_i4_arguments_are_checked(built: tuple[Path, object], change: di
     assert str(caught.value) == message
 
 
+def test_a_loaded_kernel_writes_i4(built: tuple[Path, object]) -> None:
+    from kir.dtypes import i4_unpacked
+
+    folder, mod = built
+    lib = intent.load(folder)
+    q = (torch.randn(4, 8, generator=torch.Generator().manual_seed(4)) * 5).to(torch.float8_e4m3fn)
+    w = lib.requant(q)  # omitted: allocated as packed bytes
+    assert w.dtype == torch.uint8 and w.shape == (4, 4)
+    want = torch.clamp(torch.round(q.float()), -8, 7).to(torch.int8).numpy()
+    assert (i4_unpacked(w.numpy()) == want).all()
+    given = torch.full((4, 4), 0x5A, dtype=torch.int8)
+    lib.requant(q, given)
+    assert (i4_unpacked(given.numpy()) == want).all()
+
+
 def test_kirc_run_compares_fp8_and_i4_kernels(built: tuple[Path, object], capsys: pytest.CaptureFixture[str]
                                               ) -> None:
     folder, _ = built
-    assert kirc(["run", str(folder.parent / "lowbits.py"), "--shape", "M=4", "N=8"]) == 0
+    for name in ("dequant", "requant"):
+        assert kirc(["run", str(folder.parent / "lowbits.py"), "--kernel", name, "--shape", "M=4", "N=8"]) == 0
     out = capsys.readouterr().out
     assert "q: max abs error 0 (f8e4m3" in out and out.rstrip().endswith("PASS")

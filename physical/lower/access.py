@@ -45,10 +45,8 @@ def note_read(lw: Lowerer, buffer: Buffer) -> None:
 
 
 def note_write(lw: Lowerer, buffer: Buffer) -> None:
-    if buffer.dtype is DType.i4:
-        raise lw.fail(f"writing the i4 tensor {buffer.name} is not supported: i4 memory holds two elements per byte, "
-                      f"and one program writing a nibble would race with another writing its neighbour; compute "
-                      f"in i8 (or pack into a u8 output yourself)")
+    # i4 tensors hold two elements a byte: the generated store writes a byte whole only where one program owns both
+    # of its nibbles, and merges a lone nibble into memory atomically (emit_triton.emit_access._store_i4)
     lw.written.add(buffer.id)
 
 

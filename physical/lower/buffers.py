@@ -17,8 +17,6 @@ def lower_alloc(lw: Lowerer, op: KB.Alloc) -> None:
     if not isinstance(op.dtype, DType):
         raise lw.fail(f"dtype variable {op.dtype} reached physical construction; specialise the kernel first")
     st = lw.state
-    if op.dtype is DType.i4:
-        raise lw.fail("a local i4 buffer is not supported (i4 memory holds two elements per byte); use an i8 buffer")
     bid = st.fresh()
     name = op.result.name or f"buf{bid}"
     storage = f"ws_{name}_{bid}"

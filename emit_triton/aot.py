@@ -192,10 +192,11 @@ def _build_entry(root: Path, name: str, kernel: Kernel, shapes: Mapping[str, Seq
             entry = _describe(kernel, plan.emitted, signature)
             entry["consts"], entry["call_params"] = dict(consts), call_params
             entry["source"] = _write(root, f"{folder}/kernel.py", plan.emitted.source.encode("utf-8"))
-        fn = targets.jit_function(plan.emitted, plan.key, targets.Mode.COMPILED)
+        fn = plan.function(targets.Mode.COMPILED)
         entry["arg_names"] = list(fn.arg_names)
+        assert plan.owner is not None
         arts = targets.compile_ahead_of_time(plan.emitted, fn, plan.key, arch, plan.positional, plan.keywords,
-                                             portable=True)
+                                             owner=plan.owner, portable=True)
         sig, constexprs, attrs = arts.raw
         spec = spec_json(sig, constexprs, attrs)
         key = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:32]

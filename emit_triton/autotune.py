@@ -24,15 +24,16 @@ from __future__ import annotations
 
 import hashlib
 import statistics
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from . import bound as bound_mod
 from . import cache as cache_mod
 from . import targets
 from .abi import ArgKind
+from .bound import BoundKernel
 
 AUTOTUNE_ENV = "INTENT_AUTOTUNE"  # read by `intent.kernel` (which does not import this module)
 MAX_CONFIGS = 6
@@ -64,10 +65,6 @@ def configurations(num_warps: int, num_stages: int) -> list[Config]:
 
 # ---------------------------------------------------------------------------------------------- the record
 
-_chosen: dict[str, Config] = {}
-_lock = threading.Lock()
-
-
 def _record_name(device_name: str, keywords: Mapping[str, Any], grid: int) -> str:
     tuned = {"num_warps", "num_stages"}
     shown = sorted((k, repr(v)) for k, v in keywords.items() if k not in tuned)
@@ -75,9 +72,11 @@ def _record_name(device_name: str, keywords: Mapping[str, Any], grid: int) -> st
     return "autotune-" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
 
 
-def remembered(entry_key: str, name: str, disk: cache_mod.DiskCache | None) -> Config | None:
-    with _lock:
-        hit = _chosen.get(f"{entry_key}/{name}")
+def remembered(owner: BoundKernel, entry_key: str, name: str, disk: cache_mod.DiskCache | None) -> Config | None:
+    """The configuration chosen before for this entry and record: kept by the kernel's `owner`, else read
+    from the disk record an earlier process wrote."""
+    with owner.lock:
+        hit = owner.tuned.get(f"{entry_key}/{name}")
     if hit is not None or disk is None:
         return hit
     payload = disk.read_artifact(entry_key, name)
@@ -87,15 +86,16 @@ def remembered(entry_key: str, name: str, disk: cache_mod.DiskCache | None) -> C
         config = Config(int(payload["num_warps"]), int(payload["num_stages"]))
     except (KeyError, TypeError, ValueError):
         return None
-    with _lock:
-        _chosen[f"{entry_key}/{name}"] = config
+    with owner.lock:
+        owner.tuned[f"{entry_key}/{name}"] = config
     return config
 
 
 def forget() -> None:
-    """Drop the in-memory choices (the disk records stay)."""
-    with _lock:
-        _chosen.clear()
+    """Drop the in-memory choices of every kernel (the disk records stay)."""
+    for owner in bound_mod.every():
+        with owner.lock:
+            owner.tuned.clear()
 
 
 # ---------------------------------------------------------------------------------------------- tuning
@@ -156,7 +156,8 @@ def tune(kernel: Any, emitted: Any, entry_key: str, fn: Any, target: targets.Tar
     name = _record_name(_device_name(target.device), keywords, grid)
     if disk is None:
         disk = cache_mod.default_cache()
-    hit = remembered(entry_key, name, disk)
+    owner = bound_mod.bound(kernel)
+    hit = remembered(owner, entry_key, name, disk)
     if hit is not None:
         return hit, []
     timer = timer or (cuda_timer if target.mode is targets.Mode.COMPILED else wall_timer)
@@ -179,8 +180,8 @@ def tune(kernel: Any, emitted: Any, entry_key: str, fn: Any, target: targets.Tar
             continue
         trials.append((config, seconds))
     best = min(trials, key=lambda t: t[1])[0] if trials else model
-    with _lock:
-        _chosen[f"{entry_key}/{name}"] = best
+    with owner.lock:
+        owner.tuned[f"{entry_key}/{name}"] = best
     disk.write_artifact(entry_key, name, {"num_warps": best.num_warps, "num_stages": best.num_stages,
                                           "trials": [[c.num_warps, c.num_stages, s] for c, s in trials]})
     return best, trials

@@ -13,7 +13,6 @@ hand-written kernels). Keys:
 from __future__ import annotations
 
 import importlib
-import threading
 from collections.abc import Mapping
 from functools import lru_cache
 from types import ModuleType
@@ -57,39 +56,28 @@ def kernel_text(kernel: Kernel) -> str:
 
 # ---------------------------------------------------------------------------------------------- emission
 
-_emitted: dict[tuple[Kernel, bool], EmittedKernel] = {}
-# Bumped whenever emitted kernels or loaded modules are dropped: launch plans made before are stale.
-generation = 0
-_emitted_by_id: dict[tuple[int, bool], tuple[Kernel, EmittedKernel]] = {}
-_emit_lock = threading.Lock()
-
-
 def emitted_for(kernel: Kernel, sanitize: bool = False) -> EmittedKernel:
-    """Lower and emit `kernel` once per process (cached by identity, then by structural hash);
-    `sanitize`: the module with the memory sanitizer's checks (`emit_triton.sanitize`)."""
-    hit = _emitted_by_id.get((id(kernel), sanitize))
-    if hit is not None and hit[0] is kernel:
-        return hit[1]
-    with _emit_lock:
-        emitted = _emitted.get((kernel, sanitize))
+    """Lower and emit `kernel` once per process (kept by the kernel's `bound.BoundKernel`, which equal
+    kernels share); `sanitize`: the module with the memory sanitizer's checks (`emit_triton.sanitize`)."""
+    from . import bound
+
+    owner = bound.bound(kernel)
+    emitted = owner.emitted.get(sanitize)
+    if emitted is not None:
+        return emitted
+    with owner.lock:
+        emitted = owner.emitted.get(sanitize)
         if emitted is None:
             emitted = _lower_and_emit(kernel, sanitize)[0] if sanitize else _from_disk_or_emit(kernel)
-            _emitted[(kernel, sanitize)] = emitted
-        _emitted_by_id[(id(kernel), sanitize)] = (kernel, emitted)
+            owner.emitted[sanitize] = emitted
         return emitted
 
 
 def clear_emitted() -> None:
-    with _emit_lock:
-        _emitted.clear()
-        _emitted_by_id.clear()
-        invalidate_plans()
+    """Forget every kernel's emission, and with it its plans, functions and artifacts."""
+    from . import bound
 
-
-def invalidate_plans() -> None:
-    """Make every cached launch plan stale (they hold emitted kernels and loaded functions)."""
-    global generation
-    generation += 1
+    bound.forget()
 
 
 def _from_disk_or_emit(kernel: Kernel) -> EmittedKernel:

@@ -17,8 +17,9 @@ mismatch, any new geometry and any value the plan does not cover returns `NOT_PL
 launcher takes the full path, which gives the exact `LaunchError` or records the new geometry.
 
 The plan also holds the loaded `@triton.jit` function per target mode, so no cache directory,
-environment variable or file is consulted. Plans go stale when emitted kernels or loaded modules
-are dropped (`compile.invalidate_plans`) or when `compile.emitted_for` is replaced.
+environment variable or file is consulted. Plans belong to the kernel's `bound.BoundKernel`: they go
+with it when emitted kernels are dropped or `compile.emitted_for` is replaced (the kernel then gets a
+new object), and are cleared with the loaded modules (`targets.clear_loaded`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from intent.runtime.checks import byte_range
 from kir.core import Kernel, RefType, Role
 from kir.dtypes import DType
 
+from . import bound as bound_mod
 from . import compile as compile_mod
 from . import targets
 from .abi import ArgKind, scalar_argument
@@ -55,6 +57,8 @@ _is_cuda = operator.attrgetter("is_cuda")
 _stride = torch.Tensor.stride
 _data_ptr = torch.Tensor.data_ptr
 _device_index = torch.Tensor.get_device
+
+_BY_ID = bound_mod.BY_ID
 
 # Geometries kept per plan; a kernel launched on ever new shapes starts again rather than grow.
 MAX_GEOMETRIES = 256
@@ -90,8 +94,6 @@ class Plan:
     """One kernel's launches for one argument signature (see the module doc)."""
 
     kernel: Kernel
-    emitted_for: Callable[..., Any]  # the emission the plan was made under
-    generation: int
     device: torch.device
     tensor_slots: tuple[tuple[str, torch.dtype], ...]  # given tensors in parameter order
     scalar_slots: tuple[_ScalarSlot, ...]
@@ -217,26 +219,24 @@ class Plan:
 
 # ---------------------------------------------------------------------------------------------- lookup
 
-_plans: dict[int, tuple[Kernel, dict[tuple[str, ...], Plan]]] = {}  # id(kernel) -> (it, plans by names)
-_plans_lock = threading.Lock()
-
-
 def try_launch(kernel: Kernel, args: Mapping[str, Any]) -> Outputs:
     """Launch through a cached plan; `NOT_PLANNED` when none covers `args` (nothing was run)."""
     if type(args) is not dict:
         return NOT_PLANNED
-    entry = _plans.get(id(kernel))
-    if entry is None or entry[0] is not kernel:
+    hit = _BY_ID.get(id(kernel))  # `bound.peek`, inline: this is the hot path of every cached launch
+    if hit is None or hit[0] is not kernel or hit[1].emission is not compile_mod.emitted_for:
         return NOT_PLANNED
-    plan = entry[1].get(tuple(args))
-    if plan is None or plan.generation != compile_mod.generation or plan.emitted_for is not compile_mod.emitted_for:
+    plan = hit[1].plans.get(tuple(args))
+    if plan is None:
         return NOT_PLANNED
     return plan.launch(args)
 
 
 def clear() -> None:
-    with _plans_lock:
-        _plans.clear()
+    """Drop every kernel's plans (their launches take the full path once again)."""
+    for owner in bound_mod.every():
+        with owner.lock:
+            owner.plans.clear()
 
 
 # ---------------------------------------------------------------------------------------------- recording
@@ -288,17 +288,14 @@ def _plan_for(kernel: Kernel, args: Mapping[str, Any], names: tuple[str, ...], l
             scalar_slots.append(_ScalarSlot(p.name, type(value), _scalar_check(dtype, type(value)),
                                             dtype.is_int and type(value) is int))
     device = launched.bound.device
-    with _plans_lock:
-        entry = _plans.get(id(kernel))
-        if entry is None or entry[0] is not kernel:
-            entry = _plans[id(kernel)] = (kernel, {})
-        plan = entry[1].get(names)
-        if plan is not None and plan.generation == compile_mod.generation \
-                and plan.emitted_for is compile_mod.emitted_for and plan.device == device \
+    owner = launched.owner if launched.owner is not None else bound_mod.bound(kernel)
+    with owner.lock:
+        plan = owner.plans.get(names)
+        if plan is not None and plan.device == device \
                 and plan.tensor_slots == tuple(tensor_slots) and plan.scalar_slots == tuple(scalar_slots):
             return plan
         plan = _new_plan(kernel, launched, device, tuple(tensor_slots), tuple(scalar_slots))
-        entry[1][names] = plan
+        owner.plans[names] = plan
         return plan
 
 
@@ -315,8 +312,7 @@ def _new_plan(kernel: Kernel, launched: LaunchPlan, device: torch.device,
     roles = {p.name: p.role for p in kernel.params}
     pairs = tuple((i, j) for i in range(len(tensor_slots)) for j in range(i + 1, len(tensor_slots))
                   if roles[tensor_slots[i][0]] is not Role.IN or roles[tensor_slots[j][0]] is not Role.IN)
-    return Plan(kernel, compile_mod.emitted_for, compile_mod.generation, device,
-                tensor_slots, scalar_slots, tuple(tensor_positions), tuple(scalar_positions), pairs)
+    return Plan(kernel, device, tensor_slots, scalar_slots, tuple(tensor_positions), tuple(scalar_positions), pairs)
 
 
 def _geometry(plan: Plan, launched: LaunchPlan, spans: list[int]) -> _Geometry | None:

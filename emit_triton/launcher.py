@@ -12,7 +12,6 @@ are allocated and returned (one tensor, or a tuple in parameter order).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,11 +24,13 @@ from kir.errors import IntentError, LaunchError
 from physical.launch_expr import DEVICE_SMS
 
 from . import autotune as autotune_mod
+from . import bound as bound_mod
 from . import compile as compile_mod
 from . import fast_launch, targets
 from . import sanitize as sanitize_mod
 from .abi import AbiArg, ArgKind, EmittedKernel, LaunchExpr, scalar_argument
 from .arguments import BoundArgs, bind_arguments, storage_dtype, storage_shape
+from .bound import BoundKernel
 from .index_width import IndexWidth, TensorExtent, choose_index_width
 
 # CUDA's limit on the x dimension of a grid.
@@ -59,6 +60,12 @@ class LaunchPlan:
     # symbols, integer scalars, workspace sizes and integer constexprs, by name
     launch_values: dict[str, int] = field(default_factory=dict)
     info: LaunchInfo | None = None  # what a profile records of this launch
+    owner: BoundKernel | None = None  # what the process keeps for the kernel (loaded functions, plans)
+
+    def function(self, mode: targets.Mode) -> Any:
+        """The loaded `@triton.jit` function of this plan's module for `mode`."""
+        assert self.owner is not None
+        return targets.jit_function(self.emitted, self.key, mode, self.owner)
 
 
 def launch(kernel: Kernel, args: Mapping[str, Any], *, autotune: bool = False, sanitize: bool | None = None
@@ -84,7 +91,7 @@ def launch(kernel: Kernel, args: Mapping[str, Any], *, autotune: bool = False, s
     fn = None
     target = targets.target_for(plan.bound.device)
     if plan.grid > 0:  # an empty program space launches nothing (outputs stay as they were)
-        fn = targets.jit_function(plan.emitted, plan.key, target.mode)
+        fn = plan.function(target.mode)
         if autotune:
             best, _ = autotune_mod.tune(kernel, plan.emitted, plan.key, fn, target, plan.grid, plan.positional,
                                         plan.keywords)
@@ -108,7 +115,7 @@ def _sanitized_launch(kernel: Kernel, args: Mapping[str, Any]) -> None:
     if plan.grid == 0:
         return
     target = targets.target_for(plan.bound.device)
-    fn = targets.jit_function(plan.emitted, plan.key, target.mode)
+    fn = plan.function(target.mode)
     try:
         targets.run(fn, target, plan.grid, plan.positional, plan.keywords, plan.info)
     except IntentError as exc:
@@ -147,24 +154,16 @@ def _ahead_of_time(kernel: Kernel, args: Mapping[str, Any], arch: int) -> target
     if isinstance(arch, bool) or arch not in targets.AOT_ARCHES:
         raise LaunchError(f"parameter arch: expected one of {', '.join(map(str, targets.AOT_ARCHES))}, got {arch!r}")
     plan = plan_launch(kernel, args, materialise=False)
-    fn = targets.jit_function(plan.emitted, plan.key, targets.Mode.COMPILED)
-    return targets.compile_ahead_of_time(plan.emitted, fn, plan.key, arch, plan.positional, plan.keywords)
+    fn = plan.function(targets.Mode.COMPILED)
+    assert plan.owner is not None
+    return targets.compile_ahead_of_time(plan.emitted, fn, plan.key, arch, plan.positional, plan.keywords,
+                                         owner=plan.owner)
 
 
 # ---------------------------------------------------------------------------------------------- planning
 
-_keys: dict[tuple[int, int], tuple[Kernel, EmittedKernel, str]] = {}
-_keys_lock = threading.Lock()
-
-
 def _entry_key(kernel: Kernel, emitted: EmittedKernel) -> str:
-    hit = _keys.get((id(kernel), id(emitted)))
-    if hit is not None and hit[0] is kernel and hit[1] is emitted:
-        return hit[2]
-    key = compile_mod.entry_key(kernel, emitted)
-    with _keys_lock:
-        _keys[(id(kernel), id(emitted))] = (kernel, emitted, key)
-    return key
+    return bound_mod.bound(kernel).entry_key(emitted)
 
 
 def plan_launch(kernel: Kernel, args: Mapping[str, Any], *, materialise: bool, sanitize: bool = False
@@ -173,7 +172,8 @@ def plan_launch(kernel: Kernel, args: Mapping[str, Any], *, materialise: bool, s
     `sanitize`: the module emitted with the memory sanitizer's checks."""
     bound = bind_arguments(kernel, args)
     emitted = compile_mod.emitted_for(kernel, sanitize=True) if sanitize else compile_mod.emitted_for(kernel)
-    key = _entry_key(kernel, emitted)
+    owner = bound_mod.bound(kernel)
+    key = owner.entry_key(emitted)
     env = launch_env(bound)
     device = bound.device
 
@@ -227,7 +227,7 @@ def plan_launch(kernel: Kernel, args: Mapping[str, Any], *, materialise: bool, s
                                                        {c.name: keywords[c.name] for c in emitted.constexprs}),
                       emitted.counts, launch_values)
     return LaunchPlan(kernel, emitted, key, bound, positional, keywords, grid, width, tuple(outputs), launch_values,
-                      info)
+                      info, owner)
 
 
 def launch_env(bound: BoundArgs) -> dict[str, int]:

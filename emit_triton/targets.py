@@ -29,7 +29,8 @@ from kir.errors import IntentError
 
 from . import cache as cache_mod
 from .abi import EmittedKernel
-from .compile import artifact_key, describe_abi, intent_version, invalidate_plans, jsonable, triton_version
+from .bound import BoundKernel
+from .compile import artifact_key, describe_abi, intent_version, jsonable, triton_version
 from .safety import check_generated
 
 AOT_ARCHES = (80, 90)
@@ -95,7 +96,6 @@ def _user_wants_interpreter() -> bool:
 # ---------------------------------------------------------------------------------------------- loading
 
 
-_modules: dict[tuple[str, str, Mode], Any] = {}  # (cache root, entry key, mode) -> jit function
 _load_lock = adapter.INTERPRETER_LOCK
 
 
@@ -104,14 +104,16 @@ def entry_meta(emitted: EmittedKernel) -> dict[str, Any]:
             "triton": triton_version()}
 
 
-def jit_function(emitted: EmittedKernel, key: str, mode: Mode) -> Any:
-    """The `@triton.jit` function of `emitted`, loaded once per (entry key, mode) and process."""
+def jit_function(emitted: EmittedKernel, key: str, mode: Mode, owner: BoundKernel) -> Any:
+    """The `@triton.jit` function of `emitted` (one of `owner`'s modules), loaded once per cache root,
+    entry key and mode, and kept by `owner`."""
     root = cache_mod.cache_root()
-    found = _modules.get((str(root), key, mode))
+    modules = owner.functions
+    found = modules.get((str(root), key, mode))
     if found is not None:
         return found
     with _load_lock:
-        found = _modules.get((str(root), key, mode))
+        found = modules.get((str(root), key, mode))
         if found is not None:
             return found
         check_generated(emitted.source, emitted.name)  # refuse, never run, text of the wrong shape
@@ -122,15 +124,17 @@ def jit_function(emitted: EmittedKernel, key: str, mode: Mode) -> Any:
         fn = getattr(module, emitted.name, None)
         if fn is None:
             raise IntentError(f"the generated module for kernel {emitted.name} defines no function {emitted.name}")
-        _modules[(str(root), key, mode)] = fn
+        modules[(str(root), key, mode)] = fn
         return fn
 
 
 def clear_loaded() -> None:
+    """Forget every loaded module and artifact (and the cached plans that hold loaded functions)."""
+    from . import bound
+
     with _load_lock:
-        _modules.clear()
-        _artifacts.clear()
-        invalidate_plans()
+        for owner in bound.every():
+            owner.forget_loaded()
 
 
 # ---------------------------------------------------------------------------------------------- launching
@@ -195,18 +199,17 @@ class Artifacts:
     raw: tuple[Any, ...] = ()
 
 
-_artifacts: dict[str, Artifacts] = {}
 WORKER_TIMEOUT_S = 600
 
 
 def compile_ahead_of_time(emitted: EmittedKernel, fn: Any, key: str, arch: int, positional: Sequence[Any],
-                          keywords: Mapping[str, Any], *, portable: bool = False) -> Artifacts:
+                          keywords: Mapping[str, Any], *, owner: BoundKernel, portable: bool = False) -> Artifacts:
     """Compile `fn` for sm_<arch> with the specialisation a real launch with these values gets.
 
     Triton's own binder for the target derives argument types, the 16-byte alignment of pointers
     and divisibility by 16 of integers (`tt.divisibility`), and equal-to-1 integers as constants,
-    exactly as a launch would; no GPU is needed. Results are cached in memory and in the entry's
-    directory on disk, keyed by the specialisation.
+    exactly as a launch would; no GPU is needed. Results are kept by `owner` (the kernel's
+    `bound.BoundKernel`) and in the entry's directory on disk, keyed by the specialisation.
 
     `portable`: drop the divisibility assumptions about integer arguments (pointer alignment stays),
     so that the cubin serves every size with the same constexprs (`kirc build`).
@@ -221,7 +224,7 @@ def compile_ahead_of_time(emitted: EmittedKernel, fn: Any, key: str, arch: int, 
     spec = {"signature": signature, "constexprs": constexprs, "attrs": attrs,
             "options": {k: v for k, v in sorted(options.__dict__.items()) if k != "extern_libs"}}
     akey = artifact_key(key, f"cuda:sm_{arch}", spec)
-    found = _artifacts.get(akey)
+    found = owner.artifacts.get(akey)
     if found is not None:
         return found
     disk = cache_mod.default_cache()
@@ -243,7 +246,7 @@ def compile_ahead_of_time(emitted: EmittedKernel, fn: Any, key: str, arch: int, 
         found = Artifacts(ptx, cubin, jsonable(spec), metadata, raw)
         disk.write_artifact(key, name, {"ptx": ptx, "cubin": cache_mod.encode_bytes(cubin) if cubin else None,
                                         "arch": arch, "specialisation": found.specialisation, "metadata": metadata})
-    _artifacts[akey] = found
+    owner.artifacts[akey] = found
     return found
 
 

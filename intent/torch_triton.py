@@ -106,7 +106,7 @@ def traced_launch(kernel: Kernel, schema: Schema, args: Mapping[str, Any]) -> An
     from emit_triton import targets
 
     launch = launch_arguments(kernel, schema, args)
-    fn = targets.jit_function(launch.emitted, launch.key, targets.Mode.COMPILED)
+    fn = targets.jit_function(launch.emitted, launch.key, targets.Mode.COMPILED, launch.owner)
     wrap_triton(fn)[(launch.grid,)](*launch.positional, **launch.keywords)
     outs = launch.outputs
     if not outs:
@@ -118,9 +118,10 @@ class LaunchArguments:
     """What one traced launch passes to Triton."""
 
     def __init__(self, emitted: Any, key: str, positional: list[Any], keywords: dict[str, Any], grid: Any,
-                 outputs: tuple[torch.Tensor, ...]) -> None:
+                 outputs: tuple[torch.Tensor, ...], owner: Any) -> None:
         self.emitted, self.key, self.positional, self.keywords = emitted, key, positional, keywords
         self.grid, self.outputs = grid, outputs
+        self.owner = owner  # the kernel's emit_triton.bound.BoundKernel (its loaded functions)
 
 
 def launch_arguments(kernel: Kernel, schema: Schema, args: Mapping[str, Any]) -> LaunchArguments:
@@ -129,7 +130,7 @@ def launch_arguments(kernel: Kernel, schema: Schema, args: Mapping[str, Any]) ->
     from emit_triton import compile as compile_mod
     from emit_triton import targets
     from emit_triton.abi import ArgKind, scalar_argument
-    from emit_triton.launcher import _entry_key
+    from emit_triton.bound import bound
 
     env = bind_symbolic(kernel, args)
     device = next((v.device for v in args.values() if isinstance(v, torch.Tensor)), torch.device("cuda"))
@@ -173,7 +174,8 @@ def launch_arguments(kernel: Kernel, schema: Schema, args: Mapping[str, Any]) ->
     keywords["num_warps"] = concrete(emitted.num_warps, env)
     keywords["num_stages"] = concrete(emitted.num_stages, env)
     grid = symbolic(emitted.grid, env)
-    return LaunchArguments(emitted, _entry_key(kernel, emitted), positional, keywords, grid, tuple(outputs))
+    owner = bound(kernel)
+    return LaunchArguments(emitted, owner.entry_key(emitted), positional, keywords, grid, tuple(outputs), owner)
 
 
 def symbolic(expr: LaunchExpr | int, env: Mapping[str, Any]) -> Any:

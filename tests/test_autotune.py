@@ -53,7 +53,7 @@ def _tune(args: dict, timer, disk: DiskCache, force: bool = True):
     kernel = accumulate.specialize(args)
     plan = launcher.plan_launch(kernel, args, materialise=True)
     target = targets.target_for(plan.bound.device)
-    fn = targets.jit_function(plan.emitted, plan.key, target.mode)
+    fn = plan.function(target.mode)
     configs = iter(configurations(plan.keywords["num_warps"], plan.keywords["num_stages"]))
 
     def timed(reset, run):
@@ -104,7 +104,7 @@ def test_the_real_launch_sees_the_callers_values(isolated_cache):  # noqa: F811
     kernel = accumulate.specialize(args)
     plan = launcher.plan_launch(kernel, args, materialise=True)
     target = targets.target_for(plan.bound.device)
-    fn = targets.jit_function(plan.emitted, plan.key, target.mode)
+    fn = plan.function(target.mode)
     acc_position = next(n for n, a in enumerate(plan.emitted.args) if a.param == "acc" and a.kind.value == "tensor")
     autotune.tune(kernel, plan.emitted, plan.key, fn, target, plan.grid, plan.positional, plan.keywords,
                   timer=record, disk=DiskCache(isolated_cache), force=True)

@@ -62,8 +62,9 @@ def test_specialisation_matches_a_real_launch():
     base = torch.zeros(257)
     plan = plan_launch(vector_add(), {"x": base[1:], "y": base[:256].clone(), "out": torch.zeros(256)},
                        materialise=False)
-    fn = targets.jit_function(plan.emitted, plan.key, targets.Mode.COMPILED)
-    spec = targets.compile_ahead_of_time(plan.emitted, fn, plan.key, 90, plan.positional, plan.keywords).specialisation
+    fn = plan.function(targets.Mode.COMPILED)
+    spec = targets.compile_ahead_of_time(plan.emitted, fn, plan.key, 90, plan.positional, plan.keywords,
+                                         owner=plan.owner).specialisation
     # x misaligned; y, out aligned; unit strides become constants; N = 256 is divisible by 16.
     assert spec["signature"] == {"x": "*fp32", "x_stride_0": "constexpr", "y": "*fp32", "y_stride_0": "constexpr",
                                  "out": "*fp32", "out_stride_0": "constexpr", "N": "i32", "BLOCK": "constexpr",

@@ -276,9 +276,9 @@ def test_interpreted_and_compiled_functions_from_one_source(isolated_cache):  # 
 
     x, y = rand(10), rand(10)
     plan = plan_launch(vector_add(), {"x": x, "y": y}, materialise=False)
-    interpreted = targets.jit_function(plan.emitted, plan.key, targets.Mode.INTERPRETED)
-    compiled = targets.jit_function(plan.emitted, plan.key, targets.Mode.COMPILED)
+    interpreted = plan.function(targets.Mode.INTERPRETED)
+    compiled = plan.function(targets.Mode.COMPILED)
     assert isinstance(interpreted, InterpretedFunction) and isinstance(compiled, JITFunction)
     assert interpreted.fn.__code__.co_filename == compiled.fn.__code__.co_filename == \
         str(isolated_cache / plan.key / "kernel.py")
-    assert targets.jit_function(plan.emitted, plan.key, targets.Mode.COMPILED) is compiled
+    assert plan.function(targets.Mode.COMPILED) is compiled

@@ -162,10 +162,6 @@ def _ahead_of_time(kernel: Kernel, args: Mapping[str, Any], arch: int) -> target
 
 # ---------------------------------------------------------------------------------------------- planning
 
-def _entry_key(kernel: Kernel, emitted: EmittedKernel) -> str:
-    return bound_mod.bound(kernel).entry_key(emitted)
-
-
 def plan_launch(kernel: Kernel, args: Mapping[str, Any], *, materialise: bool, sanitize: bool = False
                 ) -> LaunchPlan:
     """Check `args`, then evaluate the ABI; `materialise=False` allocates nothing (placeholders).

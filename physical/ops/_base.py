@@ -38,7 +38,7 @@ def pop(name: str, traits: Trait):
 #
 # Each op's typing rule sits beside its class (`@typing_rule(Cls)` after it): a function of the op that lists
 # what is wrong with its result types given its operands (empty when it is well typed). The verifier's
-# fragment-types rule runs them; tests/test_physical_traits.py checks that every op class has one.
+# fragment-types rule runs them; tests/test_physical_verifier.py checks that every op class has one.
 
 TypeRule = Callable[[POp], list[str]]
 
@@ -49,17 +49,20 @@ def typing_rule(*classes: type[POp], one_result: bool = False) -> Callable[[Call
     `fn(op, result_type)` checks the rest."""
 
     def deco(fn: Callable[..., list[str]]) -> Callable[..., list[str]]:
-        rule: TypeRule = fn
-        if one_result:
-            def rule(op: POp) -> list[str]:
-                return fn(op, op.results[0].type) if len(op.results) == 1 else results_problem(op, 1)
-
-            rule.__doc__, rule.__name__ = fn.__doc__, fn.__name__
+        rule = _with_one_result(fn) if one_result else fn
         for c in classes:
             c.type_problems = rule  # type: ignore[attr-defined]
         return fn
 
     return deco
+
+
+def _with_one_result(fn: Callable[[POp, Fragment], list[str]]) -> TypeRule:
+    def rule(op: POp) -> list[str]:
+        return fn(op, op.results[0].type) if len(op.results) == 1 else results_problem(op, 1)
+
+    rule.__doc__, rule.__name__ = fn.__doc__, fn.__name__
+    return rule
 
 
 def ints_agree(a: Fragment, b: Fragment) -> bool:

@@ -258,9 +258,12 @@ def _one_program_notes(kernel: K.Kernel, stmts: list[Statement], state: ProgramS
             if extent.is_const or solver.proves(PCmp("<=", extent, DConst(SMALL_EXTENT))):
                 continue
             what = "reduction" if isinstance(op, KR.Reduce) else "scan"
+            # passes/split_reduce.py removes the note where it splits the reduction across programs
+            why = "a reduction is split across programs only where its row is walked in chunks and its result " \
+                "is only stored" if what == "reduction" else "scans are not yet split across programs"
             state.note(f"the {op.kind} {what} over {extent} elements runs in one program instance: the statement "
                        f"writes no axis that could spread it over programs, so one multiprocessor does all of it "
-                       f"(reductions and scans are not yet split across programs)", op.loc or st.orig.loc)
+                       f"({why})", op.loc or st.orig.loc)
 
 
 def _components(stmts: list[Statement]) -> list[list[Statement]]:

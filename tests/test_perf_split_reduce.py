@@ -224,6 +224,22 @@ def test_explain_shows_the_cross_program_plan():
     assert found is not None and int(found.group(1)) > 1, text
 
 
+@intent.kernel
+def sum_and_max(x: f32[N], out: Out[f32[2]]):
+    out[0] = intent.sum(x)
+    out[1] = intent.max(x)
+
+
+def test_a_group_of_two_reductions_keeps_its_plan_and_its_note():
+    args = {"x": _f32(N_LONG), "out": torch.empty(2)}
+    program = lowered(sum_and_max, args)
+    assert not any(isinstance(op, P.SplitIndex) for g in program.groups
+                   for op in (g.looped.body.ops if g.looped is not None else ()))
+    assert any("a reduction is split across programs only where" in n.message for n in program.notes)
+    sum_and_max(**args)
+    np.testing.assert_allclose(args["out"].numpy(), [args["x"].double().sum(), args["x"].max()], rtol=1e-4)
+
+
 def test_sm90_ptx_draws_tickets_with_an_acq_rel_device_scope_atomic(monkeypatch):
     monkeypatch.delenv(BUDGET_VARIABLE)
     clear_emitted()

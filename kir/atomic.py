@@ -22,6 +22,11 @@ class AtomicKind(Enum):
         return self.value
 
 
+# Atomic kinds (by name) whose updates commute: the same one from several instances gives one result in any
+# interleaving (exchange and compare-and-swap, "cas", do not). Construction and the verifier both read it.
+COMMUTING_KINDS = frozenset(k.value for k in AtomicKind if k is not AtomicKind.xchg)
+
+
 class MemOrder(Enum):
     relaxed = "relaxed"
     acquire = "acquire"

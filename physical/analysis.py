@@ -103,9 +103,6 @@ def effects_of(ops: Iterable[K.Op]) -> Effects:
     return e
 
 
-_COMMUTING = {"add", "max", "min", "and", "or", "xor"}
-
-
 def conflict(a: Effects, b: Effects) -> set[int]:
     """Buffers through which two statements depend on each other (order would be observable)."""
     out = set()
@@ -113,7 +110,7 @@ def conflict(a: Effects, b: Effects) -> set[int]:
         a_atomic_only = buf not in a.writes and buf not in a.reads
         b_atomic_only = buf not in b.writes and buf not in b.reads
         kinds = a.atomics.get(buf, set()) | b.atomics.get(buf, set())
-        if a_atomic_only and b_atomic_only and len(kinds) == 1 and kinds <= _COMMUTING:
+        if a_atomic_only and b_atomic_only and len(kinds) == 1 and kinds <= KT.COMMUTING_KINDS:
             continue  # the same commuting atomic from both sides: any interleaving gives one result
         if buf in a.writes or buf in b.writes or buf in a.atomics or buf in b.atomics:
             out.add(buf)

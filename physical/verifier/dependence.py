@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+from kir.atomic import COMMUTING_KINDS
 from kir.core import Kernel
 from kir.dims import PCmp, POr, Pred
 
@@ -21,8 +22,6 @@ from .affine import Forms, forms_of, proves
 from .base import Reporter, Violation, describe, rule
 from .index import AccessKind, AccessSite, ProgramIndex, index_of
 from .ownership import lane_source
-
-_COMMUTING = {"add", "max", "min", "and", "or", "xor"}
 
 
 def disjoint_across_instances(ix: ProgramIndex, x: AccessSite, y: AccessSite, source: POp) -> bool:
@@ -108,7 +107,7 @@ def _across_groups(program: Program, ix: ProgramIndex, report: Reporter) -> None
         if all(s.kind is AccessKind.READ for s in sites):
             continue
         atomic_kinds = {_atomic_kind(s.op) for s in sites if s.kind is AccessKind.RMW}
-        if all(s.kind is AccessKind.RMW for s in sites) and len(atomic_kinds) == 1 and atomic_kinds <= _COMMUTING:
+        if all(s.kind is AccessKind.RMW for s in sites) and len(atomic_kinds) == 1 and atomic_kinds <= COMMUTING_KINDS:
             continue
         writer = next(s for s in sites if s.kind is not AccessKind.READ)
         other = next(s for s in sites if s.placed.group != writer.placed.group)

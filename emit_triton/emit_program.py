@@ -7,12 +7,16 @@ from physical import ops as P
 from physical.model import BufferInit
 
 from .emit import REGISTER_DTYPE, TL_DTYPE, Emitter, emits, literal
+from .emit_lookback import emit_ticket
 from .names import comment_text, mangle
 from .numerics import fp8_bits, narrow_result
 
 
 @emits(P.OwnedInstances)
 def emit_owned(em: Emitter, op: P.OwnedInstances) -> None:
+    if op.ticket is not None:
+        emit_ticket(em, op)
+        return
     n = em.define(op.result, "flat")
     block = em.block_index or em.program_index
     if op.splits is not None:  # `splits` consecutive programs share each block (see split_index)

@@ -124,6 +124,7 @@ def _group_lines(p: Program, g: Group, consts: dict, f: _Formulas) -> list[str]:
                      f"as keep the device busy (resident_programs(num_warps)); each reads "
                      f"{', '.join(loads) or 'nothing'} "
                      f"once, before its loop")
+    lines += _lookback_lines(p, g, f)
     if g.looped is not None:
         lp = g.looped
         passes = f"{lp.loops} pass{'es' if lp.loops > 1 else ''}"
@@ -151,6 +152,32 @@ def _cross_program(p: Program, g: Group, body: PRegion) -> list[str]:
             f"one that draws the last combines the {split.splits} slots in slot order (the same order every run: "
             f"bitwise reproducible, no float atomics), stores the result and resets the counter (self-resetting: "
             f"nothing is filled before a launch)"]
+
+
+def _lookback_lines(p: Program, g: Group, f: _Formulas) -> list[str]:
+    """The cross-program plan of a group whose programs pass values through the workspace."""
+    ticket = next((op for op in g.body.ops if isinstance(op, P.OwnedInstances) and op.ticket is not None), None)
+    if ticket is None:
+        return []
+    seg = next((s for s in p.segments if s.group == g.id), None)
+    sync = p.buffer(ticket.ticket)  # type: ignore[arg-type]
+    lines = [f"  across programs: {f(seg.length) if seg else '?'} programs, one instance each, in the order of an "
+             f"acq_rel ticket on {sync.name}[{P.SYNC_TICKET}] (no launch order assumed; a program waits only for "
+             f"lower tickets)"]
+    for op in g.body.ops:
+        if isinstance(op, P.PublishSlot):
+            names = ", ".join(p.buffer(b).name for b in op.slots)
+            lines.append(f"  each program publishes its aggregate in slot = its ticket of {names}, then raises "
+                         f"flag {sync.name}[{P.SYNC_FLAGS} + slot] (release)")
+        elif isinstance(op, P.FoldSlots):
+            order = "from the nearest lower ticket down to 0" if op.reverse else "from 0 up to its own ticket"
+            lines.append(f"  then waits for the flags of every lower ticket (acquire) and folds their slots "
+                         f"{order}, in index order, {op.block} slots a step (a fixed combine order: the same "
+                         f"bits every run), and combines the result with its own chunk")
+        elif isinstance(op, P.RetireTicket):
+            lines.append(f"  the last program to finish ({sync.name}[{P.SYNC_DONE}], acq_rel) restores the ticket, "
+                         f"the counter and the flags to zero: the workspace is self-resetting, no launch clears it")
+    return lines
 
 
 def _bounds(a, names: Mapping[str, str], taken: Iterable[str]) -> str:

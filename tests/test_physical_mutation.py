@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import pytest
 
+import intent
 import physical
 from kir import (
     INDEX_DTYPE,
@@ -428,6 +429,25 @@ def read_back_without_a_barrier():
     broken = swap(p, only(p, P.Barrier), None)
     return k, broken, ("[buffer-visibility] load (from load at mutation.py:22) reads buf after this program wrote "
                        "it, with no barrier between the write and the read")
+
+
+LONG = intent.dims("N")
+
+
+@intent.kernel
+def long_cumsum(x: intent.f32[LONG], out: intent.Out[intent.f32[LONG]]):
+    out[:] = intent.cumsum(x)
+
+
+@mutation("lookback-protocol")
+def scan_publishing_another_programs_slot():
+    k = long_cumsum.kir
+    p = physical.lower(k)  # the row is not bounded: it is split over programs that pass their totals on
+    pub = only(p, P.PublishSlot)
+    start = next(op.result for op in p.groups[0].body.ops if op.results and op.results[0].name == "chunk_start")
+    broken = swap(p, pub, dataclasses.replace(pub, slot=start))
+    return k, broken, ("[lookback-protocol] group 0: publish_slot writes a slot other than the program's own instance "
+                       "(its ownership slice)")
 
 
 @mutation("atomic-preserved")

@@ -9,6 +9,7 @@ from .contract import Contract, MatMul
 from .control import For, If, While, Yield
 from .histogram import BinCount, Histogram
 from .layout import Broadcast, ExpandDims, Permute, Squeeze, TileConcat, TileReshape, TileSlice
+from .lookback import SYNC_DONE, SYNC_FLAGS, SYNC_TICKET, FoldSlots, PublishSlot, RetireTicket, slot_dtype
 from .pointwise import Binary, Bitcast, Cast, Compare, Const, Select, Unary
 from .program import Barrier, ChunkLanes, OwnedInstances, OwnedTile, ScalarParam, ShapeValue, TileIndex
 from .reduce import Reduce, native_reduce
@@ -22,4 +23,5 @@ __all__ = ["OP_CLASSES", "pop", "Trait", "DEVICE_CHECK", "Check", "Load", "Store
            "BinCount", "Broadcast", "ExpandDims", "Permute", "Squeeze", "TileSlice", "TileConcat", "TileReshape",
            "Binary", "Bitcast", "Cast", "Compare", "Const", "Select", "Unary", "Barrier", "ChunkLanes",
            "OwnedInstances", "OwnedTile", "ScalarParam", "ShapeValue", "TileIndex", "Reduce", "RegionFold",
-           "RegionScan", "Random", "Scan", "native_reduce", "native_scan", "SplitIndex", "Ticket"]
+           "RegionScan", "Random", "Scan", "native_reduce", "native_scan", "SplitIndex", "Ticket",
+           "PublishSlot", "FoldSlots", "RetireTicket", "SYNC_TICKET", "SYNC_DONE", "SYNC_FLAGS", "slot_dtype"]

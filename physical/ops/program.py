@@ -23,11 +23,17 @@ class OwnedInstances(POp):
 
     With `splits` (a constexpr S), S consecutive programs own each block and split its work between them
     (`split_index` tells them apart): the block is `(pid - O_g) // S`.
+
+    With `ticket` (the group's self-resetting sync buffer, see `physical.ops.lookback`) the block is the
+    program's ticket instead of `pid - O_g`: an acq_rel atomic increment of the buffer's counter, so the
+    block numbers follow the order in which programs start, whatever order the launch runs them in (a
+    program may then wait for lower-numbered ones: they have started).
     """
 
     group: int
     block: str
     splits: str | None = None
+    ticket: int | None = None
 
 
 @pop("owned_tile", NO_TRAITS)

@@ -91,6 +91,8 @@ def eligible(group: Group) -> str | None:
         return "it does not own blocks of instances one per program"
     if sum(isinstance(op, P.OwnedInstances) for op in group.body.ops) != 1:
         return "it does not decode its instances once at its top"
+    if any(isinstance(op, P.OwnedInstances) and op.ticket is not None for op in group.body.ops):
+        return "its programs take their instances from a ticket (one instance each)"
     return None
 
 

@@ -17,6 +17,7 @@ Each rule lives in the module of its concern:
     structured.py  structured-complete, region-op-complete
     buffers.py     buffer-complete, buffer-init
     workspace.py   workspace-protocol
+    lookback.py    lookback-protocol
     accesses.py    access-complete, coordinate-provenance, narrowing-explicit, bounds-justified
     dependence.py  ordered-dependence, unordered-conflict, buffer-visibility
     atomics.py     atomic-preserved
@@ -40,6 +41,7 @@ from . import (
     buffers,
     dependence,
     fragments,
+    lookback,
     ownership,
     persistent,
     structure,
@@ -53,6 +55,7 @@ _ORDER = ["self-contained", "ssa-defined", "fragment-types", "launch-extent", "s
           "loop-invariant",
           "effect-coverage", "structured-complete", "region-op-complete", "buffer-complete", "buffer-init",
           "workspace-protocol",
+          "lookback-protocol",
           "access-complete", "coordinate-provenance", "narrowing-explicit", "bounds-justified",
           "ordered-dependence", "unordered-conflict", "buffer-visibility", "atomic-preserved"]
 _registered = dict(RULES)

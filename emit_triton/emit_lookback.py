@@ -1,0 +1,116 @@
+"""Programs of one launch cooperating through an invocation workspace (`physical.ops.lookback`).
+
+The sync buffer (int32) holds the ticket counter, the finished-program counter and one flag per slot. A
+slot's values are written before its flag: a barrier orders every thread's writes of the program before the
+release exchange of the flag. A reader spins on acquire reads of the flags it needs (one vector of atomics
+per step, so the wait costs one round trip when the values are there), passes a barrier, and only then
+loads the values: no value is read before the flag that publishes it is seen.
+"""
+
+from __future__ import annotations
+
+from kir.dtypes import DType
+from physical import ops as P
+from physical.model import PValue
+
+from .emit import REGISTER_DTYPE, TL_DTYPE, Emitter, emits, literal
+from .emit_combine import combine_inline, fold_inline
+
+
+def _uniform(em: Emitter, v: PValue) -> str:
+    """`v` as a scalar: a lanes value of a ticket group has one lane (the group's block is 1)."""
+    return f"tl.sum({em.name(v)}, axis=0)" if v.type.lanes else em.name(v)
+
+
+def _slot_ptr(em: Emitter, bid: int) -> tuple[str, DType]:
+    buf = em.buffers[bid]
+    return em.workspace_names[buf.storage], buf.dtype  # type: ignore[index]
+
+
+def _to_slot(value: str, dtype: DType) -> str:
+    return f"{value}.to({TL_DTYPE[dtype]})" if dtype.is_int or dtype.is_float else value
+
+
+def emit_ticket(em: Emitter, op: P.OwnedInstances) -> None:
+    """The block of a ticket group: its position in the order programs start (acq_rel, device scope)."""
+    sync, _ = _slot_ptr(em, op.ticket)  # type: ignore[arg-type]
+    t = em.fresh("ticket")
+    em.line(f"{t} = tl.atomic_add({sync} + {P.SYNC_TICKET}, 1, sem=\"acq_rel\", scope=\"gpu\").to(pid.dtype)")
+    n = em.define(op.result, "flat")
+    em.line(f"{n} = {t} * {op.block} + tl.arange(0, {op.block}).to(pid.dtype)")
+
+
+@emits(P.PublishSlot)
+def emit_publish(em: Emitter, op: P.PublishSlot) -> None:
+    sync, _ = _slot_ptr(em, op.sync)
+    slot = em.name(op.slot)
+    for bid, v in zip(op.slots, op.values):
+        ptr, dt = _slot_ptr(em, bid)
+        em.line(f"tl.store({ptr} + {slot}, {_to_slot(em.full(v, op.slot.type.with_dtype(v.type.dtype)), dt)})")
+    em.line("tl.debug_barrier()  # every thread's slot writes precede the flag")
+    em.line(f"tl.atomic_xchg({sync} + {P.SYNC_FLAGS} + {slot}, 1, sem=\"release\", scope=\"gpu\")")
+
+
+@emits(P.FoldSlots)
+def emit_fold_slots(em: Emitter, op: P.FoldSlots) -> None:
+    sync, _ = _slot_ptr(em, op.sync)
+    first, upto = em.fresh("fold_first"), em.fresh("fold_upto")
+    em.line(f"{first} = {_uniform(em, op.first)}")
+    em.line(f"{upto} = {_uniform(em, op.upto)}")
+    accs = [em.fresh("folded") for _ in op.results]
+    for a, ident, dt in zip(accs, op.identity, op.acc_dtypes):
+        em.line(f"{a} = tl.full((), {literal(ident, dt)}, {REGISTER_DTYPE[dt]})")
+    step, k, m, slot, flags = (em.fresh(x) for x in ("fold_step", "fold_k", "fold_member", "fold_slot",
+                                                     "fold_flags"))
+    em.line(f"# the slots {'from upto - 1 down to first' if op.reverse else 'from first up to upto'}, "
+            f"{op.block} a step: each step an element-order tree, steps in sequence (the order is fixed)")
+    with em.block(f"for {step} in range(0, {upto} - {first}, {op.block})"):
+        em.line(f"{k} = {step} + tl.arange(0, {op.block}).to(pid.dtype)")
+        em.line(f"{m} = {k} < {upto} - {first}")
+        em.line(f"{slot} = {upto} - 1 - {k}" if op.reverse else f"{slot} = {first} + {k}")
+        em.line(f"{slot} = tl.where({m}, {slot}, {first})")
+        wait = f"tl.atomic_add({sync} + {P.SYNC_FLAGS} + {slot}, 0, mask={m}, sem=\"acquire\", scope=\"gpu\")"
+        em.line(f"{flags} = {wait}")
+        em.line("# only lower tickets: they have started")
+        with em.block(f"while tl.min(tl.where({m}, {flags}, 1)) == 0"):
+            em.line(f"{flags} = {wait}")
+        em.line("tl.debug_barrier()  # the flags seen by any thread precede every thread's reads of the slots")
+        cur = []
+        for bid, ident, dt in zip(op.slots, op.identity, op.acc_dtypes):
+            ptr, sdt = _slot_ptr(em, bid)
+            v = em.fresh("slot_value")
+            fill = literal(ident, dt) if not dt.is_pred else "0"
+            em.line(f"{v} = tl.load({ptr} + {slot}, mask={m}, other={fill}, volatile=True)")
+            if dt.is_pred:
+                em.line(f"{v} = {v} != 0")
+            elif sdt != dt:
+                em.line(f"{v} = {v}.to({REGISTER_DTYPE[dt]})")
+            cur.append(v)
+        valid = em.fresh("fold_valid")
+        em.line(f"{valid} = {m}")
+        fold_inline(em, op.combine, cur, 0, 1, valid)
+        joined = combine_inline(em, op.combine, accs, cur, accs)
+        for a, c, j in zip(accs, cur, joined):
+            em.line(f"{a} = tl.where({step} == 0, {c}, {j})")
+    for r, a in zip(op.results, accs):
+        n = em.define(r, "prefix")
+        em.line(f"{n} = tl.broadcast_to({a}, {em.shape(r.type)})" if r.type.rank else f"{n} = {a}")
+
+
+@emits(P.RetireTicket)
+def emit_retire(em: Emitter, op: P.RetireTicket) -> None:
+    sync, _ = _slot_ptr(em, op.sync)
+    done, base, offs = em.fresh("finished"), em.fresh("base"), em.fresh("offs")
+    count = em.fresh("programs")
+    em.line("tl.debug_barrier()  # every thread of the program is done with the workspace")
+    em.line(f"{count} = tl.cast({em.launch(op.programs)}, pid.dtype)")
+    em.line(f"{done} = tl.atomic_add({sync} + {P.SYNC_DONE}, 1, sem=\"acq_rel\", scope=\"gpu\")")
+    em.line("# the last program restores the workspace for the next launch")
+    with em.block(f"if {done} == {count} - 1"):
+        with em.block(f"for {base} in range(0, {count}, 1024)"):
+            em.line(f"{offs} = {base} + tl.arange(0, 1024)")
+            em.line(f"tl.store({sync} + {P.SYNC_FLAGS} + {offs}, tl.zeros((1024,), tl.int32), mask={offs} < {count})")
+        em.line(f"tl.store({sync} + {P.SYNC_TICKET}, 0)")
+        em.line(f"tl.store({sync} + {P.SYNC_DONE}, 0)")
+
+__all__ = ["emit_ticket"]

@@ -1,0 +1,362 @@
+"""Cross-program scans: a long scan along a row is split over programs that cooperate in one launch.
+
+A scan whose row outgrows one program (`out[:] = cumsum(x)` over millions of values) otherwise runs in one
+program (the looped form walks the row in chunks, in order). This pass gives the row to `P = cdiv(N, T)`
+programs, chunk `T` each (`T` from the persistent register budget, at most `SPLIT_TILE`):
+
+1. a program takes its position from an acq_rel atomic ticket (`OwnedInstances.ticket`), not from its
+   program id: the ticket order is the order programs started in, so waiting for lower tickets never
+   waits for a program that has not started (no co-residency is assumed, and Triton's interpreter, which
+   runs programs one at a time in order, never waits);
+2. it loads its chunk once (one tile, coalesced), scans it and folds it (the chunk's aggregate);
+3. it publishes the aggregate in its slot of the invocation workspace (`publish_slot`: values, barrier,
+   release flag);
+4. it waits for the flags of every lower ticket and folds their aggregates **in index order** (`fold_slots`:
+   blocks of slots, each an element-order tree, blocks in sequence). The combine order depends on the
+   ticket only, never on timing (no mix of aggregates and inclusive prefixes), so float results are
+   identical from run to run;
+5. it writes its chunk with that prefix combined in (the first chunk as it is), and
+6. counts itself finished (`retire_ticket`); the last program restores the sync buffer to zero, so the
+   launcher never clears the workspace before a launch.
+
+Ticket t runs chunk t; a reverse scan's ticket t runs chunk P - 1 - t and folds the slots of the chunks
+after its own (lower tickets) from the nearest to the farthest, which is their index order.
+Folding all predecessors costs O(P) per program (P^2 / 2 slot reads in all, a few per cent of the traffic for
+P of a few hundred); slots are read `SLOT_BLOCK` at a time.
+
+Legality (`plan_split`): a single-instance group whose one row axis holds a persistent tile; the row's
+ops are element-wise, loads, stores and scans along the row (no reduction along it, no scan of another
+scan's result, one direction); nothing outside the row has effects; no buffer is both read and written.
+Profitability: the row is not proven to fit one chunk.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from kir.dims import DConst, Dim, PCmp, dim_bin
+from kir.dtypes import DType
+from kir.pointwise import BinaryFn, CmpFn
+from kir.reduce import ReduceKind
+from kir.scan import ScanKind
+from kir.solver import default_lower_bounds, linear_proves
+
+from .. import ops as P
+from ..builder import max_value_id
+from ..launch_expr import LBin, LConst, LNextPow2, LTileBlock, LWarps, ladd, lcdiv, ldim, lmax, lsum
+from ..model import (
+    Access,
+    Buffer,
+    BufferInit,
+    BufferScope,
+    Fragment,
+    Group,
+    Lifetime,
+    POp,
+    PRegion,
+    Program,
+    PValue,
+    Segment,
+    TileAxis,
+    Workspace,
+)
+from . import Pass
+from .looped import BUDGET_VARIABLE, _Builder, _values, budget, combine_op, row_axis, row_op
+
+SPLIT_TILE = 16384  # chunk per program at most: P stays in the hundreds for 4M values (O(P) folds stay cheap)
+SLOT_BLOCK = 1024  # slots one fold step reads
+ONE_PROGRAM = "runs in one program instance"  # construction's note on a whole-tensor statement it could not map
+
+
+@dataclass
+class SplitPlan:
+    """How one group's row is split: the row axis, its extent, the chunk and the direction."""
+
+    group: Group
+    axis: TileAxis
+    tile: int
+    reverse: bool
+    scans: list[P.Scan] = field(default_factory=list)
+
+    @property
+    def chunk(self) -> int:  # what `looped._Builder` reads
+        return self.tile
+
+    @property
+    def block(self) -> str:
+        """The chunk's constexpr (the group's own: the row's persistent block may be another group's too)."""
+        return f"{self.axis.block}_SPLIT{self.group.id}"
+
+    def programs(self) -> Dim:
+        """P = cdiv(N, T) as a domain extent."""
+        return dim_bin("//", dim_bin("+", self.axis.extent, self.tile - 1), self.tile)
+
+
+def _row(t: Fragment, axis: TileAxis) -> bool:
+    return axis in t.tile
+
+
+def split_tile(group: Group, axis: TileAxis, forced: int | None = None) -> int:
+    """The chunk one program scans: the persistent budget (`looped.budget`, with `INTENT_LOOP_BUDGET`),
+    at most `SPLIT_TILE`."""
+    return min(SPLIT_TILE, budget(group, axis, forced))
+
+
+def plan_split(program: Program, group: Group, forced: int | None = None) -> SplitPlan | str:  # noqa: C901
+    """The split of `group`'s row over programs, or the reason it has none."""
+    if group.tiles or group.looped is not None or group.persistent is not None:
+        return "the group already has its own tiling"
+    if not group.single_instance or group.serial:
+        return "the group is not one whole-row instance"
+    axis = row_axis(group)
+    if axis is None:
+        return "no single row axis"
+    block = dict(program.constexprs).get(axis.block)
+    if not isinstance(block, LTileBlock | LNextPow2):
+        return f"{axis.block} is not a persistent tile of the row"
+    scans: list[P.Scan] = []
+    scanned: set[int] = set()  # values computed from a scan's result
+    for op in group.body.ops:
+        vals = _values(op)
+        on_row = any(_row(v.type, axis) for v in vals)
+        if not on_row:
+            if op.has_effects() and not op.TERMINATOR:
+                return f"{op.NAME} outside the row"
+            continue
+        if isinstance(op, P.Reduce):
+            return "a reduction along the row"
+        if not row_op(op) or (op.regions() and not isinstance(op, P.Scan)):
+            return f"{op.NAME} on the row"
+        if any(v.id in scanned for v in op.operands()):
+            if isinstance(op, P.Scan):
+                return "a scan of another scan's result"
+            scanned.update(v.id for v in op.results)
+        if isinstance(op, P.Scan):
+            if op.axis != 0:
+                return "scan along another axis"
+            if not all(combine_op(o) for o in op.combine.walk()):
+                return "the scan combine holds more than element-wise work"
+            scans.append(op)
+            scanned.update(v.id for v in op.results)
+    if not scans:
+        return "no scan along the row"
+    if len({op.reverse for op in scans}) > 1:
+        return "forward and reverse scans of one row"
+    writes = [a.buffer for op in group.body.ops if isinstance(op, P.Store) for a in (op.access,)]
+    reads = {op.access.buffer for op in group.body.ops if isinstance(op, P.Load)}
+    if set(writes) & reads:
+        return "a buffer is both read and written"
+    tile = split_tile(group, axis, forced)
+    facts = list(default_lower_bounds(program.symbols, program.requires)) + list(program.requires)  # type: ignore
+    if linear_proves(facts, PCmp("<=", axis.extent, DConst(tile))):
+        return f"the row {axis.extent} always fits one program's chunk of {tile}"
+    return SplitPlan(group, axis, tile, scans[0].reverse, scans)
+
+
+# ---------------------------------------------------------------------------------------------- building
+
+
+class _SplitBuilder(_Builder):
+    """The looped form's builder, with row values one program's chunk (lanes: the program's instance)."""
+
+    def retile(self, t: Fragment) -> Fragment:
+        if not _row(t, self.plan.axis):
+            return t
+        return Fragment(t.dtype, True, (self.chunk,), t.index)
+
+    def row_op(self, op: POp, start: PValue) -> None:
+        if isinstance(op, P.TileIndex):  # positions are uniform; the chunk's start is the program's own
+            pos = self.add(P.TileIndex, op.result.type.with_tile((self.chunk,)), op.origin, "chunk_pos", axis=0)
+            self.row[op.result.id] = self.add(P.Binary, self.retile(op.result.type), op.origin, op.result.name,
+                                              fn=BinaryFn.add, lhs=start, rhs=pos)
+            return
+        super().row_op(op, start)
+
+
+@dataclass
+class _Sync:
+    """The workspace buffers of one split group."""
+
+    sync: Buffer
+    slots: list[list[Buffer]]  # per scan, one buffer per component
+    workspaces: list[Workspace]
+
+
+def _workspace_buffers(program: Program, plan: SplitPlan) -> _Sync:
+    gid = plan.group.id
+    slots_dim = plan.programs()
+    count = lcdiv(ldim(plan.axis.extent), LConst(plan.tile))
+    next_bid = max((b.id for b in program.buffers), default=0) + 1
+    taken = {w.name for w in program.workspaces}
+
+    def name(base: str) -> str:
+        n, k = base, 1
+        while n in taken:
+            k += 1
+            n = f"{base}{k}"
+        taken.add(n)
+        return n
+
+    def buffer(label: str, dtype: DType, shape: Dim, init: BufferInit, elements) -> tuple[Buffer, Workspace]:
+        nonlocal next_bid
+        storage = name(f"ws_g{gid}_{label}")
+        b = Buffer(next_bid, f"{label}_g{gid}", dtype, (shape,), BufferScope.INVOCATION_WORKSPACE, init,
+                   Lifetime.INVOCATION, Access.READ_WRITE, fill=0 if init is BufferInit.SELF_RESETTING else None,
+                   storage=storage, copies=LConst(1), owner_group=gid)
+        next_bid += 1
+        resets = init is BufferInit.SELF_RESETTING
+        return b, Workspace(storage, dtype, elements, 0 if resets else None, b.id, resets=resets)
+
+    sync, wsync = buffer("scan_sync", DType.i32, dim_bin("+", slots_dim, P.SYNC_FLAGS), BufferInit.SELF_RESETTING,
+                         ladd(count, LConst(P.SYNC_FLAGS)))
+    slots, wss = [], [wsync]
+    for n, op in enumerate(plan.scans):
+        row = []
+        for k, dt in enumerate(op.acc_dtypes):
+            b, w = buffer(f"scan{n}_slot{k}", P.slot_dtype(dt), slots_dim, BufferInit.UNINITIALISED, count)
+            row.append(b)
+            wss.append(w)
+        slots.append(row)
+    return _Sync(sync, slots, wss)
+
+
+def build_split(program: Program, plan: SplitPlan, sync: _Sync, first_id: int) -> tuple[PRegion, int]:
+    """The group body of the split: ticket, chunk, local scans, publish, ordered fold, prefixed writes."""
+    b = _SplitBuilder(plan, first_id, plan.block)  # type: ignore[arg-type]
+    g = plan.group
+    ops = [op for op in g.body.ops if not op.TERMINATOR]
+    origin = next((op.origin for op in ops if op.origin is not None), None)
+    axis = plan.axis
+    index = Fragment(DType.i64, True, (), True)
+    ticket = b.add(P.OwnedInstances, index, None, "ticket", group=g.id, block=g.block, ticket=sync.sync.id)
+    count = lcdiv(ldim(axis.extent), LConst(plan.tile))
+    tile = b.add(P.Const, Fragment(DType.i64), origin, value=plan.tile, dtype=DType.i64)
+    chunk = ticket
+    if plan.reverse:  # ticket t scans chunk P - 1 - t: the chunks after it have the lower tickets
+        last = b.index(ldim(dim_bin("-", plan.programs(), 1)), origin, "last_chunk")
+        chunk = b.add(P.Binary, index, origin, "chunk", fn=BinaryFn.sub, lhs=last, rhs=ticket)
+    start = b.add(P.Binary, index, origin, "chunk_start", fn=BinaryFn.mul, lhs=chunk, rhs=tile)
+
+    # values computed from a scan's result wait for the fold of the predecessors' aggregates
+    after: set[int] = set()
+    for op in ops:
+        if any(v.id in after for v in op.operands()) or isinstance(op, P.Store) or \
+                any(op is s for s in plan.scans):
+            after.update(v.id for v in op.results)
+    pending: list[tuple[P.Scan, list[PValue], list[PValue]]] = []
+    for op in ops:
+        if any(op is s for s in plan.scans):
+            pending.append(_local_scan(b, op))
+        elif not (isinstance(op, P.Store) or any(v.id in after for v in op.operands())):
+            _copy(b, op, start)
+    zero = b.add(P.Const, Fragment(DType.i64, index=True), origin, value=0, dtype=DType.i64)
+    aggs = [v for _, _, agg in pending for v in agg]
+    b.put(P.PublishSlot(origin=origin, sync=sync.sync.id, slots=tuple(x.id for row in sync.slots for x in row),
+                        slot=ticket, values=tuple(aggs)))
+    first = b.add(P.Compare, Fragment(DType.pred, True), origin, "first_chunk", fn=CmpFn.eq, lhs=ticket, rhs=zero)
+    for (op, local, _), slots in zip(pending, sync.slots):
+        lanes = Fragment(DType.i64, True)
+        prefix = [b.fresh(lanes.with_dtype(dt), "prefix") for dt in op.acc_dtypes]
+        b.put(P.FoldSlots(results=tuple(prefix), origin=op.origin, sync=sync.sync.id, slots=tuple(x.id for x in slots),
+                          first=zero, upto=ticket, reverse=op.reverse, identity=op.identity,
+                          acc_dtypes=op.acc_dtypes, block=SLOT_BLOCK, combine=b.copy_region(op.combine)))
+        # element order: the predecessors' prefix precedes the chunk (follows it in a reverse scan)
+        lhs, rhs = (local, prefix) if op.reverse else (prefix, local)
+        joined = b.combine(op.combine, lhs, rhs, [v.type for v in local], op.origin)
+        for r, own, j in zip(op.results, local, joined):
+            out = b.add(P.Select, j.type, op.origin, cond=first, on_true=own, on_false=j)
+            b.row[r.id] = b.cast(out, r.type.dtype, op.origin) if r.type.dtype != out.type.dtype else out
+    for op in ops:
+        if isinstance(op, P.Store) or (any(v.id in after for v in op.operands()) and
+                                        not any(op is s for s in plan.scans)):
+            _copy(b, op, start)
+    b.put(P.RetireTicket(origin=origin, sync=sync.sync.id, programs=count))
+    b.put(P.Yield(values=()))
+    return PRegion(g.body.args, tuple(b.frames[0].ops)), b.next_id
+
+
+def _copy(b: _SplitBuilder, op: POp, start: PValue) -> None:
+    if any(_row(v.type, b.plan.axis) for v in _values(op)):
+        b.row_op(op, start)
+    else:
+        b.put(op)
+
+
+def _local_scan(b: _SplitBuilder, op: P.Scan) -> tuple[P.Scan, list[PValue], list[PValue]]:
+    """The scan of this program's chunk (in the accumulator dtypes) and the chunk's aggregate."""
+    xs = [b.cast(b.get(x), dt, op.origin) for x, dt in zip(op.inputs, op.acc_dtypes)]
+    member = None if op.member is None else b.get(op.member)
+    t = Fragment(DType.i64, True, (b.chunk,))
+    local = [b.fresh(t.with_dtype(dt), r.name) for dt, r in zip(op.acc_dtypes, op.results)]
+    b.put(P.Scan(results=tuple(local), origin=op.origin, inputs=tuple(xs), axis=0, kind=op.kind, reverse=op.reverse,
+                 exclusive=op.exclusive, identity=op.identity, acc_dtypes=op.acc_dtypes, member=member,
+                 combine=b.copy_region(op.combine)))
+    kind = ReduceKind.custom if op.kind is ScanKind.custom else op.kind.as_reduce
+    agg = [b.fresh(Fragment(dt, True), "chunk_total") for dt in op.acc_dtypes]
+    b.put(P.Reduce(results=tuple(agg), origin=op.origin, inputs=tuple(xs), axes=(0,), kind=kind,
+                   identity=op.identity, acc_dtypes=op.acc_dtypes, member=member, combine=b.copy_region(op.combine)))
+    return op, local, agg
+
+
+# ---------------------------------------------------------------------------------------------- the pass
+
+
+class SplitScans(Pass):
+    """Split every long whole-row scan over cooperating programs (`tile`: a smaller chunk, for tests)."""
+
+    name = "split-scans"
+
+    def __init__(self, tile: int | None = None) -> None:
+        self.tile = tile
+
+    def plans(self, program: Program) -> list[SplitPlan]:
+        return [p for p in (plan_split(program, g, self.tile) for g in program.groups) if isinstance(p, SplitPlan)]
+
+    def legal(self, program: Program) -> bool | str:
+        reasons = [plan_split(program, g, self.tile) for g in program.groups]
+        if any(isinstance(r, SplitPlan) for r in reasons):
+            return True
+        return "; ".join(f"group {g.id}: {r}" for g, r in zip(program.groups, reasons)) or "no groups"
+
+    def profitable(self, program: Program) -> bool:
+        return bool(self.plans(program))
+
+    def run(self, program: Program) -> Program:
+        consts = dict(program.constexprs)
+        order = [n for n, _ in program.constexprs]
+        groups = {g.id: g for g in program.groups}
+        next_id = max_value_id(program)
+        buffers, workspaces = list(program.buffers), list(program.workspaces)
+        warps = program.num_warps if isinstance(program.num_warps, LBin | LWarps) or \
+            not isinstance(program.num_warps, int) else LConst(program.num_warps)
+        for plan in self.plans(program):
+            sync = _workspace_buffers(program.replace(buffers=tuple(buffers), workspaces=tuple(workspaces)), plan)
+            body, next_id = build_split(program, plan, sync, next_id)
+            buffers += [sync.sync] + [x for row in sync.slots for x in row]
+            workspaces += sync.workspaces
+            consts[plan.block] = LConst(plan.tile)
+            order.append(plan.block)
+            consts[plan.group.block] = LConst(1)
+            groups[plan.group.id] = dataclasses.replace(plan.group, domain=(plan.programs(),), body=body)
+            warps = lmax(warps, LWarps(LConst(plan.tile)))  # type: ignore[arg-type]
+        # a row block no group holds any more is no constexpr of the launch (it would size a tile of the row)
+        held = {t.block for g in groups.values() for op in g.body.walk() for v in _values(op) for t in v.type.tile}
+        order = [n for n in order if n in held or not isinstance(consts[n], LTileBlock | LNextPow2)]
+        lengths, segments = [], []
+        for seg in program.segments:
+            g = groups[seg.group]
+            length = seg.length if g is program.group(seg.group) else lcdiv(ldim(g.domain[0]), LConst(1))
+            segments.append(Segment(seg.group, length, lsum(tuple(lengths))))
+            lengths.append(length)
+        # the one-program cliff construction noted for these statements is gone
+        split = {plan.group.loc for plan in self.plans(program) if plan.group.loc is not None}
+        notes = tuple(n for n in program.notes if not (n.loc in split and ONE_PROGRAM in n.message))
+        return dataclasses.replace(program, groups=tuple(groups[g.id] for g in program.groups), notes=notes,
+                                   constexprs=tuple((n, consts[n]) for n in order),
+                                   buffers=tuple(sorted(buffers, key=lambda x: x.id)), workspaces=tuple(workspaces),
+                                   segments=tuple(segments), grid=lsum(tuple(lengths)), num_warps=warps)
+
+
+__all__ = ["SplitScans", "SplitPlan", "plan_split", "build_split", "split_tile", "SPLIT_TILE", "SLOT_BLOCK",
+           "BUDGET_VARIABLE"]

@@ -1,0 +1,145 @@
+"""Look-back through an invocation workspace (`physical.ops.lookback`): types and the protocol rule.
+
+* lookback-protocol: a group that publishes, folds or retires slots takes its instances from a ticket on
+  its own self-resetting i32 sync buffer (one instance per program: block 1), publishes exactly once, at
+  its top level, into the slot of its own instance (its ownership slice: tickets are distinct, so no two
+  programs write one slot), folds only slots below its own ticket (it waits only for programs that have
+  started: no deadlock, whatever order the launch runs programs in) and only slots it publishes under
+  the same sync buffer's flags (visibility: every value read was written before the flag the fold waits
+  for), and retires once, at its top level, after every other use of the workspace, counting exactly the
+  programs of its segment (so the last one restores the flags and counters for the next launch). The
+  workspaces hold a flag and a slot for every program; no other op touches these buffers.
+"""
+
+from __future__ import annotations
+
+from kir.core import Kernel
+from kir.dtypes import DType
+
+from .. import ops as P
+from ..model import BufferInit, BufferScope, Group, Program
+from .base import Reporter, Violation, rule
+from .index import evaluate, index_of, product
+
+slot_dtype = P.slot_dtype
+
+LOOKBACK_OPS = (P.PublishSlot, P.FoldSlots, P.RetireTicket)
+
+
+slot_dtype = P.slot_dtype
+
+LOOKBACK_OPS = (P.PublishSlot, P.FoldSlots, P.RetireTicket)
+
+
+@rule("lookback-protocol", "programs that pass values through an invocation workspace take their positions from "
+      "a ticket, write only their own slot, wait only for lower tickets, read only published slots and restore "
+      "the workspace")
+def check_lookback(program: Program, kernel: Kernel | None = None) -> list[Violation]:
+    report = Reporter("lookback-protocol")
+    ix = index_of(program)
+    used: dict[int, int] = {}  # lookback buffer -> group
+    for g in program.groups:
+        ops = [pl.op for pl in ix.group_ops(g.id)]
+        if any(isinstance(op, LOOKBACK_OPS) for op in ops):
+            _group(program, ix, g, report, used)
+    for site in ix.accesses:
+        if site.access.buffer in used:
+            report(f"{site.op.NAME} touches {ix.buffers[site.access.buffer].name}, which only the look-back ops "
+                   f"may use", site.op, site.placed.group)
+    return report.found
+
+
+def _group(program: Program, ix, g: Group, report: Reporter, used: dict[int, int]) -> None:  # noqa: C901
+    top = list(g.body.ops)
+    nested = [pl.op for pl in ix.group_ops(g.id) if pl.parents and isinstance(pl.op, LOOKBACK_OPS)]
+    for op in nested:
+        report(f"group {g.id}: {op.NAME} runs inside a nested region; every program must run it exactly once, "
+               f"at the group's top level", op, g.id)
+    tickets = [op for op in top if isinstance(op, P.OwnedInstances) and op.ticket is not None]
+    publishes = [op for op in top if isinstance(op, P.PublishSlot)]
+    folds = [op for op in top if isinstance(op, P.FoldSlots)]
+    retires = [op for op in top if isinstance(op, P.RetireTicket)]
+    if len(tickets) != 1 or any(isinstance(op, P.OwnedInstances) and op.ticket is None for op in top):
+        report(f"group {g.id}: look-back needs the group's instances from one ticket (owned_instances with a "
+               f"ticket), found {len(tickets)}", None, g.id)
+        return
+    ticket = tickets[0]
+    sync = ix.buffers.get(ticket.ticket)  # type: ignore[arg-type]
+    block = dict(program.constexprs).get(ticket.block)
+    if block is None or any(v != 1 for v in ix.values(block)):
+        report(f"group {g.id}: a ticket program owns one instance, but {ticket.block} = {block}", ticket, g.id)
+    if sync is None or sync.scope is not BufferScope.INVOCATION_WORKSPACE or \
+            sync.init is not BufferInit.SELF_RESETTING or sync.dtype is not DType.i32 or sync.owner_group != g.id:
+        what = "no buffer" if sync is None else f"{sync.name} ({sync.scope}, {sync.init}, {sync.dtype})"
+        report(f"group {g.id}: the ticket's sync buffer must be a self-resetting i32 invocation workspace of the "
+               f"group, got {what}", ticket, g.id)
+        return
+    used[sync.id] = g.id
+    if len(publishes) != 1:
+        report(f"group {g.id}: every program publishes its slot exactly once, found {len(publishes)} publish_slot",
+               None, g.id)
+    published: set[int] = set()
+    for op in publishes:
+        if op.sync != sync.id:
+            report(f"group {g.id}: publish_slot raises flags in buffer {op.sync}, not the ticket's {sync.name}", op,
+                   g.id)
+        if op.slot != ticket.result:
+            report(f"group {g.id}: publish_slot writes a slot other than the program's own instance (its ownership "
+                   f"slice)", op, g.id)
+        for bid, v in zip(op.slots, op.values):
+            b = ix.buffers.get(bid)
+            if b is None or b.scope is not BufferScope.INVOCATION_WORKSPACE or b.owner_group != g.id:
+                report(f"group {g.id}: slot buffer {bid} is not an invocation workspace of the group", op, g.id)
+                continue
+            if b.dtype != slot_dtype(v.type.dtype):
+                report(f"group {g.id}: {b.name} holds {b.dtype}, but the published value is {v.type.dtype}", op, g.id)
+            used[bid] = g.id
+            published.add(bid)
+    for op in folds:
+        if op.sync != sync.id:
+            report(f"group {g.id}: fold_slots waits for flags in buffer {op.sync}, not the ticket's {sync.name}", op,
+                   g.id)
+        if op.upto != ticket.result:
+            report(f"group {g.id}: fold_slots must stop at the program's own ticket (it may wait only for lower "
+                   f"tickets, which have started)", op, g.id)
+        for bid, dt in zip(op.slots, op.acc_dtypes):
+            b = ix.buffers.get(bid)
+            if bid not in published:
+                report(f"group {g.id}: fold_slots reads {b.name if b else bid}, which no publish_slot of the group "
+                       f"writes before its flag", op, g.id)
+            elif b is not None and b.dtype != slot_dtype(dt):
+                report(f"group {g.id}: fold_slots reads {b.name} ({b.dtype}) as {dt}", op, g.id)
+    length = next((s.length for s in program.segments if s.group == g.id), None)
+    if len(retires) != 1:
+        report(f"group {g.id}: every program retires its ticket exactly once, found {len(retires)} retire_ticket "
+               f"(the last one restores {sync.name})", None, g.id)
+    for op in retires:
+        if op.sync != sync.id:
+            report(f"group {g.id}: retire_ticket counts in buffer {op.sync}, not the ticket's {sync.name}", op, g.id)
+        if length is None or any(a != b for a, b in zip(ix.values(op.programs), ix.values(length))):
+            report(f"group {g.id}: retire_ticket counts {op.programs} programs, but the segment launches {length}",
+                   op, g.id)
+        last_use = max((k for k, o in enumerate(top) if isinstance(o, P.PublishSlot | P.FoldSlots)), default=-1)
+        if top.index(op) < last_use:
+            report(f"group {g.id}: retire_ticket runs before {top[last_use].NAME}: the last program would restore "
+                   f"the flags while others still use them", op, g.id)
+    workspaces = {w.name: w for w in program.workspaces}
+    for bid in used:
+        b = ix.buffers[bid]
+        w = workspaces.get(b.storage or "")
+        need = product(b.shape)
+        for env in ix.envs:
+            have, n, programs = evaluate(w.count, env) if w else None, evaluate(need, env), \
+                evaluate(length, env) if length is not None else None
+            extra = P.SYNC_FLAGS if bid == sync.id else 0
+            if programs is not None and n is not None and n < programs + extra:
+                report(f"group {g.id}: {b.name} holds {n} elements, fewer than the {programs} programs need",
+                       None, g.id)
+                break
+            if have is not None and n is not None and have < n:
+                report(f"group {g.id}: workspace {w.name} holds {have} elements, fewer than {b.name} needs ({n})",  # type: ignore
+                       None, g.id)
+                break
+
+
+__all__ = ["check_lookback", "LOOKBACK_OPS"]

@@ -10,7 +10,6 @@ the symbols' lower bounds; memory overlap between parameters and within written 
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from intent.runtime.checks import byte_range, self_overlap
+from intent.runtime.checks import byte_range, check_scalar, self_overlap, type_name
 from kir.core import Kernel, Param, RefType, Role, TensorType, shape_str
 from kir.dims import DConst, Dim, DSym, solve_for
 from kir.dtypes import DType, bf16_rounded_bits
@@ -67,11 +66,6 @@ def describe(p: Param) -> str:
     return f"a {t.dtype} scalar"
 
 
-def _type_name(value: Any) -> str:
-    if value is None:
-        return "None"
-    t = type(value)
-    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
 
 
 # ---------------------------------------------------------------------------------------------- entry
@@ -80,7 +74,7 @@ def _type_name(value: Any) -> str:
 def bind_arguments(kernel: Kernel, args: Mapping[str, Any]) -> BoundArgs:
     if not isinstance(args, Mapping):
         raise LaunchError(f"kernel {kernel.name}: arguments must be a mapping from parameter name to value, "
-                          f"got {_type_name(args)}")
+                          f"got {type_name(args)}")
     names = [p.name for p in kernel.params]
     for key in args:
         if key not in names:
@@ -169,7 +163,7 @@ def _check_tensor(p: Param, ref: RefType, value: Any) -> torch.Tensor:
     if isinstance(value, np.ndarray):
         value = _from_numpy(p, ref, value)
     if not isinstance(value, torch.Tensor):
-        raise LaunchError(f"parameter {p.name}: expected a tensor ({ref}), got {_type_name(value)}")
+        raise LaunchError(f"parameter {p.name}: expected a tensor ({ref}), got {type_name(value)}")
     if value.layout != torch.strided:
         raise LaunchError(f"parameter {p.name}: expected a dense (strided) tensor ({ref}), got a tensor with layout "
                           f"{value.layout}")
@@ -207,29 +201,8 @@ def _to_bf16(array: np.ndarray) -> torch.Tensor:
 
 
 def _check_scalar(p: Param, t: TensorType, value: Any) -> int | float | bool:
-    dtype = t.dtype
-    assert isinstance(dtype, DType), "launch needs a specialised kernel"
-    if value is None:
-        raise LaunchError(f"parameter {p.name}: expected a {dtype} scalar, got None")
-    is_bool = isinstance(value, (bool, np.bool_))
-    if dtype.is_pred:
-        if not is_bool:
-            raise LaunchError(f"parameter {p.name}: expected a bool (pred scalar), got {_type_name(value)}")
-        return bool(value)
-    if dtype.is_int:
-        if is_bool or not isinstance(value, (int, np.integer)):
-            raise LaunchError(f"parameter {p.name}: expected an int ({dtype} scalar), got {_type_name(value)}")
-        lo, hi = dtype.int_range
-        if not lo <= int(value) <= hi:
-            raise LaunchError(f"parameter {p.name}: {int(value)} does not fit {dtype} (range {lo}..{hi})")
-        return int(value)
-    if is_bool or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise LaunchError(f"parameter {p.name}: expected a float or int ({dtype} scalar), got {_type_name(value)}")
-    number = float(value)
-    largest = torch.finfo(dtype.torch).max
-    if math.isfinite(number) and abs(number) > largest:
-        raise LaunchError(f"parameter {p.name}: {value} does not fit {dtype} (largest finite value {largest:g})")
-    return number
+    assert isinstance(t.dtype, DType), "launch needs a specialised kernel"
+    return check_scalar(p.name, str(t.dtype), value)  # one implementation, shared with loaded kernels
 
 
 def _common_device(tensors: Mapping[str, torch.Tensor]) -> torch.device:

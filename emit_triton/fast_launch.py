@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from intent.runtime.checks import byte_range
+from intent.runtime.checks import FLOAT_MAX, INT_RANGES, byte_range
 from kir.core import Kernel, RefType, Role
 from kir.dtypes import DType
 
@@ -346,17 +346,19 @@ def _span(t: torch.Tensor) -> int:
 
 
 def _scalar_check(dtype: DType, kind: type) -> Callable[[Any], Any]:
-    """The checks of `arguments._check_scalar` for one dtype and Python type, as a closure."""
+    """`intent.runtime.checks.check_scalar` for one dtype and exact Python type, as a closure that returns the
+    value passed, or `_REJECT` where the check would raise (the full path then reports it)."""
+    name = str(dtype)
     if dtype.is_pred:
         return bool if kind is bool else (lambda value: _REJECT)
     if dtype.is_int:
         if kind is not int:
             return lambda value: _REJECT
-        lo, hi = dtype.int_range
+        lo, hi = INT_RANGES[name]
         return lambda value: value if lo <= value <= hi else _REJECT
     if kind is bool:
         return lambda value: _REJECT
-    largest = torch.finfo(dtype.torch).max
+    largest = FLOAT_MAX[name]
 
     def check_float(value: Any) -> Any:
         try:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import sys
 import threading
 import warnings
@@ -30,7 +29,7 @@ from typing import Any
 from ..errors import IntentError, LaunchError
 from . import expr as E
 from . import profiling as profile_mod
-from .checks import byte_range, check_overlap, device_check_failure, solve_affine
+from .checks import byte_range, check_overlap, check_scalar, device_check_failure, solve_affine, type_name
 from .index_width import TensorExtent, choose_index_width
 from .safety import UnsafeModule, check_generated
 
@@ -168,10 +167,6 @@ _TORCH_DTYPES = {"bool": "pred", "int8": "i8", "int16": "i16", "int32": "i32", "
 # i4 tensors are int8 or uint8 tensors of packed bytes (kir.dtypes.I4_PACKING): the last axis holds two elements a
 # byte; an omitted i4 output is allocated as uint8
 I4_STORAGE = ("i8", "u8")
-_INT_RANGES = {f"{s}{b}": ((-(1 << (b - 1)), (1 << (b - 1)) - 1) if s == "i" else (0, (1 << b) - 1))
-               for s in "iu" for b in (8, 16, 32, 64)} | {"i4": (-8, 7)}
-_FLOAT_MAX = {"f16": 65504.0, "bf16": 3.3895313892515355e38, "f32": 3.4028234663852886e38,
-              "f64": 1.7976931348623157e308, "f8e4m3": 448.0, "f8e5m2": 57344.0}
 
 
 _DTYPE_NAMES: dict[Any, str] = {}  # torch dtype -> Intent's name, filled when torch is first needed
@@ -196,11 +191,6 @@ def _torch_dtype(name: str) -> Any:
         if n == name:
             return getattr(torch, t)
     raise IntentError(f"unknown dtype {name} in a registry")
-
-
-def _type_name(value: Any) -> str:
-    t = type(value)
-    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
 
 
 # ---------------------------------------------------------------------------------------------- entries
@@ -301,11 +291,11 @@ class Entry:
                 raise LaunchError(f"missing argument {name}: expected {what}")
             value = given[name]
             if p["kind"] == "scalar":
-                scalars[name] = _check_scalar(name, p["dtype"], value)
+                scalars[name] = check_scalar(name, p["dtype"], value)
                 continue
             if not isinstance(value, torch.Tensor):
                 raise LaunchError(f"parameter {name}: expected a tensor ({text}), got "
-                                  f"{'None' if value is None else _type_name(value)}")
+                                  f"{type_name(value)}")
             if value.layout != torch.strided:
                 raise LaunchError(f"parameter {name}: expected a dense (strided) tensor ({text}), got a tensor with "
                                   f"layout {value.layout}")
@@ -752,29 +742,6 @@ def _logical_shape(p: Mapping[str, Any], t: Any) -> tuple[int, ...]:
     """The extents of the values a tensor holds: an i4 tensor's last axis holds two per byte."""
     shape = tuple(int(e) for e in t.shape)
     return (*shape[:-1], 2 * shape[-1]) if p["dtype"] == "i4" and shape else shape
-
-
-def _check_scalar(name: str, dtype: str, value: Any) -> Any:
-    if value is None:
-        raise LaunchError(f"parameter {name}: expected a {dtype} scalar, got None")
-    if dtype == "pred":
-        if not isinstance(value, bool):
-            raise LaunchError(f"parameter {name}: expected a bool (pred scalar), got {_type_name(value)}")
-        return value
-    if dtype in _INT_RANGES:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise LaunchError(f"parameter {name}: expected an int ({dtype} scalar), got {_type_name(value)}")
-        lo, hi = _INT_RANGES[dtype]
-        if not lo <= value <= hi:
-            raise LaunchError(f"parameter {name}: {value} does not fit {dtype} (range {lo}..{hi})")
-        return int(value)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise LaunchError(f"parameter {name}: expected a float or int ({dtype} scalar), got {_type_name(value)}")
-    number = float(value)
-    if math.isfinite(number) and abs(number) > _FLOAT_MAX[dtype]:
-        raise LaunchError(f"parameter {name}: {value} does not fit {dtype} (largest finite value "
-                          f"{_FLOAT_MAX[dtype]:g})")
-    return number
 
 
 def _scalar_argument(dtype: str, value: Any) -> Any:

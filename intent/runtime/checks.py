@@ -3,11 +3,59 @@ kernels (`intent.runtime.artifacts`): one implementation of each, over plain nam
 
 from __future__ import annotations
 
+import math
+import numbers
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..errors import LaunchError
+
+# The values of each integer dtype and the largest finite value of each float dtype, by dtype name (the
+# compiler's kir.dtypes agree: tests/test_scalar_checks.py)
+INT_RANGES = {f"{s}{b}": ((-(1 << (b - 1)), (1 << (b - 1)) - 1) if s == "i" else (0, (1 << b) - 1))
+              for s in "iu" for b in (8, 16, 32, 64)} | {"i4": (-8, 7)}
+FLOAT_MAX = {"f16": 65504.0, "bf16": 3.3895313892515355e38, "f32": 3.4028234663852886e38,
+             "f64": 1.7976931348623157e308, "f8e4m3": 448.0, "f8e5m2": 57344.0}
+
+
+def type_name(value: Any) -> str:
+    """How an error names the type of a value it refuses."""
+    if value is None:
+        return "None"
+    t = type(value)
+    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
+def _is_bool(value: Any) -> bool:
+    return isinstance(value, bool) or (type(value).__module__ == "numpy" and type(value).__name__ in ("bool_", "bool"))
+
+
+def check_scalar(name: str, dtype: str, value: Any) -> int | float | bool:
+    """The value a scalar parameter `name` of dtype `dtype` (a name: "i32", "f16", "pred", ...) passes, from
+    a Python or NumPy scalar; a `LaunchError` naming the parameter when it is of the wrong kind or does not
+    fit the dtype (float infinities and NaN fit every float dtype)."""
+    if value is None:
+        raise LaunchError(f"parameter {name}: expected a {dtype} scalar, got None")
+    is_bool = _is_bool(value)
+    if dtype == "pred":
+        if not is_bool:
+            raise LaunchError(f"parameter {name}: expected a bool (pred scalar), got {type_name(value)}")
+        return bool(value)
+    if dtype in INT_RANGES:
+        if is_bool or not isinstance(value, numbers.Integral):
+            raise LaunchError(f"parameter {name}: expected an int ({dtype} scalar), got {type_name(value)}")
+        lo, hi = INT_RANGES[dtype]
+        if not lo <= int(value) <= hi:
+            raise LaunchError(f"parameter {name}: {int(value)} does not fit {dtype} (range {lo}..{hi})")
+        return int(value)
+    if is_bool or not isinstance(value, numbers.Real):
+        raise LaunchError(f"parameter {name}: expected a float or int ({dtype} scalar), got {type_name(value)}")
+    number = float(value)
+    if math.isfinite(number) and abs(number) > FLOAT_MAX[dtype]:
+        raise LaunchError(f"parameter {name}: {value} does not fit {dtype} (largest finite value "
+                          f"{FLOAT_MAX[dtype]:g})")
+    return number
 
 DEVICE_CHECK = "device check failed: "  # how every device check's message begins
 CHECK_TOKEN = re.compile(r"intent_check_[0-9a-f]{16}")  # what a failed check's assertion text carries

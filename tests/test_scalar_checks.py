@@ -1,0 +1,63 @@
+"""Scalar arguments are checked by one implementation (`intent.runtime.checks.check_scalar`) for the
+compiler's launcher, its cached plans and loaded kernels."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from emit_triton.fast_launch import _REJECT, _scalar_check
+from intent.runtime.checks import FLOAT_MAX, INT_RANGES, check_scalar
+from kir import LaunchError
+from kir.dtypes import DType
+
+
+def test_the_runtime_tables_agree_with_the_compilers_dtypes() -> None:
+    for dt in DType:
+        if dt.is_int:
+            assert INT_RANGES[str(dt)] == dt.int_range, dt
+        elif dt.is_float:
+            assert FLOAT_MAX[str(dt)] == float(torch.finfo(dt.torch).max), dt
+    assert set(INT_RANGES) | set(FLOAT_MAX) | {"pred"} == {str(dt) for dt in DType}
+
+
+@pytest.mark.parametrize("dtype,value,message", [
+    ("i8", 128, "parameter a: 128 does not fit i8 (range -128..127)"),
+    ("i32", True, "parameter a: expected an int (i32 scalar), got bool"),
+    ("i32", 1.0, "parameter a: expected an int (i32 scalar), got float"),
+    ("pred", 1, "parameter a: expected a bool (pred scalar), got int"),
+    ("f16", 1e5, "parameter a: 100000.0 does not fit f16 (largest finite value 65504)"),
+    ("f32", "1", "parameter a: expected a float or int (f32 scalar), got str"),
+    ("f32", None, "parameter a: expected a f32 scalar, got None"),
+    ("u8", np.int64(-1), "parameter a: -1 does not fit u8 (range 0..255)"),
+])
+def test_refusals_name_the_parameter_and_the_rule(dtype: str, value: object, message: str) -> None:
+    with pytest.raises(LaunchError) as info:
+        check_scalar("a", dtype, value)
+    assert str(info.value) == message
+
+
+def test_python_and_numpy_scalars_pass_as_python_values() -> None:
+    assert check_scalar("a", "i16", np.int16(-5)) == -5 and type(check_scalar("a", "i16", np.int16(-5))) is int
+    assert check_scalar("a", "pred", np.bool_(True)) is True
+    assert check_scalar("a", "f32", float("inf")) == float("inf")
+    assert check_scalar("a", "bf16", 3) == 3.0 and type(check_scalar("a", "bf16", 3)) is float
+
+
+@pytest.mark.parametrize("dt", list(DType))
+def test_cached_plans_accept_exactly_what_the_check_accepts(dt: DType) -> None:
+    values = [True, False, 0, -1, 1 << 31, -(1 << 63), 255, 256, 7, -8, -9, 0.5, 1e5, 70000.0, 1e39, float("inf"),
+              float("nan"), 448.0, 449.0]
+    for value in values:
+        fast = _scalar_check(dt, type(value))(value)
+        try:
+            full = check_scalar("a", str(dt), value)
+        except LaunchError:
+            full = _REJECT
+        if dt is DType.f64 and full is not _REJECT:
+            continue  # the plan passes an f64 as its bit pattern (`abi.scalar_argument`)
+        if isinstance(full, float) and full != full:
+            assert fast != fast
+        else:
+            assert fast == full and type(fast) is type(full), (dt, value)

@@ -18,18 +18,14 @@ from typing import Any
 
 import numpy as np
 
+from intent.runtime import triton_adapter as adapter
+
 
 @contextmanager
 def vectorised_custom_reductions() -> Iterator[None]:
     """While active, the interpreter's generic (custom-combine) reduction is the pairwise tree."""
-    from triton.runtime.interpreter import ReduceOps
-
-    original = ReduceOps.generic_reduce
-    ReduceOps.generic_reduce = _tree_reduce
-    try:
+    with adapter.interpreter_custom_reduce(_tree_reduce):
         yield
-    finally:
-        ReduceOps.generic_reduce = original
 
 
 def _tree_reduce(self: Any, inputs: tuple[Any, ...]) -> list[Any]:

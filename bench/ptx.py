@@ -28,6 +28,7 @@ import torch  # noqa: E402
 
 from bench.kernels import BenchCase, one_per_kernel  # noqa: E402
 from bench.report import failure_text, markdown_table, verdict  # noqa: E402
+from intent.runtime import triton_adapter as adapter  # noqa: E402
 
 # `ld.global.nc.v4.f32`, `@%p1 st.global.v2.b64`, `ld.global.L1::evict_last.b32`, ...
 _ACCESS = re.compile(r"^\s*(?:@!?%\w+\s+)?(ld|st)\.global((?:\.[\w:]+)*)\s")
@@ -84,16 +85,8 @@ _SPILLS = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) 
 
 
 def ptxas_path(arch: int = 90) -> Path:
-    """The ptxas Triton itself assembles sm_<arch> with (it ships two: one for sm_8x, a newer one from sm_90)."""
-    try:
-        from triton.backends.nvidia.compiler import get_ptxas
-
-        return Path(get_ptxas(arch).path)
-    except (ImportError, AttributeError, RuntimeError):
-        import triton
-
-        name = "ptxas" if arch < 90 else "ptxas-blackwell"
-        return Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name
+    """The ptxas Triton itself assembles sm_<arch> with (`triton_adapter.ptxas_path`)."""
+    return adapter.ptxas_path(arch)
 
 
 # The flags Triton's own cubin step passes (the launcher compiles with fp fusion off), so registers and spills are

@@ -38,6 +38,7 @@ from bench.fast_reduce import vectorised_custom_reductions  # noqa: E402
 from bench.kernels import BenchCase, clone_args, ideal_bytes, traffic_cases  # noqa: E402
 from bench.report import failure_text, markdown_table, megabytes, ratio, verdict  # noqa: E402
 from emit_triton.targets import simulated_multiprocessors  # noqa: E402
+from intent.runtime import triton_adapter as adapter  # noqa: E402
 
 SECTOR = 32  # bytes: the unit of a global-memory transaction
 OTHER = "(other)"  # memory that belongs to no named tensor: launcher workspace, stray addresses
@@ -95,25 +96,15 @@ class TrafficCounter:
         self._program = -1
         self._atomic_programs: list[np.ndarray] = []
         self._atomic_addresses: list[np.ndarray] = []
-        self._saved: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ installation
     def __enter__(self) -> TrafficCounter:
-        from triton.runtime.interpreter import interpreter_builder as builder
-
-        self._builder = builder
-        for name in _HOOKED:
-            self._saved[name] = builder.__dict__.get(name, _ABSENT)
-            setattr(builder, name, self._hook(name, getattr(builder, name)))
+        self._hooks = adapter.interpreter_builder_hooks(_HOOKED, self._hook)
+        self._hooks.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for name, previous in self._saved.items():
-            if previous is _ABSENT:
-                delattr(self._builder, name)
-            else:
-                setattr(self._builder, name, previous)
-        self._saved.clear()
+        self._hooks.__exit__(None, None, None)
         self._finish_atomics()
 
     def _hook(self, name: str, original: Any) -> Any:
@@ -207,9 +198,6 @@ class TrafficCounter:
             self.traffic.max_atomics_per_address_per_program, int(counts.max()))
         self._atomic_programs.clear()
         self._atomic_addresses.clear()
-
-
-_ABSENT = object()
 
 
 @contextmanager

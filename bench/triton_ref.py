@@ -14,6 +14,8 @@ from typing import Any
 import triton
 import triton.language as tl
 
+from intent.runtime import triton_adapter as adapter
+
 # ---------------------------------------------------------------------------------------------- kernels
 
 
@@ -237,6 +239,4 @@ def run(family: str, args: Args) -> None:
 
 def is_interpreting() -> bool:
     """Whether this module's kernels were built for Triton's interpreter (CPU tensors)."""
-    from triton.runtime.interpreter import InterpretedFunction
-
-    return isinstance(_vector_add, InterpretedFunction)
+    return adapter.is_interpreted(_vector_add)

@@ -163,3 +163,27 @@ def test_the_interpreter_switch_is_scoped(monkeypatch) -> None:
             assert not knobs.runtime.interpret
         assert knobs.runtime.interpret
     assert not knobs.runtime.interpret and "TRITON_INTERPRET" not in os.environ
+
+
+def test_the_measurement_hooks_name_what_the_interpreter_has_and_restore_it(tmp_path: Path) -> None:
+    """bench/traffic.py and bench/fast_reduce.py reach Triton's interpreter only through these."""
+    from triton.runtime import interpreter
+
+    builder = interpreter.interpreter_builder
+    names = ("set_grid_dim", "set_grid_idx", "create_masked_load", "create_masked_store", "create_atomic_rmw",
+             "create_atomic_cas")
+    assert all(callable(getattr(builder, name)) for name in names)
+    assert list(inspect.signature(interpreter.ReduceOps.generic_reduce).parameters) == ["self", "input"]
+    assert {"axis", "keep_dims", "combine_fn"} <= set(vars(interpreter.ReduceOps(0, lambda a, b: a, True)))
+    assert callable(interpreter.ReduceOps.unravel) and callable(interpreter.ReduceOps.to_tensor)
+    before = dict(builder.__dict__)
+    seen: list[str] = []
+    with adapter.interpreter_builder_hooks(names, lambda name, original: (seen.append(name), original)[1]):
+        assert all(name in builder.__dict__ for name in names)
+    assert builder.__dict__ == before and seen == list(names)
+    original = interpreter.ReduceOps.generic_reduce
+    with adapter.interpreter_custom_reduce(lambda ops, inputs: None):
+        assert interpreter.ReduceOps.generic_reduce is not original
+    assert interpreter.ReduceOps.generic_reduce is original
+    assert adapter.is_interpreted(_function(tmp_path, adapter.Mode.INTERPRETED, "_adapter_hooks"))
+    assert adapter.ptxas_path(90).name.startswith("ptxas")

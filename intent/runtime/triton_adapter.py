@@ -4,8 +4,9 @@ Intent drives Triton in ways its public `fn[grid](...)` does not cover: switchin
 and off within one process, running Triton's own library functions interpreted (through per-function
 twins: no Triton function or class attribute is replaced), computing the
 specialisation a launch gets without launching (for ahead-of-time compiles), and launching a cubin
-compiled earlier from its stored metadata. Both the compiler's launcher (`emit_triton.targets`) and
-the compiler-free runtime (`intent.load`) go through this module; `tests/test_triton_adapter.py`
+compiled earlier from its stored metadata; bench/'s traffic counter and fast interpreted reductions
+hook the interpreter through scoped substitutions here (never on the launch path). Both the compiler's
+launcher (`emit_triton.targets`) and the compiler-free runtime (`intent.load`) go through this module; `tests/test_triton_adapter.py`
 fails loudly when a Triton release changes what is used here.
 
 It imports the standard library only; `triton` is imported inside the functions that need it.
@@ -349,3 +350,69 @@ def load_compiled(folder: Path, name: str, metadata_file: str, cubin_file: str, 
                           fn=SimpleNamespace(arg_names=list(arg_names), launch_metadata=None))
     group = {f"{name}.json": str(folder / metadata_file), f"{name}.cubin": str(folder / cubin_file)}
     return CompiledKernel(src, group, key)
+
+
+# ---------------------------------------------------------------------------------------------- measurement (bench/)
+#
+# bench/traffic.py counts the memory an interpreted launch touches and bench/fast_reduce.py shortens the
+# interpreter's element-at-a-time custom reductions. Triton's interpreter offers no hook for either: both
+# are scoped substitutions inside Triton's interpreter (never its compiler or library), made only while the
+# caller's block runs, under the interpreter lock, and undone when it ends. Launches never use them.
+
+
+@contextmanager
+def interpreter_builder_hooks(names: Sequence[str], wrap: Any) -> Iterator[None]:
+    """While the block runs, Triton's interpreter builder calls `wrap(name, original)` in place of each of its
+    methods `names` (instance attributes of the one builder object; its class is untouched)."""
+    from triton.runtime.interpreter import interpreter_builder as builder
+
+    absent = object()
+    with INTERPRETER_LOCK:
+        saved = {name: builder.__dict__.get(name, absent) for name in names}
+        for name in names:
+            builder.__dict__[name] = wrap(name, getattr(builder, name))
+        try:
+            yield
+        finally:
+            for name, previous in saved.items():
+                if previous is absent:
+                    builder.__dict__.pop(name, None)
+                else:
+                    builder.__dict__[name] = previous
+
+
+@contextmanager
+def interpreter_custom_reduce(reduce: Any) -> Iterator[None]:
+    """While the block runs, the interpreter reduces with a custom combine through `reduce(ops, inputs)`
+    (`ops`: the interpreter's reduction, with `axis`, `keep_dims`, `combine_fn`, `unravel` and `to_tensor`)
+    instead of its own element-at-a-time `generic_reduce`."""
+    from triton.runtime import interpreter
+
+    cls = interpreter.ReduceOps
+    original = cls.__dict__["generic_reduce"]
+    with INTERPRETER_LOCK:
+        cls.generic_reduce = reduce  # the one class attribute of Triton's that is ever replaced (bench only)
+        try:
+            yield
+        finally:
+            cls.generic_reduce = original
+
+
+def is_interpreted(fn: Any) -> bool:
+    """Whether `fn` (a `@triton.jit` function) was built for Triton's interpreter."""
+    from triton.runtime.interpreter import InterpretedFunction
+
+    return isinstance(fn, InterpretedFunction)
+
+
+def ptxas_path(arch: int) -> Path:
+    """The ptxas Triton itself assembles sm_<arch> with (it ships two: one for sm_8x, a newer one from sm_90)."""
+    try:
+        from triton.backends.nvidia.compiler import get_ptxas
+
+        return Path(get_ptxas(arch).path)
+    except (ImportError, AttributeError, RuntimeError):
+        import triton
+
+        name = "ptxas" if arch < 90 else "ptxas-blackwell"
+        return Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name

@@ -6,8 +6,8 @@ twins: no Triton function or class attribute is replaced), computing the
 specialisation a launch gets without launching (for ahead-of-time compiles), and launching a cubin
 compiled earlier from its stored metadata; bench/'s traffic counter and fast interpreted reductions
 hook the interpreter through scoped substitutions here (never on the launch path). Both the compiler's
-launcher (`emit_triton.targets`) and the compiler-free runtime (`intent.load`) go through this module; `tests/test_triton_adapter.py`
-fails loudly when a Triton release changes what is used here.
+launcher (`emit_triton.targets`) and the compiler-free runtime (`intent.load`) go through this module;
+`tests/test_triton_adapter.py` fails loudly when a Triton release changes what is used here.
 
 It imports the standard library only; `triton` is imported inside the functions that need it.
 """

@@ -99,6 +99,13 @@ def column_sums(x: f32[M, N], out: Out[f32[N]]):
         out[k] = intent.sum(x[:, k])
 
 
+@intent.kernel
+def matvec(x: f32[M, N], w: f32[N], out: Out[f32[M]]):
+    """Every row reads the same vector: persistent programs where rows are many, split where they are few."""
+    for i in parallel(M):
+        out[i] = intent.sum(x[i, :] * w)
+
+
 def _rng(seed: int) -> np.random.Generator:
     return np.random.default_rng(seed)
 
@@ -126,6 +133,7 @@ CASES = {
     "sum_then_divide": (mean_of_all, lambda: {"x": _f32(N_LONG), "out": torch.empty(1)}, 1e-4),
     "row_sums": (row_sums, lambda: {"x": _f32((3, N_LONG)), "out": torch.empty(3)}, 1e-4),
     "column_sums": (column_sums, lambda: {"x": _f32((N_LONG, 5)), "out": torch.empty(5)}, 1e-4),
+    "matvec": (matvec, lambda: {"x": _f32((3, N_LONG)), "w": _f32(N_LONG, 1), "out": torch.empty(3)}, 1e-4),
     "welford": (RK.welford, lambda: {"x": _f32((2, N_LONG), 3) * 3.0 + 10.0, "mean": torch.empty(2),
                                      "var": torch.empty(2)}, 1e-4),
     "first_nonzero": (RK.first_nz, lambda: {"x": _ties(2 * N_LONG).reshape(2, N_LONG) * (
@@ -167,7 +175,7 @@ def test_split_reduction_matches_the_oracle_and_repeats_bitwise(case):
             assert first[name].tobytes() == again[name].tobytes(), f"{case}: {name} differs bitwise between launches"
 
 
-@pytest.mark.parametrize("case", ["sum", "argmax", "row_sums", "column_sums", "welford"])
+@pytest.mark.parametrize("case", ["sum", "argmax", "row_sums", "column_sums", "welford", "matvec"])
 def test_split_program_verifies_after_every_pass(case):
     kernel, make, _ = CASES[case]
     program = lowered(kernel, make())  # the verifier runs after construction and after each pass
@@ -247,3 +255,23 @@ def test_sm90_ptx_draws_tickets_with_an_acq_rel_device_scope_atomic(monkeypatch)
         ptx = total_sum.ptx(x=torch.empty(1 << 20), out=torch.empty(1))
     assert set(re.findall(r"atom\.[\w.]+", ptx)) == {"atom.global.gpu.acq_rel.add.u32"}
     assert "bar.sync" in ptx
+
+
+def test_a_persistent_loop_over_split_blocks_is_refused():
+    """Persistent programs walk whole blocks: where programs share a block, the persistent flag must be off."""
+    import dataclasses
+
+    from physical.launch_expr import LConst
+    from physical.verifier import PhysicalVerifyError, verify
+
+    args = CASES["matvec"][1]()
+    program = lowered(matvec, args)
+    (g,) = program.groups
+    assert g.persistent is not None
+    forced = tuple((n, LConst(1) if n == g.persistent.flag else e) for n, e in program.constexprs)
+    broken = dataclasses.replace(program, constexprs=forced)
+    with pytest.raises(PhysicalVerifyError) as info:
+        verify(broken, matvec.specialize(args))
+    assert info.value.rule == "ownership"
+    assert info.value.message == ("[ownership] group 0 (parallel) walks its blocks persistently while SPLITS_0 = 4 "
+                                  "programs share each block (M=4099, N=4116 on 132 multiprocessors)")

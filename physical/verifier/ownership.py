@@ -168,15 +168,24 @@ def _persistent_blocks(ix: ProgramIndex, g: Group, length: LaunchExpr, want: lis
     p = g.persistent
     assert p is not None
     inside = ix.values(p.blocks)
-    if any(w is not None and v is not None and w != v for w, v in zip(want, inside)):
+    # `want` counts the programs that share each block (split-reductions); the loop walks the blocks
+    splits = group_splits(g)
+    shares = [env.get(splits) if splits is not None else 1 for env in ix.envs]
+    blocks_only = [None if w is None or not k else w // k for w, k in zip(want, shares)]
+    if any(w is not None and v is not None and w != v for w, v in zip(blocks_only, inside)):
         report(f"group {g.id} ({g.name}) loops over {p.blocks} blocks of instances, but its domain has "
                f"cdiv({' * '.join(str(d) for d in g.domain)}, {g.block})", group=g.id)
         return True
-    for env, blocks, got in zip(ix.envs, want, ix.values(length)):
+    for env, share in zip(ix.envs, shares):
+        if env.get(p.flag) and share is not None and share != 1:
+            report(f"group {g.id} ({g.name}) walks its blocks persistently while {splits} = {share} programs share "
+                   f"each block ({_sample(ix, env)})", group=g.id)
+            return True
+    for env, blocks, share, got in zip(ix.envs, blocks_only, shares, ix.values(length)):
         flag, resident = env.get(p.flag), evaluate(p.resident, env)
-        if None in (flag, resident, blocks, got):
+        if None in (flag, resident, blocks, share, got):
             continue
-        need = min(blocks, resident) if flag else blocks  # type: ignore[type-var]
+        need = min(blocks, resident) if flag else blocks * share  # type: ignore[type-var, operator]
         if got != need:
             needs = f"min(blocks, resident programs) = {need}, as {p.flag} is set" if flag else \
                 f"one program per block ({need}), as {p.flag} is not set"

@@ -36,7 +36,6 @@ def fake_stages(monkeypatch, lower=True, emit=True, emit_as_module=False) -> lis
         calls.append(f"emit {program[1]}")
         return lf.vadd_emitted()
 
-    monkeypatch.setitem(sys.modules, "physical", physical)
     if emit_as_module:
         submodule = types.ModuleType("emit_triton.emit")
         submodule.emit = emit_fn
@@ -46,6 +45,9 @@ def fake_stages(monkeypatch, lower=True, emit=True, emit_as_module=False) -> lis
     else:
         monkeypatch.delattr(emit_triton, "emit", raising=False)
         monkeypatch.setitem(sys.modules, "emit_triton.emit", None)  # importing it fails
+    # after the emitter's attributes: reading `emit_triton.emit` first may import the real emitter, which
+    # needs the real physical package
+    monkeypatch.setitem(sys.modules, "physical", physical)
     return calls
 
 

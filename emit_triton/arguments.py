@@ -20,7 +20,7 @@ import torch
 from intent.runtime.checks import byte_range, check_scalar, self_overlap, type_name
 from kir.core import Kernel, Param, RefType, Role, TensorType, shape_str
 from kir.dims import DConst, Dim, DSym, solve_for
-from kir.dtypes import DType, bf16_rounded_bits
+from kir.dtypes import DType, bf16_rounded_bits, fp8_ml_dtype, fp8_rounded
 from kir.errors import LaunchError
 from kir.solver import check_concrete, default_lower_bounds
 
@@ -54,7 +54,7 @@ class BoundArgs:
     write_back: list[tuple[np.ndarray, torch.Tensor]] = field(default_factory=list)
 
     def finish(self) -> None:
-        """Copy results into the NumPy arrays that could not be shared (bf16 held as f32)."""
+        """Copy results into the NumPy arrays that could not be shared (bf16 and fp8 held as f32)."""
         for array, tensor in self.write_back:
             array[...] = tensor.to(torch.float32).cpu().numpy()
 
@@ -93,8 +93,9 @@ def bind_arguments(kernel: Kernel, args: Mapping[str, Any]) -> BoundArgs:
         value = args[p.name]
         if isinstance(p.type, RefType):
             tensors[p.name] = _check_tensor(p, p.type, value)
-            if isinstance(value, np.ndarray) and p.role is not Role.IN and tensors[p.name].dtype == torch.bfloat16:
-                write_back.append((value, tensors[p.name]))
+            if isinstance(value, np.ndarray) and p.role is not Role.IN and \
+                    tensors[p.name].dtype in (torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2):
+                write_back.append((value, tensors[p.name]))  # a converted copy
         else:
             scalars[p.name] = _check_scalar(p, p.type, value)
     device = _common_device(tensors)
@@ -183,7 +184,14 @@ def _check_tensor(p: Param, ref: RefType, value: Any) -> torch.Tensor:
 
 
 def _from_numpy(p: Param, ref: RefType, array: np.ndarray) -> torch.Tensor:
-    """Share the array's memory; bf16 (which NumPy lacks) comes as f32 and is converted (a copy)."""
+    """Share the array's memory; bf16 (which NumPy lacks) comes as f32 and is converted (a copy); fp8 comes as
+    ml_dtypes' fp8 (its bits shared) or as f32 values (rounded as the oracle rounds them, a copy)."""
+    if isinstance(ref.dtype, DType) and ref.dtype.is_fp8:
+        if array.dtype == fp8_ml_dtype(ref.dtype):
+            return torch.from_numpy(array.view(np.uint8)).view(ref.dtype.torch)
+        if array.dtype == np.float32:
+            bits = fp8_rounded(array, ref.dtype).astype(fp8_ml_dtype(ref.dtype)).view(np.uint8)
+            return torch.from_numpy(np.ascontiguousarray(bits)).view(ref.dtype.torch)
     try:
         shared = torch.from_numpy(array)
     except (TypeError, ValueError) as exc:

@@ -61,6 +61,11 @@ if __name__ == "__main__":
 
 def _tensor_recipe(name: str, dtype: DType, shape: tuple[int, ...], role: str, use: Any) -> str:
     torch_dtype = f"torch.{_TORCH_NAMES[dtype]}"
+    if dtype is DType.i4:  # the packed bytes (two elements a byte along the last axis), any bit pattern
+        packed = (*shape[:-1], shape[-1] // 2)
+        if role == "out":
+            return f"    args[{name!r}] = torch.zeros({packed!r}, dtype=torch.uint8)"
+        return f"    args[{name!r}] = _uniform_ints(0, 256, {packed!r}, torch.uint8, gen)"
     if role == "out":
         return f"    args[{name!r}] = torch.zeros({shape!r}, dtype={torch_dtype})"
     if dtype.is_pred:
@@ -81,7 +86,9 @@ def _tensor_recipe(name: str, dtype: DType, shape: tuple[int, ...], role: str, u
 
 _TORCH_NAMES = {DType.pred: "bool", DType.i8: "int8", DType.i16: "int16", DType.i32: "int32", DType.i64: "int64",
                 DType.u8: "uint8", DType.u16: "uint16", DType.u32: "uint32", DType.u64: "uint64",
-                DType.f16: "float16", DType.bf16: "bfloat16", DType.f32: "float32", DType.f64: "float64"}
+                DType.f16: "float16", DType.bf16: "bfloat16", DType.f32: "float32", DType.f64: "float64",
+                DType.f8e4m3: "float8_e4m3fn", DType.f8e5m2: "float8_e5m2",
+                DType.i4: "int8"}  # local i4 buffers: one element a byte
 
 
 def standalone_module(kernel: Kernel, args: Mapping[str, Any], seed: int = 0) -> str:

@@ -115,3 +115,41 @@ def test_kirc_run_compares_fp8_and_i4_kernels(built: tuple[Path, object], capsys
         assert kirc(["run", str(folder.parent / "lowbits.py"), "--kernel", name, "--shape", "M=4", "N=8"]) == 0
     out = capsys.readouterr().out
     assert "q: max abs error 0 (f8e4m3" in out and out.rstrip().endswith("PASS")
+
+
+@pytest.mark.parametrize("kernel", ["dequant", "requant"])
+def test_a_standalone_module_with_fp8_and_i4(built: tuple[Path, object], tmp_path: Path, kernel: str) -> None:
+    """`kirc lower --standalone` draws fp8 tensors and packed i4 bytes, and runs without Intent."""
+    import os
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    from kir.dtypes import i4_unpacked
+
+    folder, mod = built
+    target = tmp_path / f"{kernel}_standalone.py"
+    assert kirc(["lower", str(folder.parent / "lowbits.py"), "--kernel", kernel, "--emit=triton", "--standalone",
+                 "--shape", "M=3", "N=6", "-o", str(target)]) == 0
+    driver = tmp_path / "driver.py"
+    driver.write_text(f'''
+import sys
+import torch
+sys.path.insert(0, {str(tmp_path)!r})
+import {kernel}_standalone as m
+args = m.make_inputs("cpu")
+inputs = {{k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in args.items()}}
+m.launch(args)
+torch.save({{"inputs": inputs, "outputs": {{n: args[n] for n in m.OUTPUTS}}}}, {str(tmp_path / "result.pt")!r})
+''', encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["TRITON_INTERPRET"] = "1"
+    done = subprocess.run([sys.executable, str(driver)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    saved = torch.load(tmp_path / "result.pt")
+    want = getattr(mod, kernel).oracle(**saved["inputs"])
+    for name, got in saved["outputs"].items():
+        values = i4_unpacked(got.numpy()) if got.dtype == torch.uint8 else got.float().numpy()
+        np.testing.assert_array_equal(values, np.asarray(want[name]), err_msg=name)

@@ -255,3 +255,19 @@ def test_mixed_fp8_dot_takes_an_f32_accumulator_only() -> None:
         @intent.kernel
         def bad(a: f8e4m3[M, K], b: f8e5m2[K, N], out: Out[f16[M, N]]):
             out[:, :] = intent.dot(a, b, acc=f16)
+
+
+def test_the_launcher_takes_numpy_fp8_arrays_as_the_oracle_does() -> None:
+    """ml_dtypes fp8 arrays share their bits; float32 arrays stand for fp8 values (rounded as the oracle rounds
+    them); outputs given as NumPy arrays get the results written back."""
+    import ml_dtypes
+
+    x = np.array([1.0, 3.3, -500.0, 0.01], np.float32)
+    xe = x.astype(ml_dtypes.float8_e4m3fn)
+    for given in (x, xe):
+        wide, back = np.zeros(4, np.float32), np.zeros(4, ml_dtypes.float8_e4m3fn)
+        widen_e4m3(given, wide, back)
+        want = widen_e4m3.oracle(x=given, wide=np.zeros(4, np.float32), back=np.zeros(4, np.float32))
+        np.testing.assert_array_equal(wide, want["wide"])
+        np.testing.assert_array_equal(back.astype(np.float32), want["back"])
+    assert np.isnan(wide[2])  # -500 rounds (without saturation) to NaN, as the oracle's rounding does

@@ -321,8 +321,8 @@ def square_folded_outputs(kernel: Kernel) -> set[str]:
     subexpressions are merged, so two loads of one element are one `a`), which integer wrap-around
     contradicts (an i8 -83 * -83 wraps to -23), so StableHLO results of these outputs are not compared by
     value (docs/testing.md, Tolerances). Any signed product counts: telling a square from another product
-    would need XLA's own common-subexpression rules."""
-    squares = {o.results[0].id for o in kernel.walk() if o.NAME == "binary" and str(o.fn) == "mul"
+    would need XLA's own common-subexpression rules; so does an integer power (XLA expands `x ** 2` to `x * x`)."""
+    squares = {o.results[0].id for o in kernel.walk() if o.NAME == "binary" and str(o.fn) in ("mul", "pow")
                and isinstance(o.results[0].type.dtype, DType)
                and o.results[0].type.dtype.is_int and o.results[0].type.dtype.is_signed}
 

@@ -165,6 +165,7 @@ CAMPAIGN_CASES = [
     (9500002, 0, "the StableHLO exit had no 8-bit unsigned type for an fp8 -> pred cast (KeyError)"),
     (9200022, 16, "the reference kept an infinity as an f8e4m3 result (f8e4m3's rounding gives NaN)"),
     (9200032, 31, "a chunked f8e4m3 min started from +inf rounded to f8e4m3, a NaN"),
+    (9700011, 21, "XLA expands an i8 `t ** 2` to `t * t` and folds abs() of the square (square_folded_outputs)"),
 ]
 
 

@@ -54,6 +54,7 @@ class _Walk:
     programs: LaunchExpr
     defs: dict[int, POp]
     exact: bool = True
+    splits: str | None = None  # the constexpr of the programs that share each block (split-reductions)
 
 
 def operation_counts(program: Program) -> Counts:
@@ -71,7 +72,8 @@ def operation_counts(program: Program) -> Counts:
             split = next((op for op in body.ops if isinstance(op, W.SplitIndex)), None)
             # programs that share a block each run its per-instance work (on their own share of the row)
             each = lmul(instances, LConstexpr(split.splits)) if split is not None else instances
-            w = _Walk(program, each, programs, {v.id: op for op in body.walk() for v in op.results})
+            w = _Walk(program, each, programs, {v.id: op for op in body.walk() for v in op.results},
+                      splits=split.splits if split is not None else None)
             counted.append(_region(w, body, LConst(1)))
             exact &= w.exact
         if g.looped is not None:
@@ -118,6 +120,9 @@ def _bytes(w: _Walk, access: AccessRelation, extra: Iterable[PValue], trips: Lau
 def _op(w: _Walk, op: POp, trips: LaunchExpr) -> tuple[LaunchExpr, LaunchExpr]:
     zero = LConst(0)
     if isinstance(op, A.Load):
+        if w.splits is not None and op.access.copy is not None and op.access.copy.type.tile:
+            # every slot of a block, read by the one program that draws its last ticket
+            return LBin("//", _bytes(w, op.access, op.results, trips), LConstexpr(w.splits)), zero
         return _bytes(w, op.access, op.results, trips), zero
     if isinstance(op, A.Store):
         return _bytes(w, op.access, (op.value,), trips), zero

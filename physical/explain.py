@@ -286,12 +286,15 @@ def launch_environment(program: Program, shapes: Mapping[str, int], sms: int) ->
 def _form(g: Group, env: Mapping[str, int]) -> str:
     if g.tiles:
         return "tiled: each program owns one tile " + " x ".join(f"{b} = {env.get(b, '?')}" for b in g.tiles)
+    split = _split_at(g, env)
     if not g.domain:
-        return "a single instance"
+        return "a single instance" + (f", {split}" if split else "")
     forms = []
     if g.looped is not None and env.get(g.looped.flag) == 1:
         forms.append(f"looped ({g.looped.flag} = 1: the row in chunks of {g.looped.chunk.block} = "
                      f"{env.get(g.looped.chunk.block, '?')})")
+        if split:
+            forms.append(split)
     if g.persistent is not None and env.get(g.persistent.flag) == 1:
         forms.append(f"persistent ({g.persistent.flag} = 1: programs walk the blocks of instances)")
     if not forms:
@@ -299,6 +302,17 @@ def _form(g: Group, env: Mapping[str, int]) -> str:
         off = f" ({' and '.join(other)} form{'s' * (len(other) > 1)} off at these shapes)" if other else ""
         return f"one block of {g.block} = {env.get(g.block, '?')} instances per program{off}"
     return ", ".join(forms)
+
+
+def _split_at(g: Group, env: Mapping[str, int]) -> str:
+    """How many programs share each row at these shapes (split-reductions), when more than one."""
+    if g.looped is None or env.get(g.looped.flag) != 1:
+        return ""
+    split = next((op for op in g.looped.body.ops if isinstance(op, P.SplitIndex)), None)
+    n = env.get(split.splits) if split is not None else None
+    if not n or n < 2:
+        return ""
+    return f"split: {split.splits} = {n} programs per {'row' if g.domain else 'reduction'}, combined in slot order"
 
 
 def _count(n: int) -> str:

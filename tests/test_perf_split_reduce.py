@@ -230,6 +230,12 @@ def test_explain_shows_the_cross_program_plan():
     assert "runs in one program instance" not in text
     found = re.search(r"SPLITS_0 = (\d+),", text)  # the numbers at the call's shapes
     assert found is not None and int(found.group(1)) > 1, text
+    assert f"a single instance, split: SPLITS_0 = {found.group(1)} programs per reduction, combined in slot order" \
+        in text
+    # the slots are read once, by the last program: the estimate stays near the ideal
+    moved = re.search(r"memory: ([\d,]+) bytes moved, an estimate, ideal ([\d,]+)", text)
+    assert moved is not None
+    assert int(moved.group(1).replace(",", "")) < 1.4 * int(moved.group(2).replace(",", "")), text
 
 
 @intent.kernel

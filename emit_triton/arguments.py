@@ -17,14 +17,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from intent.runtime.checks import byte_range, check_scalar, self_overlap, type_name
+from intent.runtime.checks import byte_range, check_scalar, check_tensor, common_device, self_overlap, type_name
 from kir.core import Kernel, Param, RefType, Role, TensorType, shape_str
 from kir.dims import DConst, Dim, DSym, solve_for
 from kir.dtypes import DType, bf16_rounded_bits, fp8_ml_dtype, fp8_rounded
 from kir.errors import LaunchError
 from kir.solver import check_concrete, default_lower_bounds
-
-SUPPORTED_DEVICES = ("cpu", "cuda")
 
 
 @dataclass(frozen=True)
@@ -98,7 +96,7 @@ def bind_arguments(kernel: Kernel, args: Mapping[str, Any]) -> BoundArgs:
                 write_back.append((value, tensors[p.name]))  # a converted copy
         else:
             scalars[p.name] = _check_scalar(p, p.type, value)
-    device = _common_device(tensors)
+    device = common_device(tensors)
     bound = BoundArgs(kernel, device, scalars=scalars, omitted=tuple(omitted), write_back=write_back)
     _bind_symbols(kernel, tensors, bound)
     _check_refinements(kernel, bound)
@@ -163,24 +161,13 @@ def _check_tensor(p: Param, ref: RefType, value: Any) -> torch.Tensor:
         raise LaunchError(f"parameter {p.name}: expected a tensor ({ref}), got None")
     if isinstance(value, np.ndarray):
         value = _from_numpy(p, ref, value)
-    if not isinstance(value, torch.Tensor):
-        raise LaunchError(f"parameter {p.name}: expected a tensor ({ref}), got {type_name(value)}")
-    if value.layout != torch.strided:
-        raise LaunchError(f"parameter {p.name}: expected a dense (strided) tensor ({ref}), got a tensor with layout "
-                          f"{value.layout}")
     assert isinstance(ref.dtype, DType), "launch needs a specialised kernel"
-    if ref.dtype is DType.i4:
-        if value.dtype not in (torch.int8, torch.uint8) or value.dim() != ref.rank or ref.rank == 0:
-            raise LaunchError(f"parameter {p.name}: expected i4 values packed two per byte in an int8 or uint8 "
-                              f"tensor of rank {ref.rank} (the last axis holds N // 2 bytes), got a tensor of "
-                              f"{value.dtype} and shape {tuple(value.shape)}")
-        return value
-    if DType.from_torch(value.dtype) is not ref.dtype:
-        raise LaunchError(f"parameter {p.name}: expected {ref.dtype}, got {value.dtype}")
-    if value.dim() != ref.rank:
-        raise LaunchError(f"parameter {p.name}: expected rank {ref.rank} ({ref}), got a tensor of shape "
-                          f"{tuple(value.shape)}")
-    return value
+    return check_tensor(p.name, str(ref), str(ref.dtype), ref.rank, value, _dtype_name)  # shared with intent.load
+
+
+def _dtype_name(t: torch.Tensor) -> str | None:
+    found = DType.from_torch(t.dtype)
+    return None if found is None else str(found)
 
 
 def _from_numpy(p: Param, ref: RefType, array: np.ndarray) -> torch.Tensor:
@@ -211,22 +198,6 @@ def _to_bf16(array: np.ndarray) -> torch.Tensor:
 def _check_scalar(p: Param, t: TensorType, value: Any) -> int | float | bool:
     assert isinstance(t.dtype, DType), "launch needs a specialised kernel"
     return check_scalar(p.name, str(t.dtype), value)  # one implementation, shared with loaded kernels
-
-
-def _common_device(tensors: Mapping[str, torch.Tensor]) -> torch.device:
-    first: tuple[str, torch.device] | None = None
-    for name, t in tensors.items():
-        if first is None:
-            first = (name, t.device)
-        elif t.device != first[1]:
-            raise LaunchError(f"parameter {name}: on {t.device} but parameter {first[0]} is on {first[1]}; "
-                              f"all tensors of one launch must be on one device")
-    if first is None:
-        return torch.device("cpu")
-    if first[1].type not in SUPPORTED_DEVICES:
-        raise LaunchError(f"parameter {first[0]}: tensors on {first[1]} cannot be launched; "
-                          f"expected cpu tensors (Triton interpreter) or cuda tensors")
-    return first[1]
 
 
 # ---------------------------------------------------------------------------------------------- symbols

@@ -1,5 +1,5 @@
-"""Scalar arguments are checked by one implementation (`intent.runtime.checks.check_scalar`) for the
-compiler's launcher, its cached plans and loaded kernels."""
+"""Arguments are checked by one implementation (`intent.runtime.checks`: check_scalar, check_tensor,
+common_device) for the compiler's launcher, its cached plans and loaded kernels."""
 
 from __future__ import annotations
 
@@ -61,3 +61,30 @@ def test_cached_plans_accept_exactly_what_the_check_accepts(dt: DType) -> None:
             assert fast != fast
         else:
             assert fast == full and type(fast) is type(full), (dt, value)
+
+
+def test_tensor_checks_are_the_launchers_and_the_loaded_kernels() -> None:
+    from intent.runtime.checks import check_tensor, common_device
+
+    def names(t: torch.Tensor) -> str | None:
+        found = DType.from_torch(t.dtype)
+        return None if found is None else str(found)
+
+    x = torch.zeros(4, 6)
+    assert check_tensor("x", "f32[M, N]", "f32", 2, x, names) is x
+    for value, dtype, rank, message in [
+        (np.zeros(3), "f32", 1, "parameter x: expected a tensor (T), got numpy.ndarray"),
+        (x, "f16", 2, "parameter x: expected f16, got torch.float32"),
+        (x, "f32", 1, "parameter x: expected rank 1 (T), got a tensor of shape (4, 6)"),
+        (x, "i4", 2, "parameter x: expected i4 values packed two per byte in an int8 or uint8 tensor of rank 2 "
+                     "(the last axis holds N // 2 bytes), got a tensor of torch.float32 and shape (4, 6)"),
+        (x.to_sparse(), "f32", 2, "parameter x: expected a dense (strided) tensor (T), got a tensor with layout "
+                                  "torch.sparse_coo"),
+    ]:
+        with pytest.raises(LaunchError) as info:
+            check_tensor("x", "T", dtype, rank, value, names)
+        assert str(info.value) == message
+    assert check_tensor("x", "T", "i4", 2, torch.zeros(4, 3, dtype=torch.uint8), names).dtype == torch.uint8
+    assert common_device({}) == torch.device("cpu") and common_device({"x": x}) == x.device
+    with pytest.raises(LaunchError, match="parameter y: tensors on meta cannot be launched"):
+        common_device({"y": torch.empty(1, device="meta")})

@@ -29,7 +29,15 @@ from typing import Any
 from ..errors import IntentError, LaunchError
 from . import expr as E
 from . import profiling as profile_mod
-from .checks import byte_range, check_overlap, check_scalar, device_check_failure, solve_affine, type_name
+from .checks import (
+    byte_range,
+    check_overlap,
+    check_scalar,
+    check_tensor,
+    common_device,
+    device_check_failure,
+    solve_affine,
+)
 from .index_width import TensorExtent, choose_index_width
 from .safety import UnsafeModule, check_generated
 
@@ -164,9 +172,8 @@ def _same_consts(built: Mapping[str, Any], given: Mapping[str, Any]) -> bool:
 _TORCH_DTYPES = {"bool": "pred", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64", "uint8": "u8",
                  "uint16": "u16", "uint32": "u32", "uint64": "u64", "float16": "f16", "bfloat16": "bf16",
                  "float32": "f32", "float64": "f64", "float8_e4m3fn": "f8e4m3", "float8_e5m2": "f8e5m2"}
-# i4 tensors are int8 or uint8 tensors of packed bytes (kir.dtypes.I4_PACKING): the last axis holds two elements a
-# byte; an omitted i4 output is allocated as uint8
-I4_STORAGE = ("i8", "u8")
+# i4 tensors are int8 or uint8 tensors of packed bytes (kir.dtypes.I4_PACKING, checked by checks.check_tensor): the
+# last axis holds two elements a byte; an omitted i4 output is allocated as uint8
 
 
 _DTYPE_NAMES: dict[Any, str] = {}  # torch dtype -> Intent's name, filled when torch is first needed
@@ -276,12 +283,8 @@ class Entry:
                               f"kirc build)")
 
     def _bind(self, given: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], Any]:
-        import torch
-
         tensors: dict[str, Any] = {}
         scalars: dict[str, Any] = {}
-        device = None
-        first = ""
         for p in self.data["params"]:
             name, text = p["name"], p["type"]
             if name not in given:
@@ -293,33 +296,8 @@ class Entry:
             if p["kind"] == "scalar":
                 scalars[name] = check_scalar(name, p["dtype"], value)
                 continue
-            if not isinstance(value, torch.Tensor):
-                raise LaunchError(f"parameter {name}: expected a tensor ({text}), got "
-                                  f"{type_name(value)}")
-            if value.layout != torch.strided:
-                raise LaunchError(f"parameter {name}: expected a dense (strided) tensor ({text}), got a tensor with "
-                                  f"layout {value.layout}")
-            if p["dtype"] == "i4":
-                if _dtype_name(value) not in I4_STORAGE or value.dim() != len(p["shape"]) or not p["shape"]:
-                    raise LaunchError(f"parameter {name}: expected i4 values packed two per byte in an int8 or uint8 "
-                                      f"tensor of rank {len(p['shape'])} (the last axis holds N // 2 bytes), got a "
-                                      f"tensor of {value.dtype} and shape {tuple(value.shape)}")
-            elif _DTYPE_NAMES.get(value.dtype) != p["dtype"] and _dtype_name(value) != p["dtype"]:
-                raise LaunchError(f"parameter {name}: expected {p['dtype']}, got {value.dtype}")
-            if value.dim() != len(p["shape"]):
-                raise LaunchError(f"parameter {name}: expected rank {len(p['shape'])} ({text}), got a tensor of "
-                                  f"shape {tuple(value.shape)}")
-            if device is None:
-                device, first = value.device, name
-            elif value.device != device:
-                raise LaunchError(f"parameter {name}: on {value.device} but parameter {first} is on {device}; all "
-                                  f"tensors of one launch must be on one device")
-            tensors[name] = value
-        if device is None:
-            device = torch.device("cpu")
-        if device.type not in ("cpu", "cuda"):
-            raise LaunchError(f"parameter {first}: tensors on {device} cannot be launched; expected cpu tensors "
-                              f"(Triton interpreter) or cuda tensors")
+            tensors[name] = check_tensor(name, text, p["dtype"], len(p["shape"]), value, _dtype_name)
+        device = common_device(tensors)
         return tensors, scalars, device
 
     def _geometry(self, tensors: Mapping[str, Any], scalars: Mapping[str, Any], on_gpu: bool, sms: int

@@ -27,6 +27,55 @@ def type_name(value: Any) -> str:
     return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
 
 
+def check_tensor(name: str, text: str, dtype: str, rank: int, value: Any, dtype_of: Callable[[Any], str | None]
+                 ) -> Any:
+    """`value` as tensor parameter `name` (`text`: its type as written, of dtype name `dtype` and rank `rank`):
+    a dense torch tensor of that dtype and rank (i4: packed two per byte in int8 or uint8 bytes), else a
+    `LaunchError` naming the parameter. `dtype_of(tensor)` is the Intent dtype name of a tensor."""
+    import torch
+
+    if not isinstance(value, torch.Tensor):
+        raise LaunchError(f"parameter {name}: expected a tensor ({text}), got {type_name(value)}")
+    if value.layout != torch.strided:
+        raise LaunchError(f"parameter {name}: expected a dense (strided) tensor ({text}), got a tensor with layout "
+                          f"{value.layout}")
+    if dtype == "i4":
+        if dtype_of(value) not in ("i8", "u8") or value.dim() != rank or rank == 0:
+            raise LaunchError(f"parameter {name}: expected i4 values packed two per byte in an int8 or uint8 "
+                              f"tensor of rank {rank} (the last axis holds N // 2 bytes), got a tensor of "
+                              f"{value.dtype} and shape {tuple(value.shape)}")
+        return value
+    if dtype_of(value) != dtype:
+        raise LaunchError(f"parameter {name}: expected {dtype}, got {value.dtype}")
+    if value.dim() != rank:
+        raise LaunchError(f"parameter {name}: expected rank {rank} ({text}), got a tensor of shape "
+                          f"{tuple(value.shape)}")
+    return value
+
+
+SUPPORTED_DEVICES = ("cpu", "cuda")
+
+
+def common_device(tensors: Mapping[str, Any]) -> Any:
+    """The one device of a launch's tensors (cpu when there are none), else a `LaunchError` naming the first
+    parameter on another device, or on one no launch supports."""
+    import torch
+
+    first: tuple[str, Any] | None = None
+    for name, t in tensors.items():
+        if first is None:
+            first = (name, t.device)
+        elif t.device != first[1]:
+            raise LaunchError(f"parameter {name}: on {t.device} but parameter {first[0]} is on {first[1]}; "
+                              f"all tensors of one launch must be on one device")
+    if first is None:
+        return torch.device("cpu")
+    if first[1].type not in SUPPORTED_DEVICES:
+        raise LaunchError(f"parameter {first[0]}: tensors on {first[1]} cannot be launched; "
+                          f"expected cpu tensors (Triton interpreter) or cuda tensors")
+    return first[1]
+
+
 def _is_bool(value: Any) -> bool:
     return isinstance(value, bool) or (type(value).__module__ == "numpy" and type(value).__name__ in ("bool_", "bool"))
 

@@ -11,11 +11,11 @@ import pytest
 import torch
 
 import intent
-from intent import InOut, Out, dims, f32, i4, i8, i32, parallel
+from intent import InOut, Out, dims, f32, i4, i8, i32, i64, parallel
 from intent.errors import LaunchError
 from kir.dtypes import i4_packed, i4_unpacked, i4_wrapped
 
-M, N = dims("M N")
+M, N, S, E = dims("M N S E")
 rng = np.random.default_rng(17)
 
 
@@ -65,6 +65,19 @@ def local_buffer(x: i8[M, N], out: Out[i8[M, N]]):
         b = intent.zeros((N,), i4)
         b[:] = x[i, :].to(i4)
         out[i, :] = b[:].to(i8) * 2
+
+
+@intent.kernel
+def segment_scan(x: i4[E], off: i64[S + 1], out: Out[i4[E]]):
+    for s in parallel(S):
+        b, e = off[s], off[s + 1]
+        out[b:e] = intent.cumsum(x[b:e])
+
+
+@intent.kernel
+def scatter(x: i8[N], idx: i32[N], out: Out[i4[N]]):
+    for n in parallel(N):
+        intent.store(out, idx[n], x[n].to(i4), unique=True)
 
 
 def _check(k, args: dict[str, object], want: dict[str, np.ndarray], stablehlo: bool = True) -> dict[str, torch.Tensor]:
@@ -131,6 +144,22 @@ def test_a_transposed_i4_output_view() -> None:
     whole(x, q)
     np.testing.assert_array_equal(i4_unpacked(q.contiguous().numpy()), i4_wrapped(x.numpy()))
     assert (storage[4:, :] == 0).all()
+
+
+def test_segments_of_odd_lengths_and_scatters() -> None:
+    """Segments that start and end mid-byte, and a permutation scatter: nibbles owned alone, merged."""
+    values = rng.integers(-8, 8, 12)
+    off = torch.tensor([0, 3, 3, 8, 12])
+    want = values.copy()
+    for b, e in ((0, 3), (3, 8), (8, 12)):
+        want[b:e] = i4_wrapped(np.cumsum(values[b:e]))
+    _check(segment_scan, {"x": torch.from_numpy(i4_packed(values)), "off": off, "out": _garbage(1, 12)[0]},
+           {"out": want})
+    x = torch.from_numpy(values.astype(np.int8))
+    idx = torch.from_numpy(rng.permutation(12).astype(np.int32))
+    scattered = np.zeros(12, np.int64)
+    scattered[idx.numpy()] = values
+    _check(scatter, {"x": x, "idx": idx, "out": _garbage(1, 12)[0]}, {"out": scattered}, stablehlo=False)  # unique
 
 
 def test_a_local_i4_buffer_wraps_its_values() -> None:

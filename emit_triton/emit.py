@@ -507,7 +507,8 @@ def _counts(program: Program) -> tuple[tuple[str, LaunchExpr], ...]:
 
 # The modules that register emitters into EMIT (each imports this module).
 EMITTER_MODULES = ("emit_access", "emit_contract", "emit_control", "emit_histogram", "emit_layout", "emit_pointwise",
-                   "emit_program", "emit_reduce", "emit_region", "emit_lookback")
+                   "emit_program", "emit_reduce", "emit_region", "emit_lookback",
+                   "emit_sort")
 
 
 def load_emitters() -> None:

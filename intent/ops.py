@@ -99,9 +99,9 @@ def clamp(x, lo=None, hi=None): """minimum(maximum(x, lo), hi), as torch.clamp (
 @_spelling
 def lerp(a, b, w): """a + w * (b - a), as torch.lerp (w = 1 gives b exactly)"""
 @_spelling
-def topk(x, k):
-    """(values, i64 indices) of the k largest elements of a 1-D value, largest first (NaN counts as the largest,
-    ties in index order)"""
+def topk(x, k, axis=-1, largest=True):
+    """(values, i64 indices) of the k largest (largest=False: smallest) elements along `axis`, in that order (NaN
+    counts as the largest, ties in index order)"""
 @_spelling
 def gather(src, index, fill=0):
     """a masked read: src[index] where index is in range, else fill (a tuple of indices for rank > 1)"""
@@ -131,6 +131,16 @@ def mean(x, axis=None, keepdims=False): """sum / count"""
 @_spelling
 def reduce(values, combine, axis=None, keepdims=False, identity=None):
     """Reduce a value or a tuple of values with an @intent.combine function and its identity."""
+
+
+# --- sorting
+@_spelling
+def sort(x, axis=-1, descending=False, return_indices=False):
+    """x sorted along `axis` (stable; NaN last ascending, first descending); with return_indices, (values, i64
+    indices)"""
+@_spelling
+def argsort(x, axis=-1, descending=False):
+    """the i64 indices that sort x along `axis` (stable)"""
 
 
 # --- scans

@@ -61,6 +61,7 @@ from .region import RegionFold, RegionScan
 from .rng import Random, RngKind
 from .scan import Scan, ScanKind
 from .solver import ShapeSolver
+from .sort import Sort
 from .verify import verify
 
 __all__ = [name for name in dir() if not name.startswith("_")]

@@ -29,6 +29,7 @@ from . import (  # noqa: F401  (importing registers each op family's evaluation)
     region,
     rng,
     scan,
+    sort,
 )
 from .args import Binding
 from .interp import EVAL, Frame, Run, eval_region

@@ -26,6 +26,7 @@ from kir import histogram as KH
 from kir import reduce as KR
 from kir import region as KG
 from kir import scan as KS
+from kir import sort as KSo
 from kir.dims import DConst, Dim, PCmp, dim_bin
 from kir.dtypes import DType
 from kir.errors import DiagnosticError
@@ -53,7 +54,7 @@ from .model import (
 )
 from .worksets import CannotBind, Rebuilder, flatten_nest, parallel_indexed, parallel_store, recomputed_per_instance
 
-STRUCTURED = (KR.Reduce, KS.Scan, KC.Dot, KG.RegionFold, KH.Histogram)
+STRUCTURED = (KR.Reduce, KS.Scan, KSo.Sort, KC.Dot, KG.RegionFold, KH.Histogram)
 SMALL_EXTENT = 65536  # elements one program reduces in a few microseconds: no note below it
 
 

@@ -24,6 +24,7 @@ from kir import pointwise as KP
 from kir import reduce as KR
 from kir import rng as KN
 from kir import scan as KS
+from kir import sort as KSo
 from kir.dims import DConst, Dim, dim_bin
 from kir.dtypes import DType
 from kir.solver import ShapeSolver
@@ -162,6 +163,13 @@ class Rebuilder:
             built = self.make(KS.Scan, op, inputs=ins, axis=axis, kind=op.kind, reverse=op.reverse,
                               exclusive=op.exclusive, acc_dtype=op.acc_dtype, identity=op.identity,
                               combine=op.combine)
+            return built.results[k]
+        if isinstance(op, KSo.Sort):
+            if c[op.axis] is not None:
+                raise CannotBind("a sort along a written axis stays inside one instance")
+            x = self.at(op.x, c)
+            axis = sum(1 for a in c[:op.axis] if a is None)
+            built = self.make(KSo.Sort, op, x=x, axis=axis, descending=op.descending, k=op.k)
             return built.results[k]
         if isinstance(op, KC.Dot):
             return self._dot(op, c)
@@ -354,7 +362,7 @@ def reshape_groups(solver: ShapeSolver, src: tuple[Dim, ...], dst: tuple[Dim, ..
     return out
 
 
-_STRUCTURED = (KR.Reduce, KS.Scan, KC.Dot, KH.Histogram)
+_STRUCTURED = (KR.Reduce, KS.Scan, KSo.Sort, KC.Dot, KH.Histogram)
 
 
 def recomputed_per_instance(ops: list[K.Op], args: tuple[K.Value, ...]) -> K.Op | None:

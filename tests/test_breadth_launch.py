@@ -355,7 +355,7 @@ def test_topk_needs_k_within_the_row(tmp_path) -> None:
             for i in parallel(M):
                 vals, _ = intent.topk(x[i, :], 4)
                 out[i, :] = vals
-        """, "4)", "intent.topk(): k = 4 must be at least 1 and at most the row's extent N (state it with "
+        """, "4)", "intent.topk(): k = 4 must be at least 1 and at most the extent N of axis 0 (state it with "
                    "requires=[...])")
 
 

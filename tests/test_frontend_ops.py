@@ -236,7 +236,7 @@ def test_the_spellings_cover_every_kir_op_class(tmp_path):
               "o1[0:1] = y[::2][0:1]",
               "ot[:, :] = intent.transpose(intent.reshape(x, (M, N)))",
               "o1[:] = intent.concat((y[0:1], intent.squeeze(intent.expand_dims(y, 0), 0)[1:N]))",
-              "out[:, :] = intent.dot(h, g) + intent.cumsum(x) + y",
+              "out[:, :] = intent.dot(h, g) + intent.cumsum(x) + intent.sort(x) + y",
               "cnt[:] = intent.histogram(iv, N)",
               "buf = intent.zeros((N,), f32)",
               "for n in parallel(N):",

@@ -14,7 +14,7 @@ from . import (  # noqa: F401  (importing registers each family's spellings)
     reduce,
     rng,
     scan,
-    topk,
+    sort,
 )
 from .calls import CALLS
 from .kernel import build, signature

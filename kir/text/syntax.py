@@ -372,6 +372,7 @@ FORMATS: dict[str, str] = {
     "histogram": "$values",
     "reduce": "$kind($inputs)",
     "scan": "$kind($inputs)",
+    "sort": "$x",
     "region_fold": "$kind $src[$index]",
     "region_scan": "$kind $dst[$dst_index] = $src[$src_index]",
     "random": "$kind $seed, $offset",

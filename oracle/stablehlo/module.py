@@ -31,6 +31,7 @@ from . import (  # noqa: F401  (importing registers every family's emitters)
     region,
     rng,
     scan,
+    sort,
 )
 from .bind import bind_symbols, check_args
 from .checks import ERROR_REF, Site, checks_enabled

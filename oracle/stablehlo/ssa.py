@@ -251,6 +251,18 @@ class SSA:
         self.indent -= 2
         return outs
 
+    def sort(self, inputs: Sequence[Val], dim: int, body: RegionBody, hint: str | None = None) -> list[Val]:
+        """A stable sort of `inputs` along `dim`; `body(lhs_0, rhs_0, lhs_1, rhs_1, ...)` yields `lhs < rhs`."""
+        head, names = self._multi(len(inputs), hint)
+        outs = [Val(n, x.dtype, x.shape, x.depth) for n, x in zip(names, inputs)]
+        self.emit(f'{head} = "stablehlo.sort"({self.use(*inputs)}) ({{')
+        self.indent += 2
+        arg_types = [(x.dtype, (), 0) for x in inputs for _ in range(2)]
+        self.region(arg_types, body, f"}}) {{dimension = {dim} : i64, is_stable = true}} : ({_types(inputs)}) -> "
+                    f"{_result_types([o.type for o in outs])}")
+        self.indent -= 2
+        return outs
+
     def gather_points(self, operand: Val, indices: Val, depth: int, hint: str | None = None) -> Val:
         """`operand[indices[..., :]]`: indices has shape U + [rank]; the result has shape U (clamped)."""
         rank = operand.rank

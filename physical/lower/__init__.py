@@ -53,6 +53,7 @@ from . import (  # noqa: E402,F401  (each module registers its rules)
     region,
     rng,
     scan,
+    sort,
 )
 
 __all__ = ["LOWER", "REFUSALS", "Lowerer", "ProgramState", "lower_ops", "rule"]

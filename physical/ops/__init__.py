@@ -16,6 +16,7 @@ from .reduce import Reduce, native_reduce
 from .region import RegionFold, RegionScan
 from .rng import Random
 from .scan import Scan, native_scan
+from .sort import Sort
 from .workspace import SplitIndex, Ticket
 
 __all__ = ["OP_CLASSES", "pop", "Trait", "DEVICE_CHECK", "Check", "Load", "Store", "AtomicRMW", "AtomicCAS", "Sharing",
@@ -23,5 +24,5 @@ __all__ = ["OP_CLASSES", "pop", "Trait", "DEVICE_CHECK", "Check", "Load", "Store
            "BinCount", "Broadcast", "ExpandDims", "Permute", "Squeeze", "TileSlice", "TileConcat", "TileReshape",
            "Binary", "Bitcast", "Cast", "Compare", "Const", "Select", "Unary", "Barrier", "ChunkLanes",
            "OwnedInstances", "OwnedTile", "ScalarParam", "ShapeValue", "TileIndex", "Reduce", "RegionFold",
-           "RegionScan", "Random", "Scan", "native_reduce", "native_scan", "SplitIndex", "Ticket",
+           "RegionScan", "Random", "Scan", "Sort", "native_reduce", "native_scan", "SplitIndex", "Ticket",
            "PublishSlot", "FoldSlots", "RetireTicket", "SYNC_TICKET", "SYNC_DONE", "SYNC_FLAGS", "slot_dtype"]

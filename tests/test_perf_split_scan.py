@@ -223,7 +223,7 @@ def test_the_generated_ptx_uses_acquire_release_atomics() -> None:
     ptx = cumsum.ptx(torch.randn(1 << 12), torch.empty(1 << 12), arch=90)
     assert re.search(r"atom\.global\.gpu\.acq_rel\.add", ptx)       # the ticket and the finished count
     assert re.search(r"atom\.global\.gpu\.release\.exch", ptx)      # the slot flag
-    assert re.search(r"atom\.global\.gpu\.acquire\.add", ptx)       # waiting for lower tickets
+    assert "ld.acquire.gpu.global.b32" in ptx                       # waiting for lower tickets' flags
     assert "ld.volatile.global" in ptx                              # slot values, after the flags
 
 
@@ -344,3 +344,15 @@ def test_mutation_another_op_touching_a_slot_buffer() -> None:
 def test_pass_is_in_the_pipeline_before_the_looped_rows() -> None:
     names = [p.name for p in PIPELINE]
     assert names.index(SplitScans.name) < names.index("looped-rows")
+
+
+def test_the_generated_module_check_admits_exactly_the_emitted_assembly() -> None:
+    from intent.runtime.safety import UnsafeModule, check_generated
+
+    def module(asm: str) -> str:
+        return (f"import triton\nimport triton.language as tl\n@triton.jit\ndef k(p):\n"
+                f"    f = tl.inline_asm_elementwise(\"{asm}\", \"=r,l\", [p], dtype=tl.int32, is_pure=False, pack=1)\n")
+
+    check_generated(module("ld.acquire.gpu.global.b32 $0, [$1];"), "k")
+    with pytest.raises(UnsafeModule, match=r"the string constant 'st.global.b32 \[\$1\], \$0;'"):
+        check_generated(module("st.global.b32 [$1], $0;"), "k")

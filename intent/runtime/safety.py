@@ -10,7 +10,7 @@ like what the emitter writes, whatever produced it:
   `try`, `raise`, `del`, `yield` or `await`;
 * no dunder and none of the builtins that reach outside (`eval`, `exec`, `open`, `getattr`, ...) is
   read unless it is a parameter or local of that name, no attribute starts with `_`, and string
-  constants are short plain words (`"nan"`).
+  constants are short plain words (`"nan"`) or one of the exact `INLINE_ASM` strings.
 """
 
 from __future__ import annotations
@@ -29,6 +29,9 @@ FORBIDDEN_NODES = (ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.Cla
                    ast.AsyncFunctionDef, ast.Lambda, ast.With, ast.AsyncWith, ast.Try, ast.Raise, ast.Delete,
                    ast.Await, ast.Yield, ast.YieldFrom, ast.NamedExpr)
 ALLOWED_IMPORTS = {("triton", None), ("triton.language", "tl")}
+# The inline assembly the emitter writes, exactly (emit_triton/emit_lookback.py: a GPU-scope acquire load of a
+# flag, which Triton has no load for); no other assembly passes.
+INLINE_ASM = frozenset({"ld.acquire.gpu.global.b32 $0, [$1];", "=r,l"})
 _SAFE_STRING = re.compile(r"[A-Za-z0-9_.+\-]{0,32}\Z")
 
 
@@ -79,7 +82,7 @@ def _check_function(fn: ast.FunctionDef, kernel: str, module_names: set[str]) ->
             elif isinstance(node, ast.Attribute) and node.attr.startswith("_"):
                 _refuse(kernel, node, f"the attribute .{node.attr}")
             elif isinstance(node, ast.Constant) and isinstance(node.value, str | bytes) and \
-                    not (isinstance(node.value, str) and _SAFE_STRING.match(node.value)):
+                    not (isinstance(node.value, str) and (_SAFE_STRING.match(node.value) or node.value in INLINE_ASM)):
                 _refuse(kernel, node, f"the string constant {node.value!r}")
 
 

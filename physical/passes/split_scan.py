@@ -64,7 +64,7 @@ from ..model import (
 from . import Pass
 from .looped import BUDGET_VARIABLE, _Builder, _values, budget, combine_op, row_axis, row_op
 
-SPLIT_TILE = 16384  # chunk per program at most: P stays in the hundreds for 4M values (O(P) folds stay cheap)
+SPLIT_TILE = 8192  # chunk per program at most: P stays in the hundreds for 4M values (O(P) folds stay cheap)
 SLOT_BLOCK = 1024  # slots one fold step reads
 ONE_PROGRAM = "runs in one program instance"  # construction's note on a whole-tensor statement it could not map
 

@@ -20,7 +20,7 @@ import intent
 from emit_triton.compile import clear_emitted
 from emit_triton.launcher import launch, plan_launch
 from emit_triton.targets import simulated_multiprocessors
-from intent import Out, dims, f32, f64, i32, i64, parallel
+from intent import Out, bf16, dims, f16, f32, f64, i32, i64, parallel, pred
 from physical import ops as P
 from physical.model import BufferInit, BufferScope
 from physical.passes.looped import BUDGET_VARIABLE
@@ -83,6 +83,27 @@ def total_argmin(x: i32[N], out: Out[i64[1]]):
 
 
 @intent.kernel
+def total_sum_f16(x: f16[N], out: Out[f16[1]]):
+    out[0] = intent.sum(x)
+
+
+@intent.kernel
+def total_max_bf16(x: bf16[N], out: Out[bf16[1]]):
+    out[0] = intent.max(x)
+
+
+@intent.kernel
+def any_positive(x: f32[N], out: Out[pred[1]]):
+    out[0] = intent.any(x > 3.0)
+
+
+@intent.kernel
+def mean_rows(x: f32[M, N], out: Out[f32[M]]):
+    for i in parallel(M):
+        out[i] = intent.mean(x[i, :])
+
+
+@intent.kernel
 def mean_of_all(x: f32[N], out: Out[f32[1]]):
     out[0] = intent.sum(x) / 7.0
 
@@ -125,6 +146,11 @@ CASES = {
     "sum_f64": (total_sum_f64, lambda: {"x": _f32(N_LONG).double(), "out": torch.empty(1, dtype=torch.float64)},
                 1e-10),
     "sum_i32": (total_sum_i32, lambda: {"x": _ties(N_LONG), "out": torch.empty(1, dtype=torch.int32)}, None),
+    "sum_f16": (total_sum_f16, lambda: {"x": _f32(N_LONG).half(), "out": torch.empty(1, dtype=torch.float16)}, 2e-2),
+    "max_bf16": (total_max_bf16, lambda: {"x": _f32(N_LONG).bfloat16(), "out": torch.empty(1, dtype=torch.bfloat16)},
+                 None),
+    "any": (any_positive, lambda: {"x": _f32(N_LONG), "out": torch.empty(1, dtype=torch.bool)}, None),
+    "mean_rows": (mean_rows, lambda: {"x": _f32((3, N_LONG)), "out": torch.empty(3)}, 1e-5),
     "max": (total_max, lambda: {"x": _f32(N_LONG), "out": torch.empty(1)}, None),
     "min_i32": (total_min, lambda: {"x": _ties(N_LONG), "out": torch.empty(1, dtype=torch.int32)}, None),
     "prod": (total_prod, lambda: {"x": 1.0 + 0.01 * _f32(N_LONG), "out": torch.empty(1)}, 1e-4),
@@ -146,9 +172,18 @@ def _splits(kernel, args: dict) -> int:
     return max(v for k, v in plan.keywords.items() if k.startswith("SPLITS_"))
 
 
+def _numpy(t: torch.Tensor) -> np.ndarray:
+    """As NumPy (bf16 widened to f32, exactly: the bits of every bf16 value survive)."""
+    return (t.float() if t.dtype is torch.bfloat16 else t).numpy().copy()
+
+
+def _oracle(kernel, args: dict) -> dict[str, np.ndarray]:
+    want = kernel.oracle(**{n: v.clone() for n, v in args.items()})
+    return {n: np.asarray(w).astype(np.float32) if args[n].dtype is torch.bfloat16 else w for n, w in want.items()}
+
+
 def _outputs(kernel, args: dict) -> dict[str, np.ndarray]:
-    want = kernel.oracle(**{n: v.numpy() for n, v in args.items()})
-    return {n: args[n].numpy().copy() for n in want}
+    return {n: _numpy(args[n]) for n in _oracle(kernel, args)}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -156,7 +191,7 @@ def test_split_reduction_matches_the_oracle_and_repeats_bitwise(case):
     kernel, make, tol = CASES[case]
     args = make()
     assert _splits(kernel, args) > 1, "the launch does not split the reduction"
-    want = kernel.oracle(**{n: v.numpy() for n, v in args.items()})
+    want = _oracle(kernel, args)
     kernel(**args)
     first = _outputs(kernel, args)
     for name, w in want.items():

@@ -96,11 +96,9 @@ def plan_split(program: Program, g: Group) -> SplitPlan | str:
         return "it does not fold exactly one reduction"
     red = reduces[0]
     ops = g.looped.body.ops
-    wanted = {v.id for v in red.results}
-    defs = [n for n, op in enumerate(ops) if wanted & {v.id for v in op.results}]
-    if len(defs) != 1 or {v.id for v in ops[defs[0]].results} != wanted:
-        return "its reduction's results are not given by one op of the looped body"
-    d = defs[0]
+    d = _fold_position(ops, red)
+    if isinstance(d, str):
+        return d
     loops = [n for n, op in enumerate(ops) if isinstance(op, P.For)]
     if len(loops) != 1 or loops[0] > d:
         return "its looped body has no single chunk loop before the result"
@@ -108,8 +106,8 @@ def plan_split(program: Program, g: Group) -> SplitPlan | str:
     assert isinstance(loop, P.For)
     if not isinstance(ops[d], P.For | P.Reduce):
         return "its result is not folded by the chunk loop or a reduce after it"
-    if ops[d] is loop and [v.type.dtype for v in loop.results] != list(red.acc_dtypes):
-        return "its chunk loop does not carry the accumulators"
+    if [v.type.dtype for v in ops[d].results] != list(red.acc_dtypes):
+        return "its fold does not give the accumulators"
     if not _pure_region(ops[:d]) or not _pure_region(loop.body.ops):
         return "it has effects before its reduction completes"
     for op in ops[d + 1:]:
@@ -126,6 +124,28 @@ def plan_split(program: Program, g: Group) -> SplitPlan | str:
     if lane_ok is None:
         return "its looped body has no lane-validity test"
     return SplitPlan(g, red, d, loops[0], owned[0], lane_ok)
+
+
+def _fold_position(ops: tuple[POp, ...], red: P.Reduce) -> int | str:
+    """Where the looped body completes the reduction's accumulators: the op whose results are the
+    reduction's, or whose results those are cast from (a f16 sum is folded in f32, then cast)."""
+    at: set[int] = set()
+    for v in red.results:
+        n = next((k for k, op in enumerate(ops) if any(r.id == v.id for r in op.results)), None)
+        if n is None:
+            return "its reduction's results are not given by the looped body"
+        if isinstance(ops[n], P.Cast):
+            source = ops[n].x  # type: ignore[attr-defined]
+            n = next((k for k, op in enumerate(ops) if any(r.id == source.id for r in op.results)), None)
+            if n is None:
+                return "its reduction's results are not given by the looped body"
+        at.add(n)
+    if len(at) != 1:
+        return "its reduction's results are not given by one op of the looped body"
+    (d,) = at
+    if len(ops[d].results) != len(red.results):
+        return "its fold gives more than the reduction's results"
+    return d
 
 
 def _producer(ops: tuple[POp, ...], v: PValue) -> POp | None:
@@ -227,10 +247,10 @@ def _split(program: Program, plan: SplitPlan) -> Program:
             w.frames[0].ops.clear()
             op = dataclasses.replace(op, start=first, stop=stop, body=_from_start(op, first))
         if n == plan.define:
-            # the partial: the fold's results in the accumulator dtypes, under new names (the final combine
-            # gives the reduction's own values)
-            partial = tuple(w.fresh(Fragment(dt, v.type.lanes, v.type.tile), f"partial{k}")
-                            for k, (v, dt) in enumerate(zip(op.results, red.acc_dtypes)))
+            # the partial: the fold's accumulators under new names (the combine of the slots gives the fold's
+            # own values, which the rest of the body reads)
+            folded = op.results
+            partial = tuple(w.fresh(v.type, f"partial{k}") for k, v in enumerate(folded))
             op = dataclasses.replace(op, results=partial)
         new_ops.append(op)
     if plan.owned is not None:
@@ -246,13 +266,8 @@ def _split(program: Program, plan: SplitPlan) -> Program:
                   for buf, ident in zip(slot_bufs, red.identity))
     # argmax/argmin fold (value, index) pairs with their combine: the native forms would return positions
     kind = red.kind if red.kind not in (ReduceKind.argmax, ReduceKind.argmin) else ReduceKind.custom
-    folded = tuple(v if v.type == Fragment(dt, inst.type.lanes) else w.fresh(Fragment(dt, inst.type.lanes), "total")
-                   for v, dt in zip(red.results, red.acc_dtypes))
     w.put(P.Reduce(results=folded, origin=origin, inputs=parts, axes=(0,), kind=kind, identity=red.identity,
                    acc_dtypes=red.acc_dtypes, member=None, combine=w.copy_region(red.combine)))
-    for v, total in zip(red.results, folded):
-        if v.id != total.id:  # back to the reduction's result dtype, as its own fold does
-            w.put(P.Cast(results=(v,), origin=origin, x=total, dtype=v.type.dtype))
     for op in ops[plan.define + 1:]:
         if isinstance(op, P.Yield):
             continue

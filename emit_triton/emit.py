@@ -249,9 +249,14 @@ class Emitter:
         return self.name(v)
 
     def launch(self, e: LaunchExpr) -> str:
-        """A launch expression as Triton code over the symbol and scalar arguments."""
+        """A launch expression as Triton code over the symbol and scalar arguments (a part that is one of the
+        program's constexprs, e.g. a split count from the device's size inside a workspace's extent, is that
+        constexpr's name)."""
         if isinstance(e, LConst):
             return str(e.value)
+        named = next((n for n, x in self.p.constexprs if x == e), None)
+        if named is not None:
+            return named
         if isinstance(e, LDim):
             return self.dim(e.dim)
         if isinstance(e, LScalar):

@@ -815,6 +815,20 @@ def slot_published_after_the_ticket():
                                   "the slot before the write is released")
 
 
+@mutation("split-effects")
+def output_stored_by_every_split():
+    k, p = split_rows()
+    ops = list(p.groups[0].body.ops)
+    store = next(op for op in ops if isinstance(op, P.Store) and op.access.buffer != buffer_named(p, "partial").id
+                 and op.access.buffer != buffer_named(p, "arrivals").id)
+    flat = next(op.results[0] for op in ops if isinstance(op, P.OwnedInstances))
+    lane_ok = next(op.results[0] for op in ops if isinstance(op, P.Compare) and op.lhs.id == flat.id)
+    ops[ops.index(store)] = dataclasses.replace(store, access=dataclasses.replace(store.access, mask=lane_ok))
+    return k, _with_ops(p, ops), ("[split-effects] store (from store at mutation.py:10) writes sums in every program "
+                                  "that shares its block: a group split over programs writes outside its workspace "
+                                  "only as the holder of the last ticket")
+
+
 # ---------------------------------------------------------------------------------------------- tests
 
 

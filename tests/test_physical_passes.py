@@ -17,7 +17,8 @@ def blocks(program, env):
 
 def test_pipeline_order() -> None:
     assert [p.name for p in PIPELINE] == ["enlarge-ownership", "tile-contraction", "tile-layout", "aggregate-atomics",
-                                           "looped-rows", "split-reductions", "persistent-programs"]
+                                           "split-scans", "looped-rows", "split-reductions", "persistent-programs",
+                                           "split-segments"]
 
 
 def test_construction_owns_one_instance_per_program() -> None:

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 SECTION_9 = ["self-contained", "ssa-defined", "fragment-types", "launch-extent", "segments-partition", "ownership",
              "loop-invariant", "effect-coverage", "structured-complete", "region-op-complete", "buffer-complete",
-             "buffer-init", "workspace-protocol", "lookback-protocol",
+             "buffer-init", "workspace-protocol", "split-effects", "lookback-protocol",
              "access-complete", "coordinate-provenance", "narrowing-explicit", "bounds-justified",
              "ordered-dependence", "unordered-conflict", "buffer-visibility", "atomic-preserved"]
 

@@ -30,11 +30,12 @@ from .looped import LoopRows  # noqa: E402
 from .persistent import PersistentPrograms  # noqa: E402
 from .split_reduce import SplitReductions  # noqa: E402
 from .split_scan import SplitScans  # noqa: E402
+from .split_segments import SplitSegments  # noqa: E402
 from .tile_contract import TileContraction  # noqa: E402
 from .tile_layout import TileLayout  # noqa: E402
 
 PIPELINE: list[Pass] = [EnlargeOwnership(), TileContraction(), TileLayout(), AggregateAtomics(), SplitScans(),
-                        LoopRows(), SplitReductions(), PersistentPrograms()]
+                        LoopRows(), SplitReductions(), PersistentPrograms(), SplitSegments()]
 
 __all__ = ["Pass", "PIPELINE", "EnlargeOwnership", "TileContraction", "AggregateAtomics", "LoopRows",
-           "PersistentPrograms", "TileLayout", "SplitReductions", "SplitScans"]
+           "PersistentPrograms", "TileLayout", "SplitReductions", "SplitScans", "SplitSegments"]

@@ -18,6 +18,7 @@ Each rule lives in the module of its concern:
     buffers.py     buffer-complete, buffer-init
     workspace.py   workspace-protocol
     lookback.py    lookback-protocol
+    splits.py      split-effects
     accesses.py    access-complete, coordinate-provenance, narrowing-explicit, bounds-justified
     dependence.py  ordered-dependence, unordered-conflict, buffer-visibility
     atomics.py     atomic-preserved
@@ -44,6 +45,7 @@ from . import (
     lookback,
     ownership,
     persistent,
+    splits,
     structure,
     structured,
     tiles,
@@ -54,7 +56,7 @@ from .base import RULE_DOCS, RULES, PhysicalVerifyError, Violation, locate
 _ORDER = ["self-contained", "ssa-defined", "fragment-types", "launch-extent", "segments-partition", "ownership",
           "loop-invariant",
           "effect-coverage", "structured-complete", "region-op-complete", "buffer-complete", "buffer-init",
-          "workspace-protocol",
+          "workspace-protocol", "split-effects",
           "lookback-protocol",
           "access-complete", "coordinate-provenance", "narrowing-explicit", "bounds-justified",
           "ordered-dependence", "unordered-conflict", "buffer-visibility", "atomic-preserved"]
@@ -93,4 +95,4 @@ def verify(program: Program, kernel: Kernel | None = None) -> None:
 
 __all__ = ["verify", "check", "run_rule", "RULES", "RULE_DOCS", "PhysicalVerifyError", "Violation", "structure",
            "fragments", "ownership", "structured", "buffers", "accesses", "dependence", "atomics", "tiles",
-           "persistent", "workspace"]
+           "persistent", "workspace", "splits"]

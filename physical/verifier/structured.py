@@ -335,7 +335,9 @@ def check_region_ops(program: Program, kernel: Kernel | None = None) -> list[Vio
         lanes = op.begin.type.lanes or op.end.type.lanes
         if isinstance(op, P.RegionFold):
             want = tuple(Fragment(c.type.dtype, lanes) for c in comps)
-            if tuple(Fragment(r.type.dtype, r.type.lanes, r.type.tile) for r in op.results) != want:
+            # or its accumulators unconverted: a partial that a later fold combines (split-segments)
+            acc = tuple(Fragment(d, lanes) for d in op.acc_dtypes) if len(op.acc_dtypes) == len(comps) else want
+            if tuple(Fragment(r.type.dtype, r.type.lanes, r.type.tile) for r in op.results) not in (want, acc):
                 problems.append(f"region_fold gives {show(types_of(op.results))}, expected {show(want)}")
         else:
             problems += _emit_problems(ix, op, comps)

@@ -1,0 +1,314 @@
+"""Balanced segments: a region fold over few (or skewed) subregions splits each one over the programs of the launch.
+
+A program folds its lanes' subregions to the longest one, so one huge segment (half of the values in one
+`offsets[s]:offsets[s + 1]`) keeps one program busy while the rest of the device idles. A group whose body folds
+data-dependent subregions per instance (`P.RegionFold`s at its top: segment sums, maxima, CSR rows times a
+vector, custom combines; none reading another's result) and whose results are only stored (possibly through
+pointwise ops) gets S = `SPLITS_g` programs per
+block of instances (the invocation-workspace protocol of physical/workspace.py, shared with
+split_reduce.py):
+
+* program s of a block folds piece s of each lane's subregion [b, e): [b + lo, b + hi) with
+  lo = min(s * per, e - b), hi = min(lo + per, e - b) and per = cdiv(e - b, S * CHUNK) * CHUNK, whole chunks,
+  so the pieces of a long segment are equal to within a chunk, whatever the other segments hold, and a short
+  segment has few nonempty pieces (the others fold nothing);
+* it writes its partials into its own slot of the instance (a slot array per accumulator, one copy per split),
+  draws the instance's ticket (acquire-release, after its slot write); the program drawing ticket S - 1 reads the S
+  slots in slot order and folds them with each fold's own combine, so the same partials meet in the same
+  order on every run (bitwise reproducible; no float atomics), stores the result and sets the counter back
+  to zero (no launch fills the workspace).
+
+S is decided at launch from the shapes: `max(1, min(2 * resident_programs // blocks, values // (blocks * CHUNK
+* 2)))` where `values` is the size of the folded tensor: about two programs per resident slot of the device
+(the pieces of a long segment spread over it), and at least two chunks of the average block's values per
+split. Under Triton's interpreter (one program at a time) S is 1: every program finishes its own instances.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from kir.dtypes import DType
+from kir.pointwise import BinaryFn, CmpFn
+from kir.reduce import ReduceKind
+
+from .. import ops as P
+from ..builder import Builder
+from ..launch_expr import (
+    LaunchExpr,
+    LBin,
+    LConst,
+    LConstexpr,
+    LNextPow2,
+    LResidentPrograms,
+    lcdiv,
+    ldim,
+    lmax,
+    lmin,
+    lmul,
+    lprod,
+    lsum,
+)
+from ..model import Fragment, Group, POp, Program, PValue
+from ..rewrite import map_operands, used_values
+from ..workspace import (
+    INDEX,
+    add_slot_array,
+    add_ticket_counter,
+    conjoin,
+    draw_ticket,
+    last_ticket,
+    read_slots,
+    reset_counter,
+    write_slot,
+)
+from . import Pass
+
+MIN_CHUNKS_PER_SPLIT = 2  # a split folds at least this many chunks of the average block's values
+PROGRAMS_PER_SLOT = 2     # programs per resident program slot: the pieces of one long segment spread wide
+_EFFECTS = (P.Store, P.AtomicRMW, P.AtomicCAS, P.Ticket, P.RegionScan, P.AllocBuffer, P.Check, P.Barrier, P.While,
+            P.If)
+_SPLITTABLE = (ReduceKind.sum, ReduceKind.prod, ReduceKind.max, ReduceKind.min, ReduceKind.custom)
+
+
+@dataclasses.dataclass(frozen=True)
+class SegmentPlan:
+    group: Group
+    folds: tuple[int, ...]  # positions of the region folds in the group's body
+    after: frozenset[int]  # positions before the last fold of the work that moves after the combine
+    owned: int | None  # position of owned_instances (None: a single-instance group)
+    lane_ok: PValue | None  # the lane-validity test
+    values: LaunchExpr  # elements of the folded tensors (the largest)
+
+
+def _pure(ops: tuple[POp, ...]) -> bool:
+    return all(not isinstance(op, _EFFECTS) and all(_pure(r.ops) for r in op.regions()) for op in ops)
+
+
+def _read_buffers(ops: tuple[POp, ...]) -> set[int]:
+    return {o.access.buffer for op in ops for o in (op, *(i for r in op.regions() for i in r.walk()))
+            if isinstance(o, P.Load)}
+
+
+def _producer(ops: tuple[POp, ...], v: PValue) -> POp | None:
+    return next((op for op in ops if any(r.id == v.id for r in op.results)), None)
+
+
+def plan_segments(program: Program, g: Group) -> SegmentPlan | str:
+    """The plan for group `g`, or why each program keeps its instances' whole subregions."""
+    if g.looped is not None or g.tiles or g.persistent is not None or g.serial:
+        return "it holds rows, owns tiles, loops over blocks or runs in order"
+    ops = g.body.ops
+    folds = tuple(n for n, op in enumerate(ops) if isinstance(op, P.RegionFold))
+    if not folds:
+        return "it folds no data-dependent subregion"
+    if sum(isinstance(op, P.RegionFold) for op in g.body.walk()) != len(folds):
+        return "a fold runs inside another op (a fold's map, a loop or a branch)"
+    last = folds[-1]
+    results = {v.id for n in folds for v in ops[n].results}
+    values: list[LaunchExpr] = []
+    for n in folds:
+        fold = ops[n]
+        assert isinstance(fold, P.RegionFold)
+        if fold.kind not in _SPLITTABLE:
+            return f"its {fold.kind} fold gives positions, not a combinable value"
+        if any(dt is DType.pred for dt in fold.acc_dtypes):
+            return "its fold accumulates predicates (no workspace slot holds them)"
+        if fold.begin.type.dtype != fold.end.type.dtype or fold.begin.type.tile or fold.end.type.tile:
+            return "its subregion bounds differ in type"
+        source = next((op for op in fold.source.ops if isinstance(op, P.Load)), None)
+        if source is None:
+            return "its fold reads no tensor"
+        values.append(lprod(tuple(ldim(d) for d in program.buffer(source.access.buffer).shape)))
+    # the work that needs a fold's result (and every store) waits for the last split: it moves after the folds
+    after: set[int] = set()
+    derived = set(results)
+    for n, op in enumerate(ops[:last]):
+        if isinstance(op, P.RegionFold):
+            continue
+        if isinstance(op, P.Store) or used_values((op,)) & derived:
+            if op.regions() or (op.has_effects() and not isinstance(op, P.Store)):
+                return "a fold's result feeds more than pointwise work and stores before its last fold"
+            after.add(n)
+            derived |= {v.id for v in op.results}
+        elif not _pure((op,)):
+            return "it has effects before its folds complete"
+    if used_values(tuple(ops[n] for n in folds)) & derived:
+        return "a fold reads another fold's result"
+    written = {ops[n].access.buffer for n in after if isinstance(ops[n], P.Store)}
+    if written & _read_buffers(tuple(op for n, op in enumerate(ops[:last + 1]) if n not in after)):
+        return "a fold or the work before it reads what a store before the last fold writes"
+    for op in ops[last + 1:]:
+        if op.regions() or (op.has_effects() and not isinstance(op, P.Store)):
+            return "its folds' results feed more than pointwise work and stores"
+    size = lmax(*values) if len(values) > 1 else values[0]
+    if g.single_instance:
+        return SegmentPlan(g, folds, frozenset(after), None, None, size)
+    owned = [k for k, op in enumerate(ops) if isinstance(op, P.OwnedInstances)]
+    if len(owned) != 1:
+        return "it does not decode its instances once"
+    flat = ops[owned[0]].results[0]
+    lane_ok = next((op.results[0] for op in ops if isinstance(op, P.Compare) and op.fn is CmpFn.lt
+                    and op.lhs.id == flat.id and isinstance(_producer(ops, op.rhs), P.ShapeValue)), None)
+    if lane_ok is None:
+        return "it has no lane-validity test"
+    return SegmentPlan(g, folds, frozenset(after), owned[0], lane_ok, size)
+
+
+class SplitSegments(Pass):
+    """Split the subregions of region folds over several programs when the device would otherwise idle."""
+
+    name = "split-segments"
+
+    def plans(self, program: Program) -> list[SegmentPlan]:
+        return [p for p in (plan_segments(program, g) for g in program.groups) if isinstance(p, SegmentPlan)]
+
+    def legal(self, program: Program) -> bool | str:
+        reasons = [plan_segments(program, g) for g in program.groups]
+        if any(isinstance(r, SegmentPlan) for r in reasons):
+            return True
+        return "; ".join(f"group {g.id}: {r}" for g, r in zip(program.groups, reasons)) or "no groups"
+
+    def profitable(self, program: Program) -> bool:
+        return bool(self.plans(program))
+
+    def run(self, program: Program) -> Program:
+        for plan in self.plans(program):
+            program = _split(program, plan)
+        return program
+
+
+def _launch(e: LaunchExpr | int) -> LaunchExpr:
+    return LConst(e) if isinstance(e, int) else e
+
+
+def split_count(program: Program, g: Group, values: LaunchExpr, chunk: str) -> LaunchExpr:
+    """S: about PROGRAMS_PER_SLOT programs per resident program slot, at least MIN_CHUNKS_PER_SPLIT chunks of
+    the average block's values per split; 1 under the interpreter (one resident program)."""
+    consts = dict(program.constexprs)
+    instances = lprod(tuple(ldim(d) for d in g.domain)) if g.domain else LConst(1)
+    blocks = LNextPow2(lcdiv(instances, consts[g.block]))
+    resident = LResidentPrograms(_launch(program.num_warps))
+    # PROGRAMS_PER_SLOT on a device, 1 under the interpreter (resident = 1)
+    factor = LBin("+", lmin(LBin("-", resident, LConst(1)), LConst(PROGRAMS_PER_SLOT - 1)), LConst(1))
+    by_device = LBin("//", lmul(resident, factor), blocks)
+    by_work = LBin("//", values, lmul(blocks, lmul(consts[chunk], LConst(MIN_CHUNKS_PER_SPLIT))))
+    return lmax(LConst(1), lmin(by_device, by_work))
+
+
+def _split(program: Program, plan: SegmentPlan) -> Program:
+    g = plan.group
+    gid = g.id
+    ops = g.body.ops
+    folds = [ops[n] for n in plan.folds]
+    assert all(isinstance(f, P.RegionFold) for f in folds)
+    splits, block_s = f"SPLITS_{gid}", f"BLOCK_SPLITS_{gid}"
+    count = split_count(program, g, plan.values, folds[0].block)  # type: ignore[attr-defined]
+    consts = dict(program.constexprs)
+    consts[splits] = count
+    consts[block_s] = LNextPow2(count)
+    order = [n for n, _ in program.constexprs] + [splits, block_s]
+    lengths = [lmul(_launch(seg.length), count) if seg.group == gid else _launch(seg.length)
+               for seg in program.segments]
+    segments = tuple(dataclasses.replace(seg, length=n, offset=lsum(tuple(lengths[:k])))
+                     for k, (seg, n) in enumerate(zip(program.segments, lengths)))
+    program = dataclasses.replace(program, constexprs=tuple((n, consts[n]) for n in order))
+
+    # ---- workspace: one slot array per accumulator of each fold, one ticket counter per instance
+    slot_bufs: list[list] = []
+    for j, fold in enumerate(folds):
+        bufs = []
+        for k, dt in enumerate(fold.acc_dtypes):  # type: ignore[attr-defined]
+            name = "partial" + (f"{j}" if len(folds) > 1 else "") + \
+                (f"_{k}" if len(fold.acc_dtypes) > 1 else "")  # type: ignore[attr-defined]
+            program, buf = add_slot_array(program, gid, name, dt, splits)
+            bufs.append(buf)
+        slot_bufs.append(bufs)
+    program, counter = add_ticket_counter(program, gid, "arrivals")
+
+    # ---- the body: each fold folds this split's piece of its subregions
+    w = Builder.after(program)
+    origin = folds[-1].origin
+    s = w.add(P.SplitIndex, INDEX, origin, "split", group=gid, splits=splits)
+    partials: list[tuple[PValue, ...]] = []
+    for n, op in enumerate(ops[:plan.folds[-1] + 1]):
+        if n in plan.after:
+            continue
+        if n == plan.owned:
+            assert isinstance(op, P.OwnedInstances)
+            op = dataclasses.replace(op, splits=splits)
+        if isinstance(op, P.RegionFold):
+            begin, end = _piece(w, op, s, splits)
+            swap = {op.begin.id: begin, op.end.id: end}
+            piece = map_operands(op, lambda v, swap=swap: swap.get(v.id, v))
+            # the partial, in the accumulator dtypes under new names (the slots' fold gives the fold's own values)
+            partial = tuple(w.fresh(Fragment(dt, v.type.lanes), "partial")
+                            for v, dt in zip(op.results, op.acc_dtypes))
+            partials.append(partial)
+            op = dataclasses.replace(piece, results=partial)
+        w.put(op)
+    if plan.owned is not None:
+        inst = ops[plan.owned].results[0]
+    else:
+        inst = w.add(P.Const, Fragment(DType.i64), origin, value=0, dtype=DType.i64)
+    lane_ok = plan.lane_ok
+    for fold, bufs, partial in zip(folds, slot_bufs, partials):
+        for buf, v in zip(bufs, partial):
+            write_slot(w, buf, s, inst, v, lane_ok, fold.origin)
+    ticket = draw_ticket(w, counter, inst, lane_ok, origin)
+    last = last_ticket(w, ticket, splits, lane_ok, origin)
+    for fold, bufs in zip(folds, slot_bufs):
+        assert isinstance(fold, P.RegionFold)
+        parts = tuple(read_slots(w, buf, inst, splits, block_s, last, lane_ok, ident, fold.origin)
+                      for buf, ident in zip(bufs, fold.identity))
+        folded = tuple(v if v.type == Fragment(dt, inst.type.lanes) else w.fresh(Fragment(dt, inst.type.lanes),
+                                                                                 "total")
+                       for v, dt in zip(fold.results, fold.acc_dtypes))
+        w.put(P.Reduce(results=folded, origin=fold.origin, inputs=parts, axes=(0,), kind=fold.kind,
+                       identity=fold.identity, acc_dtypes=fold.acc_dtypes, member=None,
+                       combine=w.copy_region(fold.combine)))
+        for v, total in zip(fold.results, folded):
+            if v.id != total.id:  # back to the fold's result dtype, as its own fold converts its accumulator
+                w.put(P.Cast(results=(v,), origin=fold.origin, x=total, dtype=v.type.dtype))
+    for op in [ops[n] for n in sorted(plan.after)] + list(ops[plan.folds[-1] + 1:]):
+        if isinstance(op, P.Yield):
+            continue
+        if isinstance(op, P.Store):
+            mask = conjoin(w, op.access.mask, last, op.origin)
+            op = dataclasses.replace(op, access=dataclasses.replace(op.access, mask=mask))
+        w.put(op)
+    reset_counter(w, counter, inst, last, lane_ok, origin)
+    w.put(P.Yield(values=()))
+    group = dataclasses.replace(g, body=dataclasses.replace(g.body, ops=tuple(w.ops)))
+    return dataclasses.replace(program, groups=tuple(group if x.id == gid else x for x in program.groups),
+                               segments=segments, grid=lsum(tuple(lengths)))
+
+
+def _piece(w: Builder, fold: P.RegionFold, s: PValue, splits: str) -> tuple[PValue, PValue]:
+    """This split's piece [b + lo, b + hi) of each lane's subregion [b, e)."""
+    b, e, origin = fold.begin, fold.end, fold.origin
+    dt = b.type.dtype
+    lanes = b.type.lanes or e.type.lanes
+    one = Fragment(dt)
+    frag = Fragment(dt, lanes)
+
+    def binary(fn: BinaryFn, x: PValue, y: PValue, name: str | None = None) -> PValue:
+        return w.add(P.Binary, Fragment(dt, x.type.lanes or y.type.lanes), origin, name, fn=fn, lhs=x, rhs=y)
+
+    def launch(expr: LaunchExpr, name: str) -> PValue:
+        v = w.add(P.ShapeValue, INDEX, origin, name, expr=expr)
+        return w.add(P.Cast, one, origin, x=v, dtype=dt)
+
+    zero = w.add(P.Const, one, origin, value=0, dtype=dt)
+    length = binary(BinaryFn.maximum, binary(BinaryFn.sub, e, b), zero, "length")
+    chunk = launch(LConstexpr(fold.block), "chunk")
+    span = launch(lmul(LConstexpr(splits), LConstexpr(fold.block)), "split_span")
+    # whole chunks per piece: cdiv(length, splits * chunk) * chunk (non-negative operands: C division floors)
+    chunks = binary(BinaryFn.floordiv, binary(BinaryFn.add, length, binary(BinaryFn.sub, span, w.add(
+        P.Const, one, origin, value=1, dtype=dt))), span)
+    per = binary(BinaryFn.mul, chunks, chunk, "piece")
+    k = w.add(P.Cast, one, origin, x=s, dtype=dt)
+    lo = binary(BinaryFn.minimum, binary(BinaryFn.mul, k, per), length, "piece_lo")
+    hi = binary(BinaryFn.minimum, binary(BinaryFn.add, lo, per), length, "piece_hi")
+    assert lo.type == frag
+    return binary(BinaryFn.add, b, lo, "piece_begin"), binary(BinaryFn.add, b, hi, "piece_end")

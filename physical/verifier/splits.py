@@ -1,0 +1,45 @@
+"""Groups whose programs share blocks of instances (`owned_instances` with splits, `split_index`).
+
+* split-effects: S programs run the body of each block, so every effect outside the group's invocation
+  workspace (a store, a scatter, an atomic, a region scan's writes) happens once per instance only if it is
+  made by one of them: the holder of the last ticket (drawn before the effect), which alone sees every
+  program's partial. Any other program would write its own incomplete result (or apply an atomic S times).
+"""
+
+from __future__ import annotations
+
+from kir.core import Kernel
+
+from .. import ops as P
+from ..model import BufferScope, Program
+from .base import Reporter, Violation, describe, rule
+from .index import AccessKind, index_of
+from .workspace import _last_conjunct, _split_values
+
+
+@rule("split-effects", "a group split over several programs per block writes outside its workspace only as the "
+      "holder of the last ticket: each instance's effects happen once")
+def check_split_effects(program: Program, kernel: Kernel | None = None) -> list[Violation]:
+    report = Reporter("split-effects")
+    ix = index_of(program)
+    group_splits = {g: s for g, s in _split_values(ix).values()}
+    tickets: dict[int, list[tuple[int, P.Ticket]]] = {}
+    for pl in ix.placed:
+        if isinstance(pl.op, P.Ticket):
+            tickets.setdefault(pl.group, []).append((pl.order, pl.op))
+    for site in ix.accesses:
+        gid = site.placed.group
+        if gid not in group_splits or site.kind is AccessKind.READ:
+            continue
+        b = ix.buffers.get(site.access.buffer)
+        if b is None or b.scope is BufferScope.INVOCATION_WORKSPACE:
+            continue
+        earlier = [t for order, t in tickets.get(gid, []) if order < site.placed.order]
+        if _last_conjunct(ix, site.access.mask, earlier, group_splits[gid]) is None:
+            report(f"{describe(program, site.op)} writes {b.name} in every program that shares its block: a group "
+                   f"split over programs writes outside its workspace only as the holder of the last ticket",
+                   site.op, gid)
+    return report.found
+
+
+__all__ = ["check_split_effects"]

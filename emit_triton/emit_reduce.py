@@ -94,8 +94,9 @@ def emit_reduce(em: Emitter, op: P.Reduce) -> None:
     shape = _shape_of(op.inputs)
     lanes = int(shape.lanes)
     cur = []
-    for x, acc, ident in zip(op.inputs, op.acc_dtypes, op.identity):
-        v = em.fresh("acc_in")
+    for x, acc, ident, r in zip(op.inputs, op.acc_dtypes, op.identity, op.results):
+        # a component folded at its result's dtype is folded in the result's own name (no copy after)
+        v = em.define(r) if acc == r.type.dtype else em.fresh("acc_in")
         em.line(f"{v} = {masked(em, x, op.member, acc, ident, shape)}")
         cur.append(v)
     axes = sorted(op.axes, reverse=True)
@@ -108,8 +109,8 @@ def emit_reduce(em: Emitter, op: P.Reduce) -> None:
         valid = reduce_axis(em, cur, op.kind, op.native, op.acc_dtypes, ax + lanes, op.combine, rank, valid)
         rank -= 1
     for r, c, acc in zip(op.results, cur, op.acc_dtypes):
-        n = em.define(r)
-        em.line(f"{n} = {convert(em, c, acc, r.type.dtype)}")
+        if acc != r.type.dtype:
+            em.line(f"{em.define(r)} = {convert(em, c, acc, r.type.dtype)}")
 
 
 def scan_axis(em: Emitter, xs: list[str], combine: PRegion, identity: tuple[object, ...],

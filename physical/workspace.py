@@ -38,7 +38,7 @@ from kir.pointwise import BinaryFn, CmpFn
 from . import model as M
 from . import ops as P
 from .builder import Builder
-from .launch_expr import LBin, LConst, LConstexpr, ldim, lmul, lprod
+from .launch_expr import LaunchExpr, LBin, LConst, LConstexpr, ldim, lmul, lprod
 from .model import AccessRelation, Buffer, Fragment, Literal, Origin, Program, PValue, TileAxis, Workspace
 
 INDEX = Fragment(DType.i64, index=True)
@@ -72,6 +72,23 @@ def _fresh_buffer_id(program: Program) -> int:
 
 def _add(program: Program, buf: Buffer, ws: Workspace) -> Program:
     return dataclasses.replace(program, buffers=program.buffers + (buf,), workspaces=program.workspaces + (ws,))
+
+
+def restate_workspaces(program: Program, old: LaunchExpr, new: LaunchExpr) -> Program:
+    """`program` with `old` replaced by `new` in its workspace sizes and copy counts, for a pass that rewrites
+    the constexprs alike (a looped form's block, a split's flag). They state a constexpr's value in its terms
+    (the launcher sizes workspaces from shape symbols, not constexprs), so they must keep its terms: a
+    workspace sized for the split count before the rewrite would serve the count after it."""
+    from .passes.looped import substitute  # the passes import this module
+
+    def sub(e: LaunchExpr) -> LaunchExpr:
+        out = substitute(e, old, new)
+        assert isinstance(out, LaunchExpr)
+        return out
+
+    buffers = tuple(b if b.copies is None else dataclasses.replace(b, copies=sub(b.copies)) for b in program.buffers)
+    workspaces = tuple(dataclasses.replace(w, count=sub(w.count)) for w in program.workspaces)
+    return dataclasses.replace(program, buffers=buffers, workspaces=workspaces)
 
 
 def add_slot_array(program: Program, group: int, name: str, dtype: DType, splits: str,

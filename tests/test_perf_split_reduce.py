@@ -316,3 +316,26 @@ def test_a_persistent_loop_over_split_blocks_is_refused():
     assert info.value.rule == "ownership"
     assert info.value.message == ("[ownership] group 0 (parallel) walks its blocks persistently while SPLITS_0 = 4 "
                                   "programs share each block (M=4099, N=4116 on 132 multiprocessors)")
+
+
+@intent.kernel
+def column_min_and_row_max(x: f16[M, N], y: f32[M, N], cols: Out[f16[N]], rows: Out[f32[M]]):
+    cols[:] = intent.min(x, axis=0)
+    rows[:] = intent.max(y, axis=1)
+
+
+def test_a_later_split_restates_the_workspaces_of_an_earlier_one():
+    """Each split rewrites the constexprs' terms (its looped flag, inside num_warps); an earlier split's slot
+    array, sized in those terms, follows, so its copy count stays its split count (campaign 9400029: the
+    stale count named resident programs of the old num_warps, which the sanitizer's copy bound could not)."""
+    args = {"x": torch.randn(300, 5).half(), "y": torch.randn(300, 5), "cols": torch.empty(5).half(),
+            "rows": torch.empty(300)}
+    program = lowered(column_min_and_row_max, args, BUDGET)
+    consts = dict(program.constexprs)
+    slots = [b for b in program.buffers if b.name == "partial"]
+    assert len(slots) == 2
+    for b in slots:
+        assert b.copies == consts[f"SPLITS_{b.owner_group}"]
+        assert next(w.count for w in program.workspaces if w.name == b.storage).children()[0] == b.copies
+    launch(column_min_and_row_max.specialize(args), args, sanitize=True)
+    assert torch.equal(args["cols"], args["x"].amin(0)) and torch.equal(args["rows"], args["y"].amax(1))

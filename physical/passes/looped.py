@@ -59,6 +59,7 @@ from ..model import (
     Trait,
 )
 from ..rewrite import map_values
+from ..workspace import restate_workspaces
 from . import Pass
 from .enlarge import TILE_BUDGET
 
@@ -572,6 +573,7 @@ class LoopRows(Pass):
         groups = {g.id: g for g in program.groups}
         next_id = max_value_id(program)
         warps, grid, segments = program.num_warps, program.grid, program.segments
+        restated = program  # workspaces sized in the constexprs' terms (earlier split scans) follow them
         for plan in self.plans(program):
             block = plan.axis.block
             flag, chunk = f"{block}_LOOPED", f"{block}_CHUNK"
@@ -594,6 +596,7 @@ class LoopRows(Pass):
                 consts[plan.group.block] = chosen
             warps = substitute(warps, old, pick(looped_now, LConst(plan.chunk), whole))
             consts = {n: substitute(e, old, whole) for n, e in consts.items()}
+            restated = restate_workspaces(restated, old, whole)
             grid = substitute(grid, old, whole)
             segments = tuple(dataclasses.replace(seg, length=substitute(seg.length, old, whole),
                                                  offset=substitute(seg.offset, old, whole)) for seg in segments)
@@ -602,7 +605,7 @@ class LoopRows(Pass):
             order += [flag, chunk]
             looped = LoopedBody(flag, body, plan.axis, TileAxis(DConst(plan.chunk), chunk), plan.loops)
             groups[plan.group.id] = dataclasses.replace(plan.group, looped=looped)
-        return dataclasses.replace(program, groups=tuple(groups[g.id] for g in program.groups),
+        return dataclasses.replace(restated, groups=tuple(groups[g.id] for g in program.groups),
                                    constexprs=tuple((n, consts[n]) for n in order), num_warps=warps, grid=grid,
                                    segments=segments)
 

@@ -54,6 +54,7 @@ from ..workspace import (
     last_ticket,
     read_slots,
     reset_counter,
+    restate_workspaces,
     write_slot,
 )
 from . import Pass
@@ -219,7 +220,9 @@ def _split(program: Program, plan: SplitPlan) -> Program:
     segments = tuple(dataclasses.replace(seg, length=n, offset=lsum(tuple(lengths[:k])))
                      for k, (seg, n) in enumerate(zip(program.segments, lengths)))
 
-    # ---- workspace: one slot array per accumulator component, one ticket counter per instance
+    # ---- workspace: one slot array per accumulator component, one ticket counter per instance (the earlier
+    # splits' workspaces keep the terms of their constexprs, which now read `runs` for the flag)
+    program = restate_workspaces(program, flag_expr, runs)
     program = dataclasses.replace(program, constexprs=tuple((n, consts[n]) for n in order))
     slot_bufs = []
     for k, dt in enumerate(red.acc_dtypes):

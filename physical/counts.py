@@ -27,6 +27,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from kir.dtypes import DType
+
 from .launch_expr import LaunchExpr, LBin, LConst, LConstexpr, LMinMax, LScalar, ladd, ldim, lmul, lprod, lsum
 from .model import AccessRelation, Fragment, POp, PRegion, Program, PValue
 from .ops import access as A
@@ -113,8 +115,11 @@ def _runs(w: _Walk, frags: Iterable[Fragment], trips: LaunchExpr) -> LaunchExpr:
 
 def _bytes(w: _Walk, access: AccessRelation, extra: Iterable[PValue], trips: LaunchExpr, times: int = 1
            ) -> LaunchExpr:
-    size = w.program.buffer(access.buffer).dtype.bits // 8
-    return lmul(LConst(size * times), _runs(w, [v.type for v in (*access.coords, *extra)], trips))
+    dtype = w.program.buffer(access.buffer).dtype
+    runs = _runs(w, [v.type for v in (*access.coords, *extra)], trips)
+    if dtype is DType.i4:  # two elements a byte
+        return LBin("cdiv", lmul(LConst(times), runs), LConst(2))
+    return lmul(LConst(dtype.bits // 8 * times), runs)
 
 
 def _op(w: _Walk, op: POp, trips: LaunchExpr) -> tuple[LaunchExpr, LaunchExpr]:

@@ -6,11 +6,12 @@ import re
 from collections.abc import Iterable, Mapping
 
 from kir.core import Kernel
+from kir.dtypes import DType
 from kir.solver import with_names
 
 from . import ops as P
 from .counts import operation_counts
-from .launch_expr import DEVICE_SMS, LaunchExpr, LConst, ldim, lprod, lsum
+from .launch_expr import DEVICE_SMS, LaunchExpr, LBin, LConst, ldim, lprod, lsum
 from .launch_text import in_terms_of, named_formulas, simplify, text
 from .model import Access, AssumeInBounds, BufferScope, Group, Guard, POp, PRegion, Program, Proven
 from .printer import guards_of
@@ -225,6 +226,9 @@ def ideal_bytes(program: Program) -> LaunchExpr:
         if b.scope is not BufferScope.EXTERNAL_VIEW:
             continue
         times = 2 if b.access is Access.READ_WRITE else 1
+        if b.dtype is DType.i4:  # two elements a byte
+            terms.append(LBin("cdiv", lprod((LConst(times), *(ldim(d) for d in b.shape))), LConst(2)))
+            continue
         terms.append(lprod((LConst(max(1, b.dtype.bits // 8) * times), *(ldim(d) for d in b.shape))))
     return lsum(tuple(terms))
 

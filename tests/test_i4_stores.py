@@ -199,3 +199,8 @@ def test_i4_stores_ptx_for_sm90() -> None:
     assert ".target sm_90" in ptx
     found = set(re.findall(r"\b(st\.global\.b8|atom\.global\.[\w.]*\.(?:and|or)\.b32)", ptx))
     assert "st.global.b8" in found and any(".and." in f for f in found) and any(".or." in f for f in found), found
+
+
+def test_explain_counts_half_a_byte_per_i4_element() -> None:
+    text = whole.explain(torch.zeros(4, 16, dtype=torch.int8), torch.zeros(4, 8, dtype=torch.uint8))
+    assert "ideal = M * N + cdiv(M * N, 2) (" in text and "1.00x the ideal" in text

@@ -11,7 +11,9 @@ accesses of (how many times the access runs) x (its active elements) x (element 
 * inside a `for` with bounds the program knows (constants, shape values, integer scalars) the count
   is multiplied by the trip count; a looped body (a row walked in chunks) replaces the group body
   when its constexpr flag is set, so the count selects between the two with that flag;
-* atomics read and write their elements (twice the bytes).
+* atomics read and write their elements (twice the bytes);
+* programs that pass values on through slots (`physical.ops.lookback`) count their ticket, their slot and
+  flag, the flags and slots of every lower ticket (P (P - 1) / 2 of each) and the last one's reset.
 
 FLOPs count float arithmetic only: one per element of a float unary or binary op, of a reduction's
 or scan's float input, and two per multiply-add of a contraction. Index arithmetic, comparisons,
@@ -35,6 +37,7 @@ from .ops import access as A
 from .ops import atomic as T
 from .ops import contract as C
 from .ops import control as F
+from .ops import lookback as K
 from .ops import pointwise as P
 from .ops import program as G
 from .ops import reduce as R
@@ -135,6 +138,17 @@ def _op(w: _Walk, op: POp, trips: LaunchExpr) -> tuple[LaunchExpr, LaunchExpr]:
         return _bytes(w, op.access, (op.value,), trips, times=2), zero
     if isinstance(op, W.Ticket):
         return _bytes(w, op.access, op.results, trips, times=2), zero
+    if isinstance(op, G.OwnedInstances) and op.ticket is not None:  # the ticket: an atomic on one i32
+        return lmul(LConst(8), lmul(trips, w.programs)), zero
+    if isinstance(op, K.PublishSlot):  # each program: its values, then its flag (an atomic exchange)
+        size = sum(w.program.buffer(b).dtype.bits // 8 for b in op.slots)
+        return lmul(LConst(size + 8), lmul(trips, w.programs)), zero
+    if isinstance(op, K.FoldSlots):  # program t reads the flag and the values of the t slots before it
+        size = 4 + sum(w.program.buffer(b).dtype.bits // 8 for b in op.slots)
+        pairs = LBin("//", lmul(w.programs, LBin("-", w.programs, LConst(1))), LConst(2))
+        return lmul(LConst(size), lmul(trips, pairs)), zero
+    if isinstance(op, K.RetireTicket):  # each program's finished count; the last restores the flags and counters
+        return ladd(lmul(LConst(8), lmul(trips, w.programs)), lmul(LConst(4), ladd(w.programs, LConst(2)))), zero
     if isinstance(op, (P.Unary, P.Binary)):
         frag = op.result.type
         if frag.dtype.is_float and not frag.index:

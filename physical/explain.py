@@ -162,9 +162,11 @@ def _lookback_lines(p: Program, g: Group, f: _Formulas) -> list[str]:
         return []
     seg = next((s for s in p.segments if s.group == g.id), None)
     sync = p.buffer(ticket.ticket)  # type: ignore[arg-type]
-    lines = [f"  across programs: {f(seg.length) if seg else '?'} programs, one instance each, in the order of an "
-             f"acq_rel ticket on {sync.name}[{P.SYNC_TICKET}] (no launch order assumed; a program waits only for "
-             f"lower tickets)"]
+    chunk = next((op.inputs[0].type.tile[op.axis] for op in g.body.ops if isinstance(op, P.Scan) and op.inputs), None)
+    each = f", each one chunk of {chunk.extent} elements" if chunk is not None else ""
+    lines = [f"  across programs: {f(seg.length) if seg else '?'} programs{each}, one instance each, in the order "
+             f"of an acq_rel ticket on {sync.name}[{P.SYNC_TICKET}] (no launch order assumed; a program waits only "
+             f"for lower tickets)"]
     for op in g.body.ops:
         if isinstance(op, P.PublishSlot):
             names = ", ".join(p.buffer(b).name for b in op.slots)

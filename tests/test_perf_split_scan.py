@@ -204,7 +204,8 @@ def test_two_launches_in_a_row_see_a_reset_workspace() -> None:
 
 def test_explain_shows_the_cross_program_plan() -> None:
     text = cumsum.explain(torch.randn(200), torch.empty(200))
-    assert "across programs: (N + 15) // 16 programs, one instance each, in the order of an acq_rel ticket" in text
+    assert "across programs: (N + 15) // 16 programs, each one chunk of 16 elements, one instance each, in the " \
+           "order of an acq_rel ticket" in text
     assert "folds their slots from 0 up to its own ticket, in index order, 1024 slots a step" in text
     assert "restores the ticket, the counter and the flags to zero" in text
     assert "one program instance" not in text
@@ -356,3 +357,15 @@ def test_the_generated_module_check_admits_exactly_the_emitted_assembly() -> Non
     check_generated(module("ld.acquire.gpu.global.b32 $0, [$1];"), "k")
     with pytest.raises(UnsafeModule, match=r"the string constant 'st.global.b32 \[\$1\], \$0;'"):
         check_generated(module("st.global.b32 [$1], $0;"), "k")
+
+
+def test_the_operation_counts_include_the_look_back() -> None:
+    from physical.counts import operation_counts
+
+    program = lowered(cumsum, {"x": torch.randn(200), "out": torch.empty(200)})
+    counts = operation_counts(program)
+    p = -(-200 // CHUNK)  # 13 programs
+    data = 2 * 4 * p * CHUNK  # each program's chunk read and written (the last one masked: counted whole)
+    look_back = 8 * p + (4 + 8) * p + (4 + 4) * p * (p - 1) // 2 + 8 * p + 4 * (p + 2)
+    assert counts.bytes.evaluate({"N": 200}) == data + look_back  # type: ignore[union-attr]
+    assert counts.exact

@@ -261,3 +261,18 @@ def test_i4_values_sort_as_torch() -> None:
             "ix": torch.empty(3, 10, dtype=torch.int64)}
     got = three_ways(nibbles, args, ("down", "ix"), rtol=0, atol=0)
     assert_sorted_like_torch(got["down"], got["ix"], torch.from_numpy(vals), True)
+
+
+@intent.kernel(requires=[N <= 4096])
+def bounded(x: f32[M, N], out: Out[f32[M, N]]):
+    for i in parallel(M):
+        out[i, :] = intent.sort(x[i, :])
+
+
+def test_a_sort_of_an_unbounded_axis_has_a_performance_note() -> None:
+    plan = rows.explain(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(2, 3, dtype=torch.int64), torch.zeros(2, 3),
+                        torch.zeros(2, 3, dtype=torch.int64))
+    assert ("the sort along an axis of N elements holds the whole axis in one program's registers (a bitonic "
+            "network); beyond 16384 elements it spills to local memory and compiles slowly: state "
+            "requires=[N <= 16384] where that holds") in plan
+    assert "the sort along" not in bounded.explain(torch.zeros(2, 100), torch.zeros(2, 100))

@@ -276,3 +276,24 @@ def test_a_sort_of_an_unbounded_axis_has_a_performance_note() -> None:
             "network); beyond 16384 elements it spills to local memory and compiles slowly: state "
             "requires=[N <= 16384] where that holds") in plan
     assert "the sort along" not in bounded.explain(torch.zeros(2, 100), torch.zeros(2, 100))
+
+
+@intent.kernel(requires=[R >= 3, N >= 2])
+def whole_tops(x: f32[R, N], low: Out[f32[3, N]], low_ix: Out[i64[3, N]], high: Out[f32[R, 2]],
+               order: Out[i64[N]], wide: intent.u64[N]):
+    low[:, :], low_ix[:, :] = intent.topk(x, 3, axis=0, largest=False)
+    high[:, :] = intent.topk(x, 2)[0]
+    order[:] = intent.argsort(wide, descending=True)
+
+
+def test_top_level_topk_along_either_axis_and_unsigned_order() -> None:
+    """Outside `parallel`: the k smallest of each column (the columns are the instances), the 2 largest of each
+    row; u64 values order as unsigned numbers (2**63 and 2**64 - 1 are large, not negative)."""
+    x = special_rows(7, 5)
+    wide = torch.tensor([0, 2**63, 2**64 - 1, 5, 2**63], dtype=torch.uint64)
+    args = {"x": x, "low": torch.empty(3, 5), "low_ix": torch.empty(3, 5, dtype=torch.int64),
+            "high": torch.empty(7, 2), "order": torch.empty(5, dtype=torch.int64), "wide": wide}
+    got = three_ways(whole_tops, args, ("low", "low_ix", "high", "order"), rtol=0, atol=0)
+    assert_sorted_like_torch(got["low"], got["low_ix"], x, False, axis=0, k=3)
+    np.testing.assert_array_equal(got["high"], torch.topk(x, 2).values.numpy())
+    assert got["order"].tolist() == [2, 1, 4, 3, 0]

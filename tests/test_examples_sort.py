@@ -33,3 +33,19 @@ def test_sparsemax(m: int, n: int) -> None:
     torch.testing.assert_close(out, torch_sparsemax(x), rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(out.sum(-1), torch.ones(m), rtol=1e-5, atol=1e-5)  # on the simplex
     assert (out >= 0).all() and (n < 17 or (out == 0).any())                       # and sparse
+
+
+def test_top_k_sampling() -> None:
+    """examples/top_k_sampling.py against torch.topk, softmax and inverse-CDF sampling with the same draws."""
+    sample = intent.kernels_in_file(os.path.join(ROOT, "examples", "top_k_sampling.py"))["top_k_sample"]
+    gen = torch.Generator().manual_seed(11)
+    logits, u = torch.randn(6, 50, generator=gen) * 2, torch.rand(6, generator=gen)
+    u[0], u[1] = 0.0, 0.999999                                    # the most likely candidate; the last one
+    got = three_ways(sample, {"logits": logits, "u": u, "token": torch.empty(6, dtype=torch.int64),
+                              "prob": torch.empty(6)}, ("token", "prob"), rtol=1e-6, atol=1e-7)
+    vals, idx = torch.topk(logits, 8)
+    probs = torch.softmax(vals, -1)
+    pick = (probs.cumsum(-1) <= u[:, None]).sum(-1).clamp(max=7)
+    assert got["token"].tolist() == idx.gather(1, pick[:, None])[:, 0].tolist()
+    torch.testing.assert_close(torch.from_numpy(got["prob"]), probs.gather(1, pick[:, None])[:, 0])
+    assert got["token"][0] == logits[0].argmax()

@@ -297,3 +297,17 @@ def test_top_level_topk_along_either_axis_and_unsigned_order() -> None:
     assert_sorted_like_torch(got["low"], got["low_ix"], x, False, axis=0, k=3)
     np.testing.assert_array_equal(got["high"], torch.topk(x, 2).values.numpy())
     assert got["order"].tolist() == [2, 1, 4, 3, 0]
+
+
+def test_sort_and_topk_compile_to_ptx_for_sm90() -> None:
+    """The compiler (not the interpreter) accepts the network: no constexpr reassigned across unrolled steps."""
+    args = {"x": torch.zeros(4, 40), "v": torch.zeros(4, 8), "ix": torch.zeros(4, 8, dtype=torch.int64)}
+    assert ".target sm_90" in top8.ptx(**args, arch=90)
+
+
+@intent.kernel(requires=[N >= 8])
+def top8(x: f32[M, N], v: Out[f32[M, 8]], ix: Out[i64[M, 8]]):
+    for i in parallel(M):
+        a, b = intent.topk(x[i, :], 8)
+        v[i, :] = a
+        ix[i, :] = b

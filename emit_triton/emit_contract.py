@@ -45,9 +45,10 @@ def emit_matmul(em: Emitter, op: P.MatMul) -> None:
     elif op.lhs.type.dtype == DType.f32:
         precision = f", input_precision=\"{'tf32' if op.precision is Precision.tf32 else 'ieee'}\""
     elif op.lhs.type.dtype.is_fp8:
-        # fp8 values are held in f32 registers. On a GPU they go to fp8 tensor cores (the conversion back is
-        # exact) with every product accumulated in f32 (max_num_imprecise_acc=0: sm_90's default would keep a
-        # narrower accumulator for up to 2**30 products); the interpreter multiplies the f32 values (exact).
+        # fp8 values are held in f32 registers. On a GPU they reach tl.dot in their fp8 formats (the conversion
+        # back is exact) with every product accumulated in f32 (max_num_imprecise_acc=0: sm_90's default would
+        # keep a narrower accumulator for up to 2**30 products); Triton 3.9 then runs mma.sync on the operands
+        # widened to f16 (exact), not fp8 wgmma. The interpreter multiplies the f32 values (exact).
         # The two formats may differ (f8e4m3 x f8e5m2): sm_90's fp8 tensor cores take each operand in its own.
         fa, fb = (_FP8_TL[x.type.dtype] for x in (op.lhs, op.rhs))
         result = em.define(op.result, "acc")

@@ -311,3 +311,15 @@ def top8(x: f32[M, N], v: Out[f32[M, 8]], ix: Out[i64[M, 8]]):
         a, b = intent.topk(x[i, :], 8)
         v[i, :] = a
         ix[i, :] = b
+
+
+def test_unpacking_sort_values_suggests_return_indices(tmp_path) -> None:
+    diagnostic(tmp_path, """
+        @intent.kernel
+        def k(x: f32[M, N], out: Out[f32[M, N]], ix: Out[i64[M, N]]):
+            for i in parallel(M):
+                v, j = intent.sort(x[i, :])
+                out[i, :] = v
+                ix[i, :] = j
+        """, "v, j", "cannot unpack a tensor value (index it instead) into 2 names; intent.sort gives the values only: "
+                     "write `values, indices = intent.sort(x, return_indices=True)`")

@@ -103,7 +103,12 @@ def bind_target(lw: Lowerer, target: ast.AST, fv: FValue, node: ast.AST, value_n
                 raise lw.error(e, "starred unpacking (*rest) is not supported in kernel bodies; unpack each value")
         if not isinstance(fv, TupleV):
             what = "a tensor value (index it instead)" if isinstance(fv, TVal | RefV) else describe(fv)
-            raise lw.error(target, f"cannot unpack {what} into {len(target.elts)} names")
+            hint = ""
+            if isinstance(value_node, ast.Call) and getattr(value_node.func, "attr", None) == "sort":
+                # torch.sort gives (values, indices); intent.sort gives the values unless asked
+                hint = "; intent.sort gives the values only: write `values, indices = intent.sort(x, " \
+                       "return_indices=True)`"
+            raise lw.error(target, f"cannot unpack {what} into {len(target.elts)} names{hint}")
         if len(fv.items) != len(target.elts):
             raise lw.error(target, f"cannot unpack a tuple of {len(fv.items)} into {len(target.elts)} names")
         for e, item in zip(target.elts, fv.items):

@@ -126,6 +126,8 @@ def _group_lines(p: Program, g: Group, consts: dict, f: _Formulas) -> list[str]:
                      f"{', '.join(loads) or 'nothing'} "
                      f"once, before its loop")
     lines += _lookback_lines(p, g, f)
+    if g.looped is None:
+        lines += _split_segments(p, g)
     if g.looped is not None:
         lp = g.looped
         passes = f"{lp.loops} pass{'es' if lp.loops > 1 else ''}"
@@ -153,6 +155,25 @@ def _cross_program(p: Program, g: Group, body: PRegion) -> list[str]:
             f"one that draws the last combines the {split.splits} slots in slot order (the same order every run: "
             f"bitwise reproducible, no float atomics), stores the result and resets the counter (self-resetting: "
             f"nothing is filled before a launch)"]
+
+
+def _split_segments(p: Program, g: Group) -> list[str]:
+    """The cooperation of the programs that share a block of region folds (passes/split_segments.py)."""
+    split = next((op for op in g.body.ops if isinstance(op, P.SplitIndex)), None)
+    if split is None:
+        return []
+    slots = sorted({p.buffer(op.access.buffer).name for op in g.body.walk() if isinstance(op, P.Store)
+                    and p.buffer(op.access.buffer).scope is BufferScope.INVOCATION_WORKSPACE
+                    and op.access.copy is not None})
+    counters = sorted({p.buffer(t.access.buffer).name for t in g.body.walk() if isinstance(t, P.Ticket)})
+    return [f"  split across programs: {split.splits} programs share each block of instances (1 where there are "
+            f"instances enough to fill the device); program s folds the s-th piece of every subregion (whole "
+            f"chunks, cdiv(end - begin, {split.splits} * chunk) chunks each) and writes its partials into its own "
+            f"slot of {', '.join(slots)} (one slot per program, invocation workspace)",
+            f"  combine: each program draws a ticket from {', '.join(counters)} (acq_rel atomic, device scope); the "
+            f"one that draws the last folds the {split.splits} slots in slot order with each fold's combine (the "
+            f"same order every run: bitwise reproducible, no float atomics), stores the results and resets the "
+            f"counter (self-resetting: nothing is filled before a launch)"]
 
 
 def _lookback_lines(p: Program, g: Group, f: _Formulas) -> list[str]:
@@ -303,6 +324,8 @@ def _form(g: Group, env: Mapping[str, int]) -> str:
             forms.append(split)
     if g.persistent is not None and env.get(g.persistent.flag) == 1:
         forms.append(f"persistent ({g.persistent.flag} = 1: programs walk the blocks of instances)")
+    if g.looped is None and split:
+        forms.append(f"one block of {g.block} = {env.get(g.block, '?')} instances per {split}")
     if not forms:
         other = [x for x, on in (("looped", g.looped), ("persistent", g.persistent)) if on is not None]
         off = f" ({' and '.join(other)} form{'s' * (len(other) > 1)} off at these shapes)" if other else ""
@@ -311,8 +334,14 @@ def _form(g: Group, env: Mapping[str, int]) -> str:
 
 
 def _split_at(g: Group, env: Mapping[str, int]) -> str:
-    """How many programs share each row at these shapes (split-reductions), when more than one."""
-    if g.looped is None or env.get(g.looped.flag) != 1:
+    """How many programs share each row (split-reductions) or block of subregions (split-segments) at these
+    shapes, when more than one."""
+    if g.looped is None:
+        split = next((op for op in g.body.ops if isinstance(op, P.SplitIndex)), None)
+        n = env.get(split.splits) if split is not None else None
+        return f"split: {split.splits} = {n} programs per block of subregions, combined in slot order" \
+            if split is not None and n and n > 1 else ""
+    if env.get(g.looped.flag) != 1:
         return ""
     split = next((op for op in g.looped.body.ops if isinstance(op, P.SplitIndex)), None)
     n = env.get(split.splits) if split is not None else None

@@ -158,6 +158,9 @@ def test_the_plan_verifies_after_every_pass_and_explain_shows_it() -> None:
     with simulated_multiprocessors(132):
         plan = folds.explain(*args.values())
     assert "reduce sum over SPLITS_0" in plan and "ticket arrivals" in plan and "SPLITS_0 copies" in plan
+    assert "split across programs: SPLITS_0 programs share each block of instances" in plan
+    assert "folds the SPLITS_0 slots in slot order with each fold's combine" in plan
+    assert "programs per block of subregions, combined in slot order" in plan  # at these shapes: split
     count = program.constexpr("SPLITS_0")
     assert count.evaluate({"S": 16, "E": 1 << 21, DEVICE_SMS: 132, "BLOCK_I0": 1}) > 1
     assert count.evaluate({"S": 16, "E": 1 << 21, DEVICE_SMS: 0, "BLOCK_I0": 16}) == 1  # the interpreter

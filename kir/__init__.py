@@ -1,20 +1,6 @@
 """KIR: the frozen kernel IR, its types, typing rules, verifier and text format."""
 
-from . import (  # noqa: F401  (importing registers every op class)
-    access,
-    atomic,
-    buffers,
-    contract,
-    control,
-    histogram,
-    layout,
-    pointwise,
-    reduce,
-    region,
-    rng,
-    scan,
-    text,
-)
+from . import text  # noqa: F401  (the text format)
 from .access import Gather, Load, Scatter, Store
 from .atomic import Atomic, AtomicCAS, AtomicKind, MemOrder
 from .buffers import Alloc, InitMode
@@ -35,6 +21,7 @@ from .core import (
     TensorType,
     TypeContext,
     Value,
+    load_families,
     scalar,
 )
 from .dims import DBin, DConst, Dim, DSym, PAnd, PCmp, PNot, POr, Pred, as_dim, dim_bin
@@ -63,5 +50,7 @@ from .scan import Scan, ScanKind
 from .solver import ShapeSolver
 from .sort import Sort
 from .verify import verify
+
+load_families(__name__)  # every family's op classes, whether or not a name above comes from it
 
 __all__ = [name for name in dir() if not name.startswith("_")]

@@ -15,6 +15,7 @@ the verifier checks that the op's results have exactly those types.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -149,6 +150,18 @@ def index_values(index: Index) -> Iterator[Value]:
 
 
 # ---------------------------------------------------------------------------------------------- ops
+
+# The op families: `kir/<family>.py` defines a family's op classes, and every backend (the NumPy oracle, the
+# StableHLO exit, the physical lowering) has a module of the same name that registers its rules for them.
+OP_FAMILIES = ("access", "atomic", "buffers", "contract", "control", "histogram", "layout", "pointwise", "reduce",
+               "region", "rng", "scan", "sort")
+
+
+def load_families(package: str) -> None:
+    """Import `<package>.<family>` for every op family: importing a backend's module registers its rules."""
+    for family in OP_FAMILIES:
+        importlib.import_module(f"{package}.{family}")
+
 
 OP_CLASSES: dict[str, type[Op]] = {}
 

@@ -14,26 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from kir.core import Kernel, ParamKind, RefType
+from kir.core import Kernel, ParamKind, RefType, load_families
 
-from . import (  # noqa: F401  (importing registers each op family's evaluation)
-    access,
-    atomic,
-    buffers,
-    contract,
-    control,
-    histogram,
-    layout,
-    pointwise,
-    reduce,
-    region,
-    rng,
-    scan,
-    sort,
-)
 from .args import Binding
 from .interp import EVAL, Frame, Run, eval_region
 from .memory import Memory, MemView, Writes
+
+load_families(__name__)  # importing each family's module registers its evaluation
 
 __all__ = ["run", "EVAL", "Writes"]
 

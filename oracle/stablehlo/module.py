@@ -14,25 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kir.core import Kernel, Param, RefType, Role
+from kir.core import Kernel, Param, RefType, Role, load_families
 from kir.dtypes import DType
 from kir.errors import IntentError
 
-from . import (  # noqa: F401  (importing registers every family's emitters)
-    access,
-    atomic,
-    buffers,
-    contract,
-    control,
-    histogram,
-    layout,
-    pointwise,
-    reduce,
-    region,
-    rng,
-    scan,
-    sort,
-)
 from .bind import bind_symbols, check_args
 from .checks import ERROR_REF, Site, checks_enabled
 from .checks import setup as setup_checks
@@ -41,6 +26,8 @@ from .registry import run_region
 from .ssa import SSA
 from .values import Val
 from .version import TARGET_ATTRIBUTE, TARGET_VERSION
+
+load_families(__package__)  # importing each family's module registers its emitters
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
 

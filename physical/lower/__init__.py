@@ -40,20 +40,6 @@ def lower_ops(lw: Lowerer, ops: tuple[K.Op, ...]) -> None:
             lw.current_op = saved
 
 
-from . import (  # noqa: E402,F401  (each module registers its rules)
-    access,
-    atomic,
-    buffers,
-    contract,
-    control,
-    histogram,
-    layout,
-    pointwise,
-    reduce,
-    region,
-    rng,
-    scan,
-    sort,
-)
+K.load_families(__name__)  # each family's module registers its rules
 
 __all__ = ["LOWER", "REFUSALS", "Lowerer", "ProgramState", "lower_ops", "rule"]

@@ -17,7 +17,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from intent.runtime.checks import byte_range, check_scalar, check_tensor, common_device, self_overlap, type_name
+from intent.runtime.checks import (
+    byte_range,
+    check_scalar,
+    check_tensor,
+    common_device,
+    contiguous_strides,
+    self_overlap,
+    type_name,
+)
 from kir.core import Kernel, Param, RefType, Role, TensorType, shape_str
 from kir.dims import DConst, Dim, DSym, solve_for
 from kir.dtypes import DType, bf16_rounded_bits, fp8_ml_dtype, fp8_rounded
@@ -111,7 +119,7 @@ def bind_arguments(kernel: Kernel, args: Mapping[str, Any]) -> BoundArgs:
                 raise LaunchError(f"out parameter {p.name} was omitted and its shape {shape_str(_ref(p).shape)} "
                                   f"evaluates to {shape}, which has a negative extent")
             stored = storage_shape(p.name, _ref(p).dtype, shape)  # type: ignore[arg-type]
-            bound.tensors[p.name] = TensorArg(p.name, p.role, _ref(p).dtype, shape, _contiguous(stored), None)
+            bound.tensors[p.name] = TensorArg(p.name, p.role, _ref(p).dtype, shape, contiguous_strides(stored), None)
     _check_overlap(kernel, tensors)
     return bound
 
@@ -143,14 +151,6 @@ def logical_shape(ref: RefType, t: torch.Tensor) -> tuple[int, ...]:
 def _ref(p: Param) -> RefType:
     assert isinstance(p.type, RefType)
     return p.type
-
-
-def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
-    strides, acc = [], 1
-    for e in reversed(shape):
-        strides.append(acc)
-        acc *= max(e, 1)
-    return tuple(reversed(strides))
 
 
 # ---------------------------------------------------------------------------------------------- per parameter

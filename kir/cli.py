@@ -207,14 +207,7 @@ def _specialised(obj: Any, dtypes: dict[str, DType]) -> Kernel:
     if not dtypes:
         return _kir_of(obj)
     generic = _kir_of(obj)
-    variables = {v.name: v for v in generic.dtype_vars}
-    for name, dt in dtypes.items():  # what the command line names: a usage error when it does not fit
-        if name not in variables:
-            have = ", ".join(variables) or "none"
-            raise UsageError(f"kernel {generic.name} has no dtype variable {name} (its dtype variables: {have})")
-        if dt not in variables[name].choices:
-            choices = ", ".join(str(c) for c in variables[name].choices)
-            raise UsageError(f"dtype variable {name} of kernel {generic.name} is one of {choices}, not {dt}")
+    check_assignment(generic, dtypes, UsageError)  # what the command line names: a usage error when it does not fit
     if not isinstance(obj, Kernel):
         for method in ("specialize_with", "specialize_dtypes"):
             if hasattr(obj, method):
@@ -222,16 +215,23 @@ def _specialised(obj: Any, dtypes: dict[str, DType]) -> Kernel:
     return specialize_dtypes(_kir_of(obj), dtypes)
 
 
-def specialize_dtypes(kernel: Kernel, assignment: dict[str, DType]) -> Kernel:
-    """Replace dtype variables by concrete dtypes everywhere in `kernel` (value ids are kept)."""
+def check_assignment(kernel: Kernel, assignment: dict[str, DType], error: type[Exception]) -> dict[str, DTypeVar]:
+    """`kernel`'s dtype variables by name, once each name in `assignment` is one of them and its dtype one of the
+    variable's choices (else `error` says which is not)."""
     variables = {v.name: v for v in kernel.dtype_vars}
     for name, dt in assignment.items():
         if name not in variables:
             have = ", ".join(variables) or "none"
-            raise LaunchError(f"kernel {kernel.name} has no dtype variable {name} (its dtype variables: {have})")
+            raise error(f"kernel {kernel.name} has no dtype variable {name} (its dtype variables: {have})")
         if dt not in variables[name].choices:
             choices = ", ".join(str(c) for c in variables[name].choices)
-            raise LaunchError(f"dtype variable {name} of kernel {kernel.name} is one of {choices}, not {dt}")
+            raise error(f"dtype variable {name} of kernel {kernel.name} is one of {choices}, not {dt}")
+    return variables
+
+
+def specialize_dtypes(kernel: Kernel, assignment: dict[str, DType]) -> Kernel:
+    """Replace dtype variables by concrete dtypes everywhere in `kernel` (value ids are kept)."""
+    variables = check_assignment(kernel, assignment, LaunchError)
     subst = {variables[n]: dt for n, dt in assignment.items()}
     values: dict[int, Value] = {}
 

@@ -35,6 +35,7 @@ from .checks import (
     check_scalar,
     check_tensor,
     common_device,
+    contiguous_strides,
     device_check_failure,
     solve_affine,
 )
@@ -369,7 +370,7 @@ class Entry:
             values = dict(env)
             workspaces: dict[str, int] = {}
             extents = [TensorExtent(n, tuple(t.shape), tuple(t.stride())) for n, t in tensors.items()]
-            extents += [TensorExtent(n, s, _contiguous(s)) for n, s in out_shapes.items()]
+            extents += [TensorExtent(n, s, contiguous_strides(s)) for n, s in out_shapes.items()]
             for a in abi["args"]:
                 if a["kind"] == "symbol":
                     what = f"ABI argument {a['name']}"
@@ -729,11 +730,3 @@ def _scalar_argument(dtype: str, value: Any) -> Any:
 
         return struct.unpack("<q", struct.pack("<d", float(value)))[0]
     return value
-
-
-def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
-    strides, acc = [], 1
-    for e in reversed(shape):
-        strides.append(acc)
-        acc *= max(e, 1)
-    return tuple(reversed(strides))

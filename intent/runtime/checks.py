@@ -123,6 +123,15 @@ def solve_affine(at: Callable[[int], int], extent: int) -> int | None:
         return None
 
 
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The element strides of a freshly allocated (row-major, contiguous) tensor of `shape`."""
+    strides, acc = [], 1
+    for e in reversed(shape):
+        strides.append(acc)
+        acc *= max(e, 1)
+    return tuple(reversed(strides))
+
+
 def byte_range(t: Any) -> tuple[int, int] | None:
     """The bytes a tensor reaches from its data pointer, as [start, end); None when it is empty."""
     if t.numel() == 0:

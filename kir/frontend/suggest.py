@@ -157,9 +157,9 @@ def _intent_spellings() -> dict[str, object]:
     return {name: spellings.get(name, handler) for name, handler in CALLS.items()}
 
 
-def equivalent(name: str) -> str | None:
-    """The clause for a name written as a function (`intent.NAME`, `torch.NAME`, a bare `NAME`), or None."""
-    hit = EQUIVALENTS.get(name)
+def _clause(name: str, table: dict[str, str]) -> str | None:
+    """The clause `table` gives for `name`, else the call of the intent operation of that name, or None."""
+    hit = table.get(name)
     if hit is not None:
         return hit
     spellings = _intent_spellings()
@@ -168,15 +168,15 @@ def equivalent(name: str) -> str | None:
     return None
 
 
+def equivalent(name: str) -> str | None:
+    """The clause for a name written as a function (`intent.NAME`, `torch.NAME`, a bare `NAME`), or None."""
+    return _clause(name, EQUIVALENTS)
+
+
 def method_equivalent(name: str) -> str | None:
     """The clause for `x.NAME(...)` on a tensor value, or None."""
-    hit = METHODS.get(name)
-    if hit is not None:
-        return hit
-    spellings = _intent_spellings()
-    if name in spellings:
-        return f"write `{_spelling_call(name, spellings)}`"
-    return EQUIVALENTS.get(name)
+    hit = _clause(name, METHODS)
+    return hit if hit is not None else EQUIVALENTS.get(name)
 
 
 def dtype_name_equivalent(name: str | None) -> str | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
-from kir.core import RefType, Region
+from kir.core import RefType, Region, Value
 from kir.dtypes import DType
 from kir.reduce import EMPTY_ARG_INDEX, ReduceKind, combine_fn
 from kir.reduce import identity as reduce_identity
@@ -70,6 +70,13 @@ def captured_depth(ctx: Ctx, region: Region | None) -> int:
     if region is None:
         return 0
     return max([ctx.get(v).depth for v in captured(region) if not isinstance(v.type, RefType)], default=0)
+
+
+def combine_inputs(ctx: Ctx, inputs: tuple[Value, ...], combine: Region | None) -> list[Val]:
+    """The inputs of a reduction or scan at one batch depth, at least that of what its `combine` region reads."""
+    xs = ctx.lift_all(*(ctx.get(v) for v in inputs))
+    need = captured_depth(ctx, combine)
+    return [ctx.lift(x, max(x.depth, need)) for x in xs]
 
 
 def region_combiner(ctx: Ctx, region: Region, swap: bool = False) -> Combiner:

@@ -14,7 +14,7 @@ from kir.core import Op
 from kir.dtypes import DType
 from kir.reduce import Reduce, ReduceKind
 
-from .combine import builtin_op, captured_depth, identity, region_combiner, tree_fold
+from .combine import builtin_op, combine_inputs, identity, region_combiner, tree_fold
 from .context import Ctx
 from .pointwise import concrete
 from .registry import emits
@@ -87,9 +87,7 @@ def reduce_custom(ctx: Ctx, op: Reduce, xs: list[Val], axes: list[int]) -> list[
 @emits(Reduce)
 def _reduce(ctx: Ctx, op: Op) -> None:
     assert isinstance(op, Reduce)
-    xs = ctx.lift_all(*(ctx.get(v) for v in op.inputs))
-    need = captured_depth(ctx, op.combine)
-    xs = [ctx.lift(x, max(x.depth, need)) for x in xs]
+    xs = combine_inputs(ctx, op.inputs, op.combine)
     d = xs[0].depth
     axes = [d + a for a in op.axes]
     if op.kind is ReduceKind.custom:

@@ -18,7 +18,7 @@ from kir.dtypes import DType
 from kir.reduce import default_acc
 from kir.scan import Scan, ScanKind
 
-from .combine import Combiner, builtin_combiner, captured_depth, identity, region_combiner
+from .combine import Combiner, builtin_combiner, combine_inputs, identity, region_combiner
 from .context import Ctx
 from .pointwise import concrete
 from .registry import emits
@@ -82,9 +82,7 @@ def scan(ctx: Ctx, xs: list[Val], axis: int, combine: Combiner, starts: Sequence
 @emits(Scan)
 def _scan(ctx: Ctx, op: Op) -> None:
     assert isinstance(op, Scan)
-    xs = ctx.lift_all(*(ctx.get(v) for v in op.inputs))
-    need = captured_depth(ctx, op.combine)
-    xs = [ctx.lift(x, max(x.depth, need)) for x in xs]
+    xs = combine_inputs(ctx, op.inputs, op.combine)
     axis = xs[0].depth + op.axis
     if op.kind is ScanKind.custom:
         assert op.combine is not None and op.identity is not None

@@ -9,7 +9,7 @@ expressions (offsets against sums of lengths, lengths against domains) without a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from functools import cached_property
@@ -119,9 +119,8 @@ class ProgramIndex:
     def group_ops(self, gid: int) -> list[Placed]:
         return [p for p in self.placed if p.group == gid]
 
-    def conjuncts(self, mask: PValue | None) -> list[PValue]:
-        """The leaves of the `and` tree that defines `mask` (the mask itself when it is no `and`)."""
-        out: list[PValue] = []
+    def _and_tree(self, mask: PValue | None) -> Iterator[tuple[PValue, bool]]:
+        """Each node of the `and` tree that defines `mask` once, leaves left to right, and whether it is a leaf."""
         seen: set[int] = set()
         work = [mask] if mask is not None else []
         while work:
@@ -130,27 +129,18 @@ class ProgramIndex:
                 continue
             seen.add(v.id)
             op = self.producer(v)
-            if isinstance(op, P.Binary) and op.fn.value == "and" and op.results[0].type.dtype.is_pred:
+            inner = isinstance(op, P.Binary) and op.fn.value == "and" and op.results[0].type.dtype.is_pred
+            if inner:
                 work += [op.rhs, op.lhs]
-            else:
-                out.append(v)
-        return out
+            yield v, not inner
+
+    def conjuncts(self, mask: PValue | None) -> list[PValue]:
+        """The leaves of the `and` tree that defines `mask` (the mask itself when it is no `and`)."""
+        return [v for v, leaf in self._and_tree(mask) if leaf]
 
     def is_conjunct(self, mask: PValue | None, part: PValue) -> bool:
         """Whether `part` is `mask` or a node of the `and` tree defining it (so mask implies part)."""
-        work = [mask] if mask is not None else []
-        seen: set[int] = set()
-        while work:
-            v = work.pop()
-            if v.id == part.id:
-                return True
-            if v.id in seen:
-                continue
-            seen.add(v.id)
-            op = self.producer(v)
-            if isinstance(op, P.Binary) and op.fn.value == "and" and op.results[0].type.dtype.is_pred:
-                work += [op.lhs, op.rhs]
-        return False
+        return any(v.id == part.id for v, _ in self._and_tree(mask))
 
     # ------------------------------------------------------------------ launch expressions on samples
     @cached_property

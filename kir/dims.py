@@ -7,8 +7,9 @@ wraps them to give `N == 4` its predicate meaning.
 from __future__ import annotations
 
 import operator
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 from intent.runtime.checks import solve_affine
 
@@ -209,37 +210,34 @@ class PCmp(Pred):
 
 
 @dataclass(frozen=True, repr=False)
-class PAnd(Pred):
+class _Junction(Pred):
+    """A predicate over several others: `PAnd` holds when all of them hold, `POr` when any does."""
+
     items: tuple[Pred, ...]
+
+    holds: ClassVar[Callable[[Iterable[bool]], bool]]
 
     def symbols(self) -> frozenset[str]:
         return frozenset().union(*(p.symbols() for p in self.items))
 
     def evaluate(self, env: Mapping[str, int]) -> bool:
-        return all(p.evaluate(env) for p in self.items)
+        return self.holds(p.evaluate(env) for p in self.items)
 
     def substitute(self, env: Mapping[str, Dim]) -> Pred:
-        return PAnd(tuple(p.substitute(env) for p in self.items))
+        return type(self)(tuple(p.substitute(env) for p in self.items))
 
     def __repr__(self) -> str:
-        return f"PAnd({self.items!r})"
+        return f"{type(self).__name__}({self.items!r})"
 
 
 @dataclass(frozen=True, repr=False)
-class POr(Pred):
-    items: tuple[Pred, ...]
+class PAnd(_Junction):
+    holds = staticmethod(all)
 
-    def symbols(self) -> frozenset[str]:
-        return frozenset().union(*(p.symbols() for p in self.items))
 
-    def evaluate(self, env: Mapping[str, int]) -> bool:
-        return any(p.evaluate(env) for p in self.items)
-
-    def substitute(self, env: Mapping[str, Dim]) -> Pred:
-        return POr(tuple(p.substitute(env) for p in self.items))
-
-    def __repr__(self) -> str:
-        return f"POr({self.items!r})"
+@dataclass(frozen=True, repr=False)
+class POr(_Junction):
+    holds = staticmethod(any)
 
 
 @dataclass(frozen=True, repr=False)

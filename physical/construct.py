@@ -394,11 +394,8 @@ def _serial_parallel(lw: Lowerer, par: KCt.Parallel, independent: bool, block: s
         # instance k + 1 may read what instance k wrote (buf[r] = buf[r + 1]); the scalar write and read need not
         # be the same thread's, so the read waits behind a barrier, as in an ordered `for`
         note_loop_writes(lw, par.body)
-    lw.loop_depth += 1
-    try:
+    with lw.loop_body():
         lower_ops(lw, par.body.ops)
-    finally:
-        lw.loop_depth -= 1
     body = lw.finish(())
     lw.lane_valid, lw.instance_flat, lw.instance_count = saved
     lw.emit(P.For, (), start=zero, stop=total, step=step, inits=(), body=body)

@@ -7,6 +7,7 @@ physical program (segment lengths and offsets, constexpr blocks) and in the emit
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -21,11 +22,19 @@ class LaunchExpr:
         raise NotImplementedError
 
     def names(self) -> frozenset[str]:
-        """The symbol and ABI-scalar names the expression reads."""
-        raise NotImplementedError
+        """The symbol and ABI-scalar names the expression reads (a leaf says; other nodes: their children's)."""
+        return frozenset().union(*(c.names() for c in self.children()))
 
     def children(self) -> tuple[LaunchExpr, ...]:
-        return ()
+        """The launch expressions among the node's fields, in field order (a tuple field gives each of its items)."""
+        out: list[LaunchExpr] = []
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]  (every node is a dataclass)
+            v = getattr(self, f.name)
+            if isinstance(v, LaunchExpr):
+                out.append(v)
+            elif isinstance(v, tuple):
+                out.extend(x for x in v if isinstance(x, LaunchExpr))
+        return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -97,12 +106,6 @@ class LBin(LaunchExpr):
             raise ZeroDivisionError(f"{self} divides by zero")
         return _BIN[self.op](a, b)
 
-    def names(self) -> frozenset[str]:
-        return self.lhs.names() | self.rhs.names()
-
-    def children(self) -> tuple[LaunchExpr, ...]:
-        return (self.lhs, self.rhs)
-
     def __str__(self) -> str:
         if self.op == "cdiv":
             return f"cdiv({self.lhs}, {self.rhs})"
@@ -118,12 +121,6 @@ class LMinMax(LaunchExpr):
         vals = [x.evaluate(env) for x in self.items]
         return min(vals) if self.op == "min" else max(vals)
 
-    def names(self) -> frozenset[str]:
-        return frozenset().union(*(x.names() for x in self.items))
-
-    def children(self) -> tuple[LaunchExpr, ...]:
-        return self.items
-
     def __str__(self) -> str:
         return f"{self.op}({', '.join(str(x) for x in self.items)})"
 
@@ -134,12 +131,6 @@ class LSum(LaunchExpr):
 
     def evaluate(self, env: Mapping[str, int]) -> int:
         return sum(x.evaluate(env) for x in self.items)
-
-    def names(self) -> frozenset[str]:
-        return frozenset().union(*(x.names() for x in self.items))
-
-    def children(self) -> tuple[LaunchExpr, ...]:
-        return self.items
 
     def __str__(self) -> str:
         return "0" if not self.items else " + ".join(str(x) for x in self.items)
@@ -157,12 +148,6 @@ class LNextPow2(LaunchExpr):
 
     def evaluate(self, env: Mapping[str, int]) -> int:
         return next_pow2_int(self.x.evaluate(env))
-
-    def names(self) -> frozenset[str]:
-        return self.x.names()
-
-    def children(self) -> tuple[LaunchExpr, ...]:
-        return (self.x,)
 
     def __str__(self) -> str:
         return f"next_pow2({self.x})"
@@ -189,12 +174,6 @@ class LTileBlock(LaunchExpr):
                               f"in one tile (a looped form is not available for it yet)")
         return b
 
-    def names(self) -> frozenset[str]:
-        return self.extent.names()
-
-    def children(self) -> tuple[LaunchExpr, ...]:
-        return (self.extent,)
-
     def __str__(self) -> str:
         return f"next_pow2({self.extent})"
 
@@ -208,12 +187,6 @@ class LWarps(LaunchExpr):
     def evaluate(self, env: Mapping[str, int]) -> int:
         n = self.elements.evaluate(env)
         return 16 if n >= 16384 else 8 if n >= 4096 else 4
-
-    def names(self) -> frozenset[str]:
-        return self.elements.names()
-
-    def children(self) -> tuple[LaunchExpr, ...]:
-        return (self.elements,)
 
     def __str__(self) -> str:
         return f"warps_for({self.elements})"
@@ -255,9 +228,6 @@ class LResidentPrograms(LaunchExpr):
 
     def names(self) -> frozenset[str]:
         return frozenset([DEVICE_SMS]) | self.warps.names()
-
-    def children(self) -> tuple[LaunchExpr, ...]:
-        return (self.warps,)
 
     def __str__(self) -> str:
         return f"resident_programs({self.warps})"

@@ -9,7 +9,8 @@ from __future__ import annotations
 import ast
 import builtins
 import difflib
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +37,16 @@ from .values import (
     describe,
     from_python,
 )
+
+
+@functools.cache
+def _family_rules() -> dict[type[ast.AST], Callable[[Lowerer, Any], FValue]]:
+    """The expressions an op family's module lowers, by syntax node (imported late: those modules import this one)."""
+    from . import access, calls, pointwise
+
+    return {ast.Subscript: access.subscript, ast.BinOp: pointwise.binop, ast.UnaryOp: pointwise.unaryop,
+            ast.Compare: pointwise.compare, ast.BoolOp: pointwise.boolop, ast.IfExp: pointwise.ifexp,
+            ast.Call: calls.lower_call}
 
 
 @dataclass
@@ -250,7 +261,6 @@ class Lowerer:
             self.current = saved
 
     def _expr(self, node: ast.AST) -> FValue:
-        from . import access, calls, pointwise
         from .values import NoneLit, Num
 
         if isinstance(node, ast.Constant):
@@ -270,20 +280,9 @@ class Lowerer:
             return self.lookup(node)
         if isinstance(node, ast.Attribute):
             return self.attribute(node)
-        if isinstance(node, ast.Subscript):
-            return access.subscript(self, node)
-        if isinstance(node, ast.BinOp):
-            return pointwise.binop(self, node)
-        if isinstance(node, ast.UnaryOp):
-            return pointwise.unaryop(self, node)
-        if isinstance(node, ast.Compare):
-            return pointwise.compare(self, node)
-        if isinstance(node, ast.BoolOp):
-            return pointwise.boolop(self, node)
-        if isinstance(node, ast.IfExp):
-            return pointwise.ifexp(self, node)
-        if isinstance(node, ast.Call):
-            return calls.lower_call(self, node)
+        family_rule = _family_rules().get(type(node))
+        if family_rule is not None:
+            return family_rule(self, node)
         if isinstance(node, ast.Tuple | ast.List):
             for e in node.elts:
                 if isinstance(e, ast.Starred):

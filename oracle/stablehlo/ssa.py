@@ -131,17 +131,17 @@ class SSA:
         return r
 
     def convert(self, x: Val, dtype: DType, hint: str | None = None) -> Val:
-        if x.dtype == dtype:
-            return x
-        r = self._result(dtype, x.shape, x.depth, hint)
-        self.emit(f"{r.name} = stablehlo.convert {self.use(x)} : ({x.type}) -> {r.type}")
-        return r
+        return self._retyped("convert", x, dtype, hint)
 
     def bitcast(self, x: Val, dtype: DType, hint: str | None = None) -> Val:
+        return self._retyped("bitcast_convert", x, dtype, hint)
+
+    def _retyped(self, op: str, x: Val, dtype: DType, hint: str | None) -> Val:
+        """`x` through `stablehlo.<op>` to `dtype` (no op when it has that dtype already)."""
         if x.dtype == dtype:
             return x
         r = self._result(dtype, x.shape, x.depth, hint)
-        self.emit(f"{r.name} = stablehlo.bitcast_convert {self.use(x)} : ({x.type}) -> {r.type}")
+        self.emit(f"{r.name} = stablehlo.{op} {self.use(x)} : ({x.type}) -> {r.type}")
         return r
 
     # ------------------------------------------------------------------------------------- layout

@@ -178,6 +178,15 @@ class Lowerer(Builder):
         finally:
             self.lane_valid, self.active, self.members = saved
 
+    @contextmanager
+    def loop_body(self) -> Iterator[None]:
+        """Lower the body of a loop (`loop_depth` counts the loops around what is being lowered)."""
+        self.loop_depth += 1
+        try:
+            yield
+        finally:
+            self.loop_depth -= 1
+
     def add_barrier(self) -> None:
         self.emit(P.Barrier, ())
         self.written.clear()

@@ -79,7 +79,6 @@ def lower_for(lw: Lowerer, op: KC.For) -> None:
         lw.bind(ka, pa)
     note_loop_writes(lw, op.body)
     saved_active = lw.active
-    lw.loop_depth += 1
     active = None
     if per_lane:
         zero = lw.const(0, step.type.dtype)
@@ -90,12 +89,12 @@ def lower_for(lw: Lowerer, op: KC.For) -> None:
                         on_false=above)
         lw.active = lw.and_(saved_active, active)
     try:
-        lower_ops(lw, op.body.ops)
-        ys = merge_active(lw, active, tuple(lw.get(v) for v in op.body.yielded), args[1:], types)
-        body = lw.finish(ys)
+        with lw.loop_body():
+            lower_ops(lw, op.body.ops)
+            ys = merge_active(lw, active, tuple(lw.get(v) for v in op.body.yielded), args[1:], types)
+            body = lw.finish(ys)
     finally:
         lw.active = saved_active
-        lw.loop_depth -= 1
         del lw.facts[n_facts:]
     r = lw.emit(P.For, types, names=tuple(v.name for v in op.results), start=start, stop=stop, step=step,
                 inits=inits, body=body)
@@ -124,14 +123,13 @@ def lower_while(lw: Lowerer, op: KC.While) -> None:
     saved_active = lw.active
     active = bargs[-1] if c.type.lanes else None
     lw.active = lw.and_(saved_active, active)
-    lw.loop_depth += 1
     try:
-        lower_ops(lw, op.body.ops)
-        ys = merge_active(lw, active, tuple(lw.get(v) for v in op.body.yielded), bargs[:-1], types)
-        body = lw.finish(ys)
+        with lw.loop_body():
+            lower_ops(lw, op.body.ops)
+            ys = merge_active(lw, active, tuple(lw.get(v) for v in op.body.yielded), bargs[:-1], types)
+            body = lw.finish(ys)
     finally:
         lw.active = saved_active
-        lw.loop_depth -= 1
     r = lw.emit(P.While, types, names=tuple(v.name for v in op.results), inits=inits, cond=cond, body=body)
     for kv, pv in zip(op.results, r.results):
         lw.bind(kv, pv)
@@ -179,11 +177,8 @@ def lower_nested_parallel(lw: Lowerer, op: KC.Parallel) -> None:
     coords = decode(lw, flat, op.domain, tuple(a.name for a in op.body.args))
     for ka, pa in zip(op.body.args, coords):
         lw.bind(ka, pa)
-    lw.loop_depth += 1
-    try:
+    with lw.loop_body():
         lower_ops(lw, op.body.ops)
-    finally:
-        lw.loop_depth -= 1
     body = lw.finish(())
     lw.emit(P.For, (), start=zero, stop=total, step=one, inits=(), body=body)
 

@@ -122,6 +122,18 @@ class Match:
         m, n = self.tiled if self.tiled is not None else (self.rank - 2, self.rank - 1)
         return M if axis == m else N if axis == n else f"o{axis}"
 
+    def decode_deps(self, op: POp) -> bool:
+        """Whether `op` is part of the instance decode; if so, its results' dependences are recorded: a decoded
+        coordinate varies with its axis, the lane-validity test with `VALID`."""
+        if id(op) not in self.decode_ops:
+            return False
+        for r in op.results:
+            if r.id in self.coord_axis:
+                self.deps[r.id] = frozenset({self.axis_name(self.coord_axis[r.id])})
+            elif r.id == self.valid:
+                self.deps[r.id] = frozenset({VALID})
+        return True
+
 
 def _fail(message: str) -> NotTileable:
     return NotTileable(message)
@@ -193,12 +205,7 @@ def _decode(m: Match, ops: list[POp]) -> None:
 def _dependences(m: Match, ops: list[POp]) -> None:
     k_axis = m.k_axis
     for op in ops:
-        if id(op) in m.decode_ops:
-            for r in op.results:
-                if r.id in m.coord_axis:
-                    m.deps[r.id] = frozenset({m.axis_name(m.coord_axis[r.id])})
-                elif r.id == m.valid:
-                    m.deps[r.id] = frozenset({VALID})
+        if m.decode_deps(op):
             continue
         if isinstance(op, P.TileIndex):
             if op.result.type.tile != (k_axis,):

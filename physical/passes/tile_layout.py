@@ -74,12 +74,7 @@ def match_layout(group: Group, tiled: tuple[int, int] | None = None) -> Match:
     m = Match(group, owned[0].result, {}, {id(owned[0])}, None, None, k_axis, {}, ops, tiled)  # type: ignore[arg-type]
     _decode(m, ops)
     for op in ops:
-        if id(op) in m.decode_ops:
-            for r in op.results:
-                if r.id in m.coord_axis:
-                    m.deps[r.id] = frozenset({m.axis_name(m.coord_axis[r.id])})
-                elif r.id == m.valid:
-                    m.deps[r.id] = frozenset({"valid"})
+        if m.decode_deps(op):
             continue
         if any(r.type.tile for r in op.results):
             raise NotTileable(f"the group holds a tile ({op.NAME})")

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from enum import Enum
-
 from .access import check_writable, gather_shape
 from .core import Op, TensorType, Type, TypeContext, Value, op
-from .dtypes import DType
+from .dtypes import DType, SpelledEnum
 
 
-class AtomicKind(Enum):
+class AtomicKind(SpelledEnum):
     add = "add"
     max = "max"
     min = "min"
@@ -18,23 +16,17 @@ class AtomicKind(Enum):
     xor = "xor"
     xchg = "xchg"
 
-    def __str__(self) -> str:
-        return self.value
-
 
 # Atomic kinds (by name) whose updates commute: the same one from several instances gives one result in any
 # interleaving (exchange and compare-and-swap, "cas", do not). Construction and the verifier both read it.
 COMMUTING_KINDS = frozenset(k.value for k in AtomicKind if k is not AtomicKind.xchg)
 
 
-class MemOrder(Enum):
+class MemOrder(SpelledEnum):
     relaxed = "relaxed"
     acquire = "acquire"
     release = "release"
     acq_rel = "acq_rel"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 def _check(ctx: TypeContext, dst: Value, indices: tuple[Value, ...], values: tuple[Value, ...], what: str):

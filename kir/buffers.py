@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-from enum import Enum
-
 from .core import Op, RefType, Role, Type, TypeContext, op
 from .dims import Dim
-from .dtypes import ElemType
+from .dtypes import ElemType, SpelledEnum
 from .pointwise import Literal, literal_fits
 
 
-class InitMode(Enum):
+class InitMode(SpelledEnum):
     empty = "empty"
     full = "full"  # zeros is full with 0
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @op("alloc")

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-from enum import Enum
-
 from .core import Op, TensorType, Type, TypeContext, Value, op
-from .dtypes import DType, DTypeVar, ElemType
+from .dtypes import DType, DTypeVar, ElemType, SpelledEnum
 
 
-class Precision(Enum):
+class Precision(SpelledEnum):
     ieee = "ieee"
     tf32 = "tf32"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 def default_dot_acc(dtype: ElemType) -> ElemType:

@@ -23,7 +23,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, ClassVar
 
 from .dims import Dim, Pred, as_dim
-from .dtypes import DType, DTypeVar, ElemType
+from .dtypes import DType, DTypeVar, ElemType, SpelledEnum
 from .errors import DiagnosticError, Loc
 
 if TYPE_CHECKING:
@@ -55,14 +55,11 @@ class TensorType:
         return f"{self.dtype}[{', '.join(str(d) for d in self.shape)}]"
 
 
-class Role(Enum):
+class Role(SpelledEnum):
     IN = "in"
     OUT = "out"
     INOUT = "inout"
     LOCAL = "local"  # a local buffer made by `Alloc`
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)

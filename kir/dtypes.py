@@ -10,7 +10,14 @@ if TYPE_CHECKING:  # NumPy is imported where it is used: `import intent` stays l
     import numpy as np
 
 
-class DType(Enum):
+class SpelledEnum(Enum):
+    """An enum whose members print as their values: the spelling the text format, the printer and messages use."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class DType(SpelledEnum):
     pred = "pred"
     i4 = "i4"  # signed 4-bit, two per byte in memory (see `I4_PACKING`)
     i8 = "i8"
@@ -30,9 +37,6 @@ class DType(Enum):
 
     def __repr__(self) -> str:
         return f"DType.{self.value}"
-
-    def __str__(self) -> str:
-        return self.value
 
     @property
     def bits(self) -> int:
@@ -177,7 +181,6 @@ def bf16_rounded_bits(x: object) -> np.ndarray:
     bits = x32.view(np.uint32)
     rounded = (bits + (np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1)))) & np.uint32(0xFFFF0000)
     return np.where(np.isnan(x32), np.uint32(0x7FC00000), rounded).astype(np.uint32)
-
 
 
 # ---------------------------------------------------------------------------------------------- fp8

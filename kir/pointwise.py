@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import math
-from enum import Enum
 
 from .core import Op, TensorType, Type, TypeContext, Value, op, scalar
 from .dims import Dim
-from .dtypes import DType, DTypeVar, ElemType
+from .dtypes import DType, DTypeVar, ElemType, SpelledEnum
 
 Literal = int | float | bool
 
@@ -60,7 +59,7 @@ class DimValue(Op):
         return (scalar(self.dtype),)
 
 
-class UnaryFn(Enum):
+class UnaryFn(SpelledEnum):
     neg = "neg"
     abs = "abs"
     exp = "exp"
@@ -81,9 +80,6 @@ class UnaryFn(Enum):
     not_ = "not"     # logical on pred, bitwise on integers
     isnan = "isnan"
     isinf = "isinf"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 FLOAT_ONLY_UNARY = {UnaryFn.exp, UnaryFn.exp2, UnaryFn.log, UnaryFn.log2, UnaryFn.log1p, UnaryFn.sqrt,
@@ -118,7 +114,7 @@ class Unary(Op):
         return (t,)
 
 
-class BinaryFn(Enum):
+class BinaryFn(SpelledEnum):
     add = "add"
     sub = "sub"
     mul = "mul"
@@ -133,9 +129,6 @@ class BinaryFn(Enum):
     xor = "xor"
     shl = "shl"
     shr = "shr"            # arithmetic for signed, logical for unsigned
-
-    def __str__(self) -> str:
-        return self.value
 
 
 BITWISE = {BinaryFn.and_, BinaryFn.or_, BinaryFn.xor, BinaryFn.shl, BinaryFn.shr}
@@ -169,16 +162,13 @@ class Binary(Op):
         return (t,)
 
 
-class CmpFn(Enum):
+class CmpFn(SpelledEnum):
     eq = "eq"
     ne = "ne"
     lt = "lt"
     le = "le"
     gt = "gt"
     ge = "ge"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @op("compare")

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import math
-from enum import Enum
 
 from .core import Op, Region, TensorType, Type, TypeContext, Value, op, scalar
 from .dims import DConst
-from .dtypes import FP8, DType, ElemType
+from .dtypes import FP8, DType, ElemType, SpelledEnum
 from .pointwise import BinaryFn, Literal, is_float_like, literal_fits
 
 
-class ReduceKind(Enum):
+class ReduceKind(SpelledEnum):
     sum = "sum"
     prod = "prod"
     max = "max"        # NaN-propagating
@@ -21,9 +20,6 @@ class ReduceKind(Enum):
     argmax = "argmax"  # first index of the extreme; NaN counts as the extreme
     argmin = "argmin"
     custom = "custom"  # a combine region with an identity
-
-    def __str__(self) -> str:
-        return self.value
 
 
 ARG_INDEX_DTYPE = DType.i64

@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-from enum import Enum
-
 from .core import Op, Type, TypeContext, Value, op
-from .dtypes import DType
+from .dtypes import DType, SpelledEnum
 
 
-class RngKind(Enum):
+class RngKind(SpelledEnum):
     rand = "rand"        # uniform f32 in [0, 1)
     randn = "randn"      # standard normal f32
     randint = "randint"  # raw 32-bit Philox output
-
-    def __str__(self) -> str:
-        return self.value
 
 
 RNG_DTYPE = {RngKind.rand: DType.f32, RngKind.randn: DType.f32, RngKind.randint: DType.u32}

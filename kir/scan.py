@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-from enum import Enum
-
 from .core import Op, Region, Type, TypeContext, Value, op
-from .dtypes import ElemType
+from .dtypes import ElemType, SpelledEnum
 from .pointwise import Literal, literal_fits
 from .reduce import ReduceKind, check_builtin, check_combine
 
 
-class ScanKind(Enum):
+class ScanKind(SpelledEnum):
     sum = "sum"
     prod = "prod"
     max = "max"
     min = "min"
     custom = "custom"
-
-    def __str__(self) -> str:
-        return self.value
 
     @property
     def as_reduce(self) -> ReduceKind:

@@ -24,11 +24,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from enum import Enum, Flag, auto
+from enum import Flag, auto
 from typing import Any, ClassVar
 
 from kir.dims import DConst, Dim
-from kir.dtypes import DType
+from kir.dtypes import DType, SpelledEnum
 from kir.errors import Loc
 
 from .launch_expr import LaunchExpr
@@ -343,17 +343,14 @@ class AccessRelation:
 # ---------------------------------------------------------------------------------------------- buffers
 
 
-class BufferScope(Enum):
+class BufferScope(SpelledEnum):
     EXTERNAL_VIEW = "external_view"          # a public tensor parameter; host owns contents and lifetime
     PROGRAM_PRIVATE = "program_private"      # one copy per owning instance
     ITERATION_PRIVATE = "iteration_private"  # one copy per dynamic execution of the enclosing ordered loop
     INVOCATION_WORKSPACE = "invocation_workspace"  # compiler-private, shared through ownership slices
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class BufferInit(Enum):
+class BufferInit(SpelledEnum):
     EXTERNAL = "external"            # contents come from the host (tensor parameters)
     UNINITIALISED = "uninitialised"  # the author's first-write obligation stands; never default-filled
     FULL = "full"                    # set to `fill` exactly once per allocation instance
@@ -362,27 +359,18 @@ class BufferInit(Enum):
     # resets it), so no launch pays a fill before it runs.
     SELF_RESETTING = "self_resetting"
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class Lifetime(Enum):
+class Lifetime(SpelledEnum):
     HOST = "host"            # external views: beyond the kernel
     INVOCATION = "invocation"
     INSTANCE = "instance"    # one logical instance's execution of the group body
     ITERATION = "iteration"  # one iteration of the enclosing ordered loop
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class Access(Enum):
+class Access(SpelledEnum):
     READ = "read"
     WRITE = "write"
     READ_WRITE = "read_write"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)
@@ -416,12 +404,9 @@ class Buffer:
 # ---------------------------------------------------------------------------------------------- ABI
 
 
-class ParamKind(Enum):
+class ParamKind(SpelledEnum):
     TENSOR = "tensor"
     SCALAR = "scalar"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)

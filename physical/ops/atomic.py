@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-from enum import Enum
-
 from kir.atomic import AtomicKind, MemOrder
+from kir.dtypes import SpelledEnum
 
 from ..model import AccessRelation, POp, PValue
 from ._base import EFFECTS, READS, WRITES, pop, typed_elsewhere, typing_rule
 
 
-class Sharing(Enum):
+class Sharing(SpelledEnum):
     """Who may touch the same element concurrently (the logical sharing domain)."""
 
     INVOCATION = "invocation"  # any program instance of this launch
     PROGRAM = "program"        # only lanes of one program instance
-
-    def __str__(self) -> str:
-        return self.value
 
 
 SCOPE_FOR_SHARING = {Sharing.INVOCATION: "gpu", Sharing.PROGRAM: "cta"}

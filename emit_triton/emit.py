@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from kir.core import registrar
 from kir.dims import DBin, DConst, Dim, DSym
 from kir.dtypes import DType
 from kir.errors import LaunchError
@@ -44,13 +45,7 @@ from .source import Block, IfElse, Stmt, render
 EMIT: dict[type[POp], Callable[[Emitter, POp], None]] = {}
 
 
-def emits(*classes: type[POp]):
-    def deco(fn):
-        for c in classes:
-            EMIT[c] = fn
-        return fn
-
-    return deco
+emits = registrar(EMIT, "Triton emitter")
 
 
 TL_DTYPE = {DType.pred: "tl.int1", DType.i8: "tl.int8", DType.i16: "tl.int16", DType.i32: "tl.int32",

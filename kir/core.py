@@ -17,10 +17,10 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from .dims import Dim, Pred, as_dim
 from .dtypes import DType, DTypeVar, ElemType, SpelledEnum
@@ -162,6 +162,32 @@ def load_families(package: str) -> None:
 
 OP_CLASSES: dict[str, type[Op]] = {}
 
+K = TypeVar("K")
+V = TypeVar("V")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def register(table: MutableMapping[K, V], key: K, value: V, what: str) -> None:
+    """Add one entry to a registry; a second entry for the same key is a programming error (`what` names it)."""
+    if key in table:
+        raise ValueError(f"duplicate {what}")
+    table[key] = value
+
+
+def registrar(table: MutableMapping[type, F], what: str) -> Callable[..., Callable[[F], F]]:
+    """The decorator `@registers(Cls, ...)` that enters the decorated function in `table` for each op class
+    (`what` names the kind of entry, for the error about a class registered twice)."""
+
+    def registers(*classes: type) -> Callable[[F], F]:
+        def deco(fn: F) -> F:
+            for cls in classes:
+                register(table, cls, fn, f"{what} for {cls.__name__}")
+            return fn
+
+        return deco
+
+    return registers
+
 
 def op(name: str):
     """Register an op class under its text name."""
@@ -169,9 +195,7 @@ def op(name: str):
     def deco(cls: type[Op]) -> type[Op]:
         cls = dataclass(frozen=True, kw_only=True, eq=False)(cls)  # equality and hash: `Op.__eq__`
         cls.NAME = name
-        if name in OP_CLASSES:
-            raise ValueError(f"duplicate op name {name}")
-        OP_CLASSES[name] = cls
+        register(OP_CLASSES, name, cls, f"op name {name}")
         return cls
 
     return deco

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kir.control import Yield
-from kir.core import Kernel, Op, Region, TensorType, Value
+from kir.core import Kernel, Op, Region, TensorType, Value, register
 from kir.dims import Dim
 from kir.dtypes import DType, ElemType, fp8_rounded, i4_wrapped
 from kir.errors import IntentError
@@ -48,9 +48,7 @@ def evaluates(*classes: type[Op], moves: bool = False) -> Callable[[EvalFn], Eva
 
     def deco(fn: EvalFn) -> EvalFn:
         for cls in classes:
-            if cls in EVAL:
-                raise ValueError(f"duplicate oracle evaluation for {cls.__name__}")
-            EVAL[cls] = fn
+            register(EVAL, cls, fn, f"oracle evaluation for {cls.__name__}")
             if moves:
                 MOVES.add(cls)
         return fn

@@ -8,6 +8,7 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..core import register
 from ..dims import DConst
 from ..dtypes import DType, DTypeVar, ElemType
 from .values import (
@@ -41,9 +42,7 @@ def spelling(*names: str) -> Callable[[Handler], Handler]:
 
     def deco(fn: Handler) -> Handler:
         for n in names:
-            if n in CALLS:
-                raise ValueError(f"duplicate lowering for intent.{n}")
-            CALLS[n] = fn
+            register(CALLS, n, fn, f"lowering for intent.{n}")
         return fn
 
     return deco

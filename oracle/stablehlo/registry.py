@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 
 from kir.control import Yield
-from kir.core import Op, Region, Value
+from kir.core import Op, Region, Value, registrar
 from kir.pointwise import Constant, DimValue
 
 from .context import Ctx
@@ -23,15 +23,7 @@ EMITTERS: dict[type[Op], Emitter] = {}
 REFUSALS: dict[type[Op], str] = {}
 
 
-def emits(*classes: type[Op]) -> Callable[[Emitter], Emitter]:
-    def deco(fn: Emitter) -> Emitter:
-        for cls in classes:
-            if cls in EMITTERS:
-                raise ValueError(f"two StableHLO emitters for {cls.__name__}")
-            EMITTERS[cls] = fn
-        return fn
-
-    return deco
+emits = registrar(EMITTERS, "StableHLO emitter")
 
 
 def refuse(cls: type[Op], reason: str) -> None:

@@ -18,13 +18,7 @@ LOWER: dict[type[K.Op], Callable[[Lowerer, K.Op], None]] = {}
 REFUSALS: dict[type[K.Op], str] = {}
 
 
-def rule(*classes: type[K.Op]):
-    def deco(fn: Callable[[Lowerer, K.Op], None]) -> Callable[[Lowerer, K.Op], None]:
-        for c in classes:
-            LOWER[c] = fn
-        return fn
-
-    return deco
+rule = K.registrar(LOWER, "lowering rule")
 
 
 def lower_ops(lw: Lowerer, ops: tuple[K.Op, ...]) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kir.core import register
+
 from ..model import Fragment, POp, PValue, Trait
 
 OP_CLASSES: dict[str, type[POp]] = {}
@@ -26,9 +28,7 @@ def pop(name: str, traits: Trait):
         cls = dataclass(frozen=True, kw_only=True)(cls)
         cls.NAME = name
         cls.TRAITS = traits
-        if name in OP_CLASSES:
-            raise ValueError(f"duplicate physical op name {name}")
-        OP_CLASSES[name] = cls
+        register(OP_CLASSES, name, cls, f"physical op name {name}")
         return cls
 
     return deco

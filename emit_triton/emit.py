@@ -45,7 +45,7 @@ from .source import Block, IfElse, Stmt, render
 EMIT: dict[type[POp], Callable[[Emitter, POp], None]] = {}
 
 
-emits = registrar(EMIT, "Triton emitter")
+emits = registrar(EMIT, "Triton emitter for {key}")
 
 
 TL_DTYPE = {DType.pred: "tl.int1", DType.i8: "tl.int8", DType.i16: "tl.int16", DType.i32: "tl.int32",

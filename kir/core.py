@@ -174,14 +174,14 @@ def register(table: MutableMapping[K, V], key: K, value: V, what: str) -> None:
     table[key] = value
 
 
-def registrar(table: MutableMapping[type, F], what: str) -> Callable[..., Callable[[F], F]]:
-    """The decorator `@registers(Cls, ...)` that enters the decorated function in `table` for each op class
-    (`what` names the kind of entry, for the error about a class registered twice)."""
+def registrar(table: MutableMapping[Any, F], what: str) -> Callable[..., Callable[[F], F]]:
+    """The decorator `@registers(key, ...)` that enters the decorated function in `table` under each key (an op
+    class, a name); `what` names an entry, with `{key}` for the key, in the error about a key registered twice."""
 
-    def registers(*classes: type) -> Callable[[F], F]:
+    def registers(*keys: Any) -> Callable[[F], F]:
         def deco(fn: F) -> F:
-            for cls in classes:
-                register(table, cls, fn, f"{what} for {cls.__name__}")
+            for key in keys:
+                register(table, key, fn, what.format(key=getattr(key, "__name__", key)))
             return fn
 
         return deco

@@ -101,20 +101,29 @@ class ShapeSolver:
             _MEMO[key] = found
         return None if found is None else dict(found)  # type: ignore[arg-type]
 
-    def _check(self, hyps: tuple[Pred, ...], goal: Pred) -> dict[str, int]:
+    def _refute(self, solver: Any, hyps: tuple[Pred, ...], goal: Pred) -> dict[str, Any]:
+        """Load `solver` (a z3 Solver or Optimize) with the hypotheses and the negated goal; the symbols' variables."""
         env = self._env((*hyps, goal))
-        s = z3.Solver()
-        s.set("timeout", 2000)
+        solver.set("timeout", 2000)
         for h in hyps:
-            s.add(self._term(h))
-        s.add(z3.Not(self._term(goal)))
+            solver.add(self._term(h))
+        solver.add(z3.Not(self._term(goal)))
+        return env
+
+    @staticmethod
+    def _counterexample(model: Any, env: dict[str, Any], hyps: tuple[Pred, ...], goal: Pred) -> dict[str, int]:
+        """The value `model` gives each symbol of the hypotheses and the goal."""
+        names = sorted(goal.symbols() | frozenset().union(*(h.symbols() for h in hyps)))
+        return {n: model.eval(env[n], model_completion=True).as_long() for n in names}
+
+    def _check(self, hyps: tuple[Pred, ...], goal: Pred) -> dict[str, int]:
+        s = z3.Solver()
+        env = self._refute(s, hyps, goal)
         res = s.check()
         if res == z3.unsat:
             return None  # type: ignore[return-value]
         if res == z3.sat:
-            m = s.model()
-            names = sorted(goal.symbols() | frozenset().union(*(h.symbols() for h in hyps)))
-            return {n: m.eval(env[n], model_completion=True).as_long() for n in names}
+            return self._counterexample(s.model(), env, hyps, goal)
         return {}  # unknown: not proven, no model to show
 
     def proves(self, goal: Pred) -> bool:
@@ -126,20 +135,14 @@ class ShapeSolver:
         if self.prove(goal) is None:
             return None
         hyps = self.assumptions()
-        env = self._env((*hyps, goal))
         o = z3.Optimize()
-        o.set("timeout", 2000)
-        for h in hyps:
-            o.add(self._term(h))
-        o.add(z3.Not(self._term(goal)))
+        env = self._refute(o, hyps, goal)
         for name in order:
             if name in env:
                 o.minimize(env[name])
         if o.check() != z3.sat:
             return self.prove(goal)
-        m = o.model()
-        names = sorted(goal.symbols() | frozenset().union(*(h.symbols() for h in hyps)))
-        return {n: m.eval(env[n], model_completion=True).as_long() for n in names}
+        return self._counterexample(o.model(), env, hyps, goal)
 
     def equal(self, a: Dim, b: Dim) -> dict[str, int] | None:
         if a == b:

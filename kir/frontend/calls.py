@@ -8,7 +8,7 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..core import register
+from ..core import registrar
 from ..dims import DConst
 from ..dtypes import DType, DTypeVar, ElemType
 from .values import (
@@ -37,15 +37,8 @@ Handler = Callable[["Lowerer", "CallArgs"], FValue]
 CALLS: dict[str, Handler] = {}
 
 
-def spelling(*names: str) -> Callable[[Handler], Handler]:
-    """Register the lowering of `intent.<name>(...)`."""
-
-    def deco(fn: Handler) -> Handler:
-        for n in names:
-            register(CALLS, n, fn, f"lowering for intent.{n}")
-        return fn
-
-    return deco
+# `@spelling(name, ...)` registers the lowering of `intent.<name>(...)`.
+spelling = registrar(CALLS, "lowering for intent.{key}")
 
 
 class CallArgs:

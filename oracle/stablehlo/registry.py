@@ -23,7 +23,7 @@ EMITTERS: dict[type[Op], Emitter] = {}
 REFUSALS: dict[type[Op], str] = {}
 
 
-emits = registrar(EMITTERS, "StableHLO emitter")
+emits = registrar(EMITTERS, "StableHLO emitter for {key}")
 
 
 def refuse(cls: type[Op], reason: str) -> None:

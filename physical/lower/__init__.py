@@ -18,7 +18,7 @@ LOWER: dict[type[K.Op], Callable[[Lowerer, K.Op], None]] = {}
 REFUSALS: dict[type[K.Op], str] = {}
 
 
-rule = K.registrar(LOWER, "lowering rule")
+rule = K.registrar(LOWER, "lowering rule for {key}")
 
 
 def lower_ops(lw: Lowerer, ops: tuple[K.Op, ...]) -> None:

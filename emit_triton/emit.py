@@ -21,21 +21,9 @@ from kir.core import registrar
 from kir.dims import DBin, DConst, Dim, DSym
 from kir.dtypes import DType
 from kir.errors import LaunchError
+from physical import launch_expr as LE
 from physical import ops as P
 from physical.counts import operation_counts
-from physical.launch_expr import (
-    LaunchExpr,
-    LBin,
-    LConst,
-    LConstexpr,
-    LDim,
-    LMinMax,
-    LNextPow2,
-    LScalar,
-    LSum,
-    LTileBlock,
-    LWarps,
-)
 from physical.model import Fragment, Group, POp, PRegion, Program, PValue
 
 from .abi import AbiArg, ArgKind, ConstexprArg, EmittedKernel
@@ -243,34 +231,34 @@ class Emitter:
             return f"tl.full((), {self.name(v)}, {self.dtype(v.type)})"
         return self.name(v)
 
-    def launch(self, e: LaunchExpr) -> str:
+    def launch(self, e: LE.LaunchExpr) -> str:
         """A launch expression as Triton code over the symbol and scalar arguments (a part that is one of the
         program's constexprs, e.g. a split count from the device's size inside a workspace's extent, is that
         constexpr's name)."""
-        if isinstance(e, LConst):
+        if isinstance(e, LE.LConst):
             return str(e.value)
         named = next((n for n, x in self.p.constexprs if x == e), None)
         if named is not None:
             return named
-        if isinstance(e, LDim):
+        if isinstance(e, LE.LDim):
             return self.dim(e.dim)
-        if isinstance(e, LScalar):
+        if isinstance(e, LE.LScalar):
             return self.param_names.get(e.name, e.name)
-        if isinstance(e, LConstexpr):
+        if isinstance(e, LE.LConstexpr):
             return e.name
         if e in self.constexpr_of:
             return self.constexpr_of[e]
-        if isinstance(e, LBin):
+        if isinstance(e, LE.LBin):
             a, b = self.launch(e.lhs), self.launch(e.rhs)
             return f"tl.cdiv({a}, {b})" if e.op == "cdiv" else f"({a} {e.op} {b})"
-        if isinstance(e, LSum):
+        if isinstance(e, LE.LSum):
             return "(" + " + ".join(self.launch(x) for x in e.items) + ")"
-        if isinstance(e, LMinMax):
+        if isinstance(e, LE.LMinMax):
             out = self.launch(e.items[0])
             for x in e.items[1:]:
                 out = f"tl.{'minimum' if e.op == 'min' else 'maximum'}({out}, {self.launch(x)})"
             return out
-        if isinstance(e, LNextPow2 | LTileBlock | LWarps):
+        if isinstance(e, LE.LNextPow2 | LE.LTileBlock | LE.LWarps):
             raise AssertionError(f"{e} is a launcher-side expression; pass it as a constexpr")
         raise AssertionError(f"unknown launch expression {e!r}")
 
@@ -365,7 +353,7 @@ def _abi(em: Emitter) -> tuple[list[AbiArg], list[ConstexprArg], list[str]]:
     for s in p.symbols:
         name = em.fresh(mangle(s, "symbol"))
         em.symbol_arg[s] = name
-        args.append(AbiArg(ArgKind.SYMBOL, name, expr=LDim(DSym(s))))
+        args.append(AbiArg(ArgKind.SYMBOL, name, expr=LE.LDim(DSym(s))))
         sig.append(name)
     for seg in p.segments:
         if len(p.segments) > 1:
@@ -499,10 +487,10 @@ def emit(program: Program, sanitize: bool = False) -> EmittedKernel:
                          device_flag=DEVICE_FLAG if em.uses_device_flag else None, counts=_counts(program))
 
 
-def _counts(program: Program) -> tuple[tuple[str, LaunchExpr], ...]:
+def _counts(program: Program) -> tuple[tuple[str, LE.LaunchExpr], ...]:
     """The launch's bytes and FLOPs as launch expressions, for the profiler (`physical.counts`)."""
     counted = operation_counts(program)
-    return (("bytes", counted.bytes), ("flops", counted.flops), ("exact", LConst(int(counted.exact))))
+    return (("bytes", counted.bytes), ("flops", counted.flops), ("exact", LE.LConst(int(counted.exact))))
 
 
 # The modules that register emitters into EMIT (each imports this module).
@@ -522,4 +510,4 @@ def load_emitters() -> None:
 if not any(f"{__package__}.{name}" in sys.modules for name in (*EMITTER_MODULES, "emit_combine", "numerics")):
     load_emitters()
 
-__all__ = ["emit", "EMIT", "Emitter", "TL_DTYPE", "REGISTER_DTYPE", "literal", "LDim", "LSum"]
+__all__ = ["emit", "EMIT", "Emitter", "TL_DTYPE", "REGISTER_DTYPE", "literal"]

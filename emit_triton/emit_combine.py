@@ -55,31 +55,28 @@ def combine_inline(em: Emitter, combine: PRegion, lhs: list[str], rhs: list[str]
     return out
 
 
-def to_last(em: Emitter, names: list[str], axis: int, rank: int) -> list[str]:
-    """Move `axis` of each value to the end (a permutation); returns the permuted names."""
-    if axis == rank - 1:
+def permute(em: Emitter, names: list[str], perm: list[int], suffix: str) -> list[str]:
+    """Each value permuted by `perm` (the names as they are for the identity permutation)."""
+    if perm == list(range(len(perm))):
         return list(names)
-    perm = [d for d in range(rank) if d != axis] + [axis]
     out = []
     for n in names:
-        p = em.fresh(f"{n}_t")
+        p = em.fresh(f"{n}_{suffix}")
         em.line(f"{p} = tl.permute({n}, ({', '.join(map(str, perm))},))")
         out.append(p)
     return out
+
+
+def to_last(em: Emitter, names: list[str], axis: int, rank: int) -> list[str]:
+    """Move `axis` of each value to the end (a permutation); returns the permuted names."""
+    return permute(em, names, [d for d in range(rank) if d != axis] + [axis], "t")
 
 
 def from_last(em: Emitter, names: list[str], axis: int, rank: int) -> list[str]:
     """Undo `to_last` (the last axis goes back to `axis`)."""
-    if axis == rank - 1:
-        return list(names)
     perm = list(range(rank - 1))
     perm.insert(axis, rank - 1)
-    out = []
-    for n in names:
-        p = em.fresh(f"{n}_b")
-        em.line(f"{p} = tl.permute({n}, ({', '.join(map(str, perm))},))")
-        out.append(p)
-    return out
+    return permute(em, names, perm, "b")
 
 
 def fold_inline(em: Emitter, combine: PRegion, cur: list[str], axis: int, rank: int, valid: str | None = None

@@ -27,23 +27,8 @@ from kir.core import Kernel, RefType
 from kir.dims import DConst
 from kir.dtypes import DType
 from kir.errors import IntentError
-from physical.launch_expr import (
-    DEVICE_SMS,
-    WARP_SLOTS,
-    LaunchExpr,
-    LBin,
-    LConst,
-    LConstexpr,
-    LDim,
-    LMinMax,
-    LNextPow2,
-    LResidentPrograms,
-    LScalar,
-    LSum,
-    LTileBlock,
-    LWarps,
-    next_pow2_int,
-)
+from physical import launch_expr as LE
+from physical.launch_expr import DEVICE_SMS, WARP_SLOTS, next_pow2_int
 
 from .torch_op import KernelOp, Schema, bind_symbolic, record, sym_dim
 
@@ -178,49 +163,49 @@ def launch_arguments(kernel: Kernel, schema: Schema, args: Mapping[str, Any]) ->
     return LaunchArguments(emitted, owner.entry_key(emitted), positional, keywords, grid, tuple(outputs), owner)
 
 
-def symbolic(expr: LaunchExpr | int, env: Mapping[str, Any]) -> Any:
+def symbolic(expr: LE.LaunchExpr | int, env: Mapping[str, Any]) -> Any:
     """A launch expression on symbolic sizes. `+ - * // cdiv`, min, max and sums stay symbolic; powers of
     two and warp counts become ints under range guards (`4 < N <= 8` gives 8: every N of that range
     shares the compiled program); anything else is evaluated on concrete sizes (specialising them)."""
     if isinstance(expr, bool | int):
         return expr
-    if isinstance(expr, LConst):
+    if isinstance(expr, LE.LConst):
         return expr.value
-    if isinstance(expr, LDim):
+    if isinstance(expr, LE.LDim):
         return sym_dim(expr.dim, env) if not isinstance(expr.dim, DConst) else expr.dim.value
-    if isinstance(expr, LScalar | LConstexpr):
+    if isinstance(expr, LE.LScalar | LE.LConstexpr):
         return env[expr.name]
-    if isinstance(expr, LBin):
+    if isinstance(expr, LE.LBin):
         a, b = symbolic(expr.lhs, env), symbolic(expr.rhs, env)
         if expr.op == "cdiv":
             return -(-a // b)
         return {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv}[expr.op](a, b)
-    if isinstance(expr, LMinMax):
+    if isinstance(expr, LE.LMinMax):
         items = [symbolic(x, env) for x in expr.items]
         pick = torch.sym_min if expr.op == "min" else torch.sym_max
         out = items[0]
         for x in items[1:]:
             out = pick(out, x)
         return out
-    if isinstance(expr, LSum):
+    if isinstance(expr, LE.LSum):
         total: Any = 0
         for x in expr.items:
             total = total + symbolic(x, env)
         return total
-    if isinstance(expr, LNextPow2 | LTileBlock):
-        n = symbolic(expr.x if isinstance(expr, LNextPow2) else expr.extent, env)
+    if isinstance(expr, LE.LNextPow2 | LE.LTileBlock):
+        n = symbolic(expr.x if isinstance(expr, LE.LNextPow2) else expr.extent, env)
         b = next_pow2_int(_hint(n))
         # bool() on a symbolic comparison installs a guard: every size in (b/2, b] shares this program
         if not isinstance(n, int) and not (bool(n <= b) and (b == 1 or bool(n > b // 2))):
             raise IntentError(f"internal error: {expr} = {b} does not hold for the size {n} it was computed from")
-        if isinstance(expr, LTileBlock):
+        if isinstance(expr, LE.LTileBlock):
             if b > expr.limit:  # the launcher's own message for a tile too large
-                LTileBlock(LConst(_hint(n)), expr.limit, expr.what).evaluate({})
+                LE.LTileBlock(LE.LConst(_hint(n)), expr.limit, expr.what).evaluate({})
         return b
-    if isinstance(expr, LWarps):
+    if isinstance(expr, LE.LWarps):
         n = symbolic(expr.elements, env)
         return 16 if bool(n >= 16384) else 8 if bool(n >= 4096) else 4  # bool(): a range guard
-    if isinstance(expr, LResidentPrograms):
+    if isinstance(expr, LE.LResidentPrograms):
         sms = int(env[DEVICE_SMS])
         return 1 if sms <= 0 else sms * max(1, WARP_SLOTS // (2 * max(1, concrete(expr.warps, env))))
     reads = expr.names() | {DEVICE_SMS}  # only these are specialised
@@ -236,7 +221,7 @@ def _hint(n: Any) -> int:
     return int(n)
 
 
-def concrete(expr: LaunchExpr | int, env: Mapping[str, Any]) -> int:
+def concrete(expr: LE.LaunchExpr | int, env: Mapping[str, Any]) -> int:
     """A launch expression as an int (a constexpr, num_warps): a symbolic result is guarded to its value."""
     value = symbolic(expr, env)
     return value if isinstance(value, int) else int(value)

@@ -7,21 +7,9 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from kir import pointwise as kp
 from kir.dtypes import DType
-from kir.pointwise import (
-    Binary,
-    BinaryFn,
-    Bitcast,
-    Cast,
-    CmpFn,
-    Compare,
-    Constant,
-    DimValue,
-    Iota,
-    Select,
-    Unary,
-    UnaryFn,
-)
+from kir.pointwise import BinaryFn, CmpFn, UnaryFn
 
 from .interp import Frame, evaluates
 from .numerics import (
@@ -45,18 +33,18 @@ def value_dtype(v) -> DType:
     return dt
 
 
-@evaluates(Constant)
-def _constant(frame: Frame, op: Constant) -> tuple[np.ndarray]:
+@evaluates(kp.Constant)
+def _constant(frame: Frame, op: kp.Constant) -> tuple[np.ndarray]:
     return (to_storage(np.array([op.value]), op.dtype),)
 
 
-@evaluates(Iota)
-def _iota(frame: Frame, op: Iota) -> tuple[np.ndarray]:
+@evaluates(kp.Iota)
+def _iota(frame: Frame, op: kp.Iota) -> tuple[np.ndarray]:
     return (np.arange(frame.dim(op.extent), dtype=np_dtype(op.dtype))[None],)
 
 
-@evaluates(DimValue)
-def _dim_value(frame: Frame, op: DimValue) -> tuple[np.ndarray]:
+@evaluates(kp.DimValue)
+def _dim_value(frame: Frame, op: kp.DimValue) -> tuple[np.ndarray]:
     return (to_storage(np.array([frame.dim(op.dim)], dtype=np.int64), op.dtype),)
 
 
@@ -106,8 +94,8 @@ UNARY: dict[UnaryFn, Callable[[np.ndarray], np.ndarray]] = {
 }
 
 
-@evaluates(Unary)
-def _unary(frame: Frame, op: Unary) -> tuple[np.ndarray]:
+@evaluates(kp.Unary)
+def _unary(frame: Frame, op: kp.Unary) -> tuple[np.ndarray]:
     return (UNARY[op.fn](frame.get(op.x)),)
 
 
@@ -127,8 +115,8 @@ FLOAT_BINARY: dict[BinaryFn, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     BinaryFn.pow: float_pow,
 }
 
-@evaluates(Binary)
-def _binary(frame: Frame, op: Binary) -> tuple[np.ndarray]:
+@evaluates(kp.Binary)
+def _binary(frame: Frame, op: kp.Binary) -> tuple[np.ndarray]:
     a, b = frame.get(op.lhs), frame.get(op.rhs)
     table = FLOAT_BINARY if value_dtype(op.lhs).is_float else INT_BINARY
     fn = table.get(op.fn) or BINARY[op.fn]
@@ -145,21 +133,21 @@ COMPARE: dict[CmpFn, np.ufunc] = {
 }
 
 
-@evaluates(Compare)
-def _compare(frame: Frame, op: Compare) -> tuple[np.ndarray]:
+@evaluates(kp.Compare)
+def _compare(frame: Frame, op: kp.Compare) -> tuple[np.ndarray]:
     return (COMPARE[op.fn](frame.get(op.lhs), frame.get(op.rhs)),)
 
 
-@evaluates(Select, moves=True)
-def _select(frame: Frame, op: Select) -> tuple[np.ndarray]:
+@evaluates(kp.Select, moves=True)
+def _select(frame: Frame, op: kp.Select) -> tuple[np.ndarray]:
     return (np.where(frame.get(op.cond), frame.get(op.on_true), frame.get(op.on_false)),)
 
 
-@evaluates(Cast)
-def _cast(frame: Frame, op: Cast) -> tuple[np.ndarray]:
+@evaluates(kp.Cast)
+def _cast(frame: Frame, op: kp.Cast) -> tuple[np.ndarray]:
     return (cast(frame.get(op.x), value_dtype(op.x), value_dtype(op.results[0])),)
 
 
-@evaluates(Bitcast, moves=True)
-def _bitcast(frame: Frame, op: Bitcast) -> tuple[np.ndarray]:
+@evaluates(kp.Bitcast, moves=True)
+def _bitcast(frame: Frame, op: kp.Bitcast) -> tuple[np.ndarray]:
     return (bitcast(frame.get(op.x), value_dtype(op.x), value_dtype(op.results[0])),)

@@ -13,24 +13,12 @@ from __future__ import annotations
 import math
 
 from kir import float_rules
+from kir import pointwise as kp
 from kir.affine import binary_form, cast_form, constant_form
 from kir.core import Op
 from kir.dims import DConst, Dim
 from kir.dtypes import DType
-from kir.pointwise import (
-    Binary,
-    BinaryFn,
-    Bitcast,
-    Cast,
-    CmpFn,
-    Compare,
-    Constant,
-    DimValue,
-    Iota,
-    Select,
-    Unary,
-    UnaryFn,
-)
+from kir.pointwise import BinaryFn, CmpFn, UnaryFn
 
 from .context import Ctx
 from .numerics import cast, int_divide, int_power, shift
@@ -44,9 +32,9 @@ def concrete(ctx: Ctx, dtype: object) -> DType:
     return dtype
 
 
-@emits(Constant)
+@emits(kp.Constant)
 def _constant(ctx: Ctx, op: Op) -> None:
-    assert isinstance(op, Constant)
+    assert isinstance(op, kp.Constant)
     dt = concrete(ctx, op.dtype)
     value = op.value
     ctx.set_lazy(op.result, lambda: ctx.splat(value, dt))
@@ -55,9 +43,9 @@ def _constant(ctx: Ctx, op: Op) -> None:
         ctx.affine[op.result.id] = form
 
 
-@emits(DimValue)
+@emits(kp.DimValue)
 def _dim_value(ctx: Ctx, op: Op) -> None:
-    assert isinstance(op, DimValue)
+    assert isinstance(op, kp.DimValue)
     value = ctx.dim(op.dim)
     dt = concrete(ctx, op.dtype)
     ctx.set_lazy(op.result, lambda: ctx.splat(value, dt))
@@ -65,9 +53,9 @@ def _dim_value(ctx: Ctx, op: Op) -> None:
         ctx.affine[op.result.id] = DConst(value)
 
 
-@emits(Iota)
+@emits(kp.Iota)
 def _iota(ctx: Ctx, op: Op) -> None:
-    assert isinstance(op, Iota)
+    assert isinstance(op, kp.Iota)
     ctx.set(op.result, ctx.ssa.iota(concrete(ctx, op.dtype), (ctx.dim(op.extent),), 0))
 
 
@@ -146,9 +134,9 @@ def erf(ctx: Ctx, x: Val) -> Val:
     return s.binary("multiply", s.unary("sign", x), mag)
 
 
-@emits(Unary)
+@emits(kp.Unary)
 def _unary(ctx: Ctx, op: Op) -> None:
-    assert isinstance(op, Unary)
+    assert isinstance(op, kp.Unary)
     ctx.set(op.result, unary(ctx, op.fn, ctx.get(op.x)))
 
 
@@ -249,14 +237,14 @@ def _known_nonnegative(d: Dim) -> bool:
     return isinstance(d, DConst) and d.value >= 0  # shapes are concrete here: a quotient folds to a constant
 
 
-def _affine_binary(ctx: Ctx, op: Binary) -> Dim | None:
+def _affine_binary(ctx: Ctx, op: kp.Binary) -> Dim | None:
     """`kir.affine`'s rules over the batch indices (a quotient of a negative constant is computed instead)."""
     return binary_form(op.fn, ctx.affine.get(op.lhs.id), ctx.affine.get(op.rhs.id), _known_nonnegative)
 
 
-@emits(Binary)
+@emits(kp.Binary)
 def _binary(ctx: Ctx, op: Op) -> None:
-    assert isinstance(op, Binary)
+    assert isinstance(op, kp.Binary)
     aff = _affine_binary(ctx, op)
     if aff is None:
         ctx.set(op.result, binary(ctx, op.fn, ctx.get(op.lhs), ctx.get(op.rhs)))
@@ -270,23 +258,23 @@ def _binary(ctx: Ctx, op: Op) -> None:
 _DIRECTION = {CmpFn.eq: "EQ", CmpFn.ne: "NE", CmpFn.lt: "LT", CmpFn.le: "LE", CmpFn.gt: "GT", CmpFn.ge: "GE"}
 
 
-@emits(Compare)
+@emits(kp.Compare)
 def _compare(ctx: Ctx, op: Op) -> None:
-    assert isinstance(op, Compare)
+    assert isinstance(op, kp.Compare)
     a, b = ctx.lift_all(ctx.get(op.lhs), ctx.get(op.rhs))
     ctx.set(op.result, ctx.ssa.compare(_DIRECTION[op.fn], a, b))
 
 
-@emits(Select)
+@emits(kp.Select)
 def _select(ctx: Ctx, op: Op) -> None:
-    assert isinstance(op, Select)
+    assert isinstance(op, kp.Select)
     c, a, b = ctx.lift_all(ctx.get(op.cond), ctx.get(op.on_true), ctx.get(op.on_false))
     ctx.set(op.result, ctx.ssa.select(c, a, b))
 
 
-@emits(Cast)
+@emits(kp.Cast)
 def _cast(ctx: Ctx, op: Op) -> None:
-    assert isinstance(op, Cast)
+    assert isinstance(op, kp.Cast)
     dt = concrete(ctx, op.dtype)
     src = cast_form(ctx.affine.get(op.x.id), dt.is_int)
     if src is None:
@@ -297,7 +285,7 @@ def _cast(ctx: Ctx, op: Op) -> None:
     ctx.set_lazy(op.result, lambda: cast(ctx, ctx.get(x), dt))
 
 
-@emits(Bitcast)
+@emits(kp.Bitcast)
 def _bitcast(ctx: Ctx, op: Op) -> None:
-    assert isinstance(op, Bitcast)
+    assert isinstance(op, kp.Bitcast)
     ctx.set(op.result, ctx.ssa.bitcast(ctx.get(op.x), concrete(ctx, op.dtype)))

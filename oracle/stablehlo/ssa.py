@@ -97,17 +97,20 @@ class SSA:
         self.emit(f"{r.name} = stablehlo.{name} {self.use(x)} : {r.type}")
         return r
 
-    def binary(self, name: str, a: Val, b: Val, hint: str | None = None) -> Val:
+    @staticmethod
+    def _pair_depth(name: str, a: Val, b: Val) -> int:
+        """The batch depth of a two-operand op's result; its operands must agree in shape and dtype."""
         if a.shape != b.shape or a.dtype != b.dtype:
             raise AssertionError(f"stablehlo.{name} operands differ: {a.type} vs {b.type}")
-        r = self._result(a.dtype, a.shape, max(a.depth, b.depth), hint)
+        return max(a.depth, b.depth)
+
+    def binary(self, name: str, a: Val, b: Val, hint: str | None = None) -> Val:
+        r = self._result(a.dtype, a.shape, self._pair_depth(name, a, b), hint)
         self.emit(f"{r.name} = stablehlo.{name} {self.use(a, b)} : {r.type}")
         return r
 
     def compare(self, direction: str, a: Val, b: Val, hint: str | None = None) -> Val:
-        if a.shape != b.shape or a.dtype != b.dtype:
-            raise AssertionError(f"stablehlo.compare operands differ: {a.type} vs {b.type}")
-        r = self._result(DType.pred, a.shape, max(a.depth, b.depth), hint)
+        r = self._result(DType.pred, a.shape, self._pair_depth("compare", a, b), hint)
         self.emit(f"{r.name} = stablehlo.compare {direction}, {self.use(a, b)}, {cmp_type(a.dtype)} : "
                   f"({a.type}, {b.type}) -> {r.type}")
         return r

@@ -75,20 +75,37 @@ class DSym(Dim):
 
 
 @dataclass(frozen=True, repr=False)
-class DBin(Dim):
+class _OnTwoDims:
+    """The structure `DBin` and `PCmp` share: an operator (one of `OPERATORS`) over two dims."""
+
     op: str
     lhs: Dim
     rhs: Dim
 
+    OPERATORS: ClassVar[tuple[str, ...]]
+    KIND: ClassVar[str]  # what an operator is called, for the error about an unknown one
+
     def __post_init__(self) -> None:
-        if self.op not in DIM_OPS:
-            raise ValueError(f"unknown dim operator {self.op!r}")
+        if self.op not in self.OPERATORS:
+            raise ValueError(f"unknown {self.KIND} {self.op!r}")
 
     def symbols(self) -> frozenset[str]:
         return self.lhs.symbols() | self.rhs.symbols()
 
+    def _values(self, env: Mapping[str, int]) -> tuple[int, int]:
+        return self.lhs.evaluate(env), self.rhs.evaluate(env)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.op!r}, {self.lhs!r}, {self.rhs!r})"
+
+
+@dataclass(frozen=True, repr=False)
+class DBin(_OnTwoDims, Dim):
+    OPERATORS = DIM_OPS
+    KIND = "dim operator"
+
     def evaluate(self, env: Mapping[str, int]) -> int:
-        a, b = self.lhs.evaluate(env), self.rhs.evaluate(env)
+        a, b = self._values(env)
         if self.op == "+":
             return a + b
         if self.op == "-":
@@ -101,9 +118,6 @@ class DBin(Dim):
 
     def substitute(self, env: Mapping[str, Dim]) -> Dim:
         return dim_bin(self.op, self.lhs.substitute(env), self.rhs.substitute(env))
-
-    def __repr__(self) -> str:
-        return f"DBin({self.op!r}, {self.lhs!r}, {self.rhs!r})"
 
 
 _PREC = {"+": 1, "-": 1, "*": 2, "//": 2, "%": 2}
@@ -186,27 +200,16 @@ class Pred:
 
 
 @dataclass(frozen=True, repr=False)
-class PCmp(Pred):
-    op: str
-    lhs: Dim
-    rhs: Dim
-
-    def __post_init__(self) -> None:
-        if self.op not in CMP_OPS:
-            raise ValueError(f"unknown comparison {self.op!r}")
-
-    def symbols(self) -> frozenset[str]:
-        return self.lhs.symbols() | self.rhs.symbols()
+class PCmp(_OnTwoDims, Pred):
+    OPERATORS = CMP_OPS
+    KIND = "comparison"
 
     def evaluate(self, env: Mapping[str, int]) -> bool:
-        a, b = self.lhs.evaluate(env), self.rhs.evaluate(env)
+        a, b = self._values(env)
         return {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[self.op]
 
     def substitute(self, env: Mapping[str, Dim]) -> Pred:
         return PCmp(self.op, self.lhs.substitute(env), self.rhs.substitute(env))
-
-    def __repr__(self) -> str:
-        return f"PCmp({self.op!r}, {self.lhs!r}, {self.rhs!r})"
 
 
 @dataclass(frozen=True, repr=False)

@@ -134,6 +134,17 @@ class Match:
                 self.deps[r.id] = frozenset({VALID})
         return True
 
+    def uniform_deps(self, op: POp, uniform: bool, deps: frozenset[str], outside: str) -> bool:
+        """Whether `op` computes values the same for every instance (`uniform`: no lanes, and no dependence);
+        if so, its results depend on nothing. Such an op must be one the tiled form may compute once."""
+        if not uniform or deps:
+            return False
+        if not uniform_op(op):
+            raise NotTileable(f"the group computes {op.NAME} outside {outside}")
+        for r in op.results:
+            self.deps[r.id] = frozenset()
+        return True
+
 
 def _fail(message: str) -> NotTileable:
     return NotTileable(message)
@@ -213,12 +224,8 @@ def _dependences(m: Match, ops: list[POp]) -> None:
             m.deps[op.result.id] = frozenset({K})
             continue
         operand_deps = frozenset().union(*(m.deps.get(v.id, frozenset()) for v in op.operands()))
-        uniform = not any(r.type.lanes or r.type.tile for r in op.results)
-        if uniform and not operand_deps:
-            if not uniform_op(op):
-                raise _fail(f"the group computes {op.NAME} outside the contraction")
-            for r in op.results:
-                m.deps[r.id] = frozenset()
+        if m.uniform_deps(op, not any(r.type.lanes or r.type.tile for r in op.results), operand_deps,
+                          "the contraction"):
             continue
         if isinstance(op, P.Load | P.Store) and op.access.copy is not None:
             raise _fail("the group uses a local buffer")

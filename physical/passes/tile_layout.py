@@ -52,7 +52,6 @@ from .tile_contract import (
     check_effects,
     elementwise_op,
     prune,
-    uniform_op,
 )
 
 TILE = 64  # BLOCK_LM = BLOCK_LN: 4096 elements, the element budget of a program (`enlarge.TILE_BUDGET`)
@@ -79,12 +78,7 @@ def match_layout(group: Group, tiled: tuple[int, int] | None = None) -> Match:
         if any(r.type.tile for r in op.results):
             raise NotTileable(f"the group holds a tile ({op.NAME})")
         deps = frozenset().union(*(m.deps.get(v.id, frozenset()) for v in op.operands()))
-        uniform = not any(r.type.lanes for r in op.results)
-        if uniform and not deps:
-            if not uniform_op(op):
-                raise NotTileable(f"the group computes {op.NAME} outside its instances")
-            for r in op.results:
-                m.deps[r.id] = frozenset()
+        if m.uniform_deps(op, not any(r.type.lanes for r in op.results), deps, "its instances"):
             continue
         if not elementwise_op(op):
             raise NotTileable(f"the group computes {op.NAME} per instance")

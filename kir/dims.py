@@ -9,25 +9,33 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Generic, TypeVar
 
 from intent.runtime.checks import solve_affine
 
 DIM_OPS = ("+", "-", "*", "//", "%")
 CMP_OPS = ("==", "!=", "<", "<=", ">", ">=")
 
+R = TypeVar("R")
+S = TypeVar("S")
 
-class Dim:
-    """A dim: `DConst`, `DSym` or `DBin`. Immutable and hashable."""
+
+class _OverSymbols(Generic[R, S]):
+    """What dims and predicates answer alike: the shape symbols they read, their value (`R`) under a binding of
+    those symbols, and themselves (`S`) with symbols replaced by dims."""
 
     def symbols(self) -> frozenset[str]:
         raise NotImplementedError
 
-    def evaluate(self, env: Mapping[str, int]) -> int:
+    def evaluate(self, env: Mapping[str, int]) -> R:
         raise NotImplementedError
 
-    def substitute(self, env: Mapping[str, Dim]) -> Dim:
+    def substitute(self, env: Mapping[str, Dim]) -> S:
         raise NotImplementedError
+
+
+class Dim(_OverSymbols[int, "Dim"]):
+    """A dim: `DConst`, `DSym` or `DBin`. Immutable and hashable."""
 
     @property
     def is_const(self) -> bool:
@@ -183,17 +191,8 @@ def is_affine(d: Dim) -> bool:
 # ---------------------------------------------------------------------------------------------- predicates
 
 
-class Pred:
+class Pred(_OverSymbols[bool, "Pred"]):
     """A quantifier-free Presburger predicate over shape symbols."""
-
-    def symbols(self) -> frozenset[str]:
-        raise NotImplementedError
-
-    def evaluate(self, env: Mapping[str, int]) -> bool:
-        raise NotImplementedError
-
-    def substitute(self, env: Mapping[str, Dim]) -> Pred:
-        raise NotImplementedError
 
     def __str__(self) -> str:
         return _fmt_pred(self, 0)

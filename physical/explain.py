@@ -358,6 +358,17 @@ def _programs(n: int) -> str:
     return f"{n:,} program{'s' * (n != 1)}"
 
 
+def _whole_subregions(g: Group, env: Mapping[str, int]) -> list[str]:
+    """The cliff a split-segments group keeps where its split count comes out 1 on a device: the count follows
+    the shapes (the average block), not the data, so each subregion runs whole in one program."""
+    split = next((op for op in g.body.ops if isinstance(op, P.SplitIndex)), None) if g.looped is None else None
+    if split is None or env.get(split.splits) != 1 or env.get(DEVICE_SMS, 0) <= 0:
+        return []
+    return [f"    performance: {split.splits} = 1 at these shapes (the blocks of subregions already fill the device, "
+            f"or the average block holds too few values to split): each subregion runs whole in one program, so "
+            f"one holding much of the values runs alone while the device idles"]
+
+
 def evaluated_lines(p: Program, shapes: Mapping[str, int], sms: int, counts=None) -> list[str]:
     env = launch_environment(p, shapes, sms)
     bound = ", ".join(f"{k} = {v}" for k, v in shapes.items()) or "no symbols"
@@ -373,6 +384,7 @@ def evaluated_lines(p: Program, shapes: Mapping[str, int], sms: int, counts=None
             start, length = seg.offset.evaluate(env), seg.length.evaluate(env)
             where = f"programs [{_count(start)}, {_count(start + length)}) ({_programs(length)})"
         lines.append(f"  group {g.id} ({g.name}): {where}; {_form(g, env)}")
+        lines += _whole_subregions(g, env)
     counts = counts if counts is not None else operation_counts(p)
     moved, ideal = counts.bytes.evaluate(env), ideal_bytes(p).evaluate(env)
     ratio = f" ({moved / ideal:.2f}x the ideal)" if ideal else ""

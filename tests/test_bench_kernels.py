@@ -31,7 +31,15 @@ def test_scales_hold_the_issue_sizes():
         "sum 4M", "max 4M", "argmax 4M", "cumsum_1d 4M", "cumsum_exclusive_1d 4M", "cummax_1d 4M",
         "column_sums 65536x64", "column_sums 8192x1000", "row_sums 4x1048576", "transpose 1024x1024",
         "head_split 8x512x1024", "flatten 8x512x1024", "permute_3d 64x48x256", "nhwc_to_nchw 8x32x32x64",
-        "sub_row_max 4096x1024", "segment_sum_skewed 64seg/2M", "histogram 4M->256"]
+        "sub_row_max 4096x1024", "segment_sum_skewed 64seg/2M", "segment_sum_skewed 65536seg/2M",
+        "histogram 4M->256"]
+
+
+def test_skewed_segment_case_puts_half_the_values_in_segment_zero():
+    args = bk.skewed_segment_sum_case(1 << 14, 1 << 10).build(torch.device("cpu"), torch.Generator().manual_seed(0))
+    lengths = (args["offsets"][1:] - args["offsets"][:-1]).tolist()
+    assert len(lengths) == 1 << 10 and sum(lengths) == args["values"].numel() == 1 << 14
+    assert lengths[0] >= (1 << 13) and set(lengths[1:]) == {(1 << 13) // ((1 << 10) - 1)}
 
 
 def test_unknown_scale_is_refused_by_name():

@@ -212,3 +212,23 @@ def test_an_output_stored_by_every_split_is_refused() -> None:
     ops[at] = dataclasses.replace(ops[at], access=dataclasses.replace(ops[at].access, mask=lane_ok))
     broken = p.replace(groups=(dataclasses.replace(g, body=dataclasses.replace(g.body, ops=tuple(ops))),))
     assert [v.rule for v in check(broken, k)] == ["split-effects"]
+
+
+def test_explain_names_the_cliff_where_the_split_count_comes_out_one() -> None:
+    """The split count follows the shapes, not the data: with blocks enough to fill the device it is 1 and
+    a subregion holding half the values runs whole in one program; explain says so at those shapes only."""
+    lengths = [3] * 4000
+    lengths[7] = 12000
+    offsets = offsets_of(lengths)
+    n = len(lengths)
+    args = {"values": torch.randn(int(offsets[-1])), "offsets": offsets, "total": torch.empty(n),
+            "top": torch.empty(n), "low": torch.empty(n)}
+    cliff = "performance: SPLITS_0 = 1 at these shapes"
+    with simulated_multiprocessors(132):
+        assert splits(folds, args) == 1
+        plan = folds.explain(*args.values())
+        assert cliff + " (the blocks of subregions already fill the device" in plan
+        assert "each subregion runs whole in one program, so one holding much of the values runs alone" in plan
+        assert cliff not in folds.explain(*fold_args(8).values())  # split: no cliff
+    with simulated_multiprocessors(0):  # the interpreter runs one program at a time: nothing to balance
+        assert cliff not in folds.explain(*args.values())

@@ -166,6 +166,7 @@ CAMPAIGN_CASES = [
     (9200022, 16, "the reference kept an infinity as an f8e4m3 result (f8e4m3's rounding gives NaN)"),
     (9200032, 31, "a chunked f8e4m3 min started from +inf rounded to f8e4m3, a NaN"),
     (9700011, 21, "XLA expands an i8 `t ** 2` to `t * t` and folds abs() of the square (square_folded_outputs)"),
+    (9700012, 16, "XLA folds the constants of `(r - 0.5) - -3.0` first, one f16 rounding (reassociated_outputs)"),
 ]
 
 
@@ -370,3 +371,29 @@ def test_stablehlo_argmax_of_f8e4m3(tmp_path: Path) -> None:
     want, got = k.oracle(**args), k.stablehlo_run(**args)
     assert (want["o"] == x.float().argmax(1).numpy()).all()
     assert (got["o"] == want["o"]).all() and (got["p"] == want["p"]).all()
+
+
+def test_stablehlo_constant_chain_is_compared_within_tolerance(tmp_path: Path) -> None:
+    """XLA's algebraic simplifier folds `(x - 0.5) - -3.0` into `x + 2.5` (found by the source-level generator
+    in f16; f32 alike): one rounding where the kernel states two, so the StableHLO result of such an output
+    is compared within the tolerance; the launcher is still compared exactly."""
+    from tests.differential import run_case
+    from tests.diffgen import reassociated_outputs
+    from tests.diffinputs import Case
+
+    k = _kernel(
+        tmp_path,
+        """
+        import intent
+        from intent import Out, dims, f16
+        M, N = dims("M N")
+
+        @intent.kernel
+        def k(x: f16[M, N], y: f16[M, N], o: Out[f16[M, N]], p: Out[f16[M, N]]):
+            o[:, :] = (x - 0.5) - -3.0
+            p[:, :] = (x + y) - 0.5
+    """,
+    )
+    assert reassociated_outputs(k.kir) == {"o"}
+    outcome = run_case(Case(k.kir, (("M", 64), ("N", 33)), (), 3))
+    assert outcome.kind == "ok" and outcome.stablehlo == "ok", outcome.text()

@@ -60,6 +60,8 @@ class _Walk:
     defs: dict[int, POp]
     exact: bool = True
     splits: str | None = None  # the constexpr of the programs that share each block (split-reductions)
+    # a look-back group of rows (domain (rows..., programs of a row)): its rows and the programs of each
+    rows: tuple[LaunchExpr, LaunchExpr] | None = None
 
 
 def operation_counts(program: Program) -> Counts:
@@ -78,7 +80,9 @@ def operation_counts(program: Program) -> Counts:
             # programs that share a block each run its per-instance work (on their own share of the row)
             each = lmul(instances, LConstexpr(split.splits)) if split is not None else instances
             w = _Walk(program, each, programs, {v.id: op for op in body.walk() for v in op.results},
-                      splits=split.splits if split is not None else None)
+                      splits=split.splits if split is not None else None,
+                      rows=(lprod(tuple(ldim(d) for d in g.domain[:-1])), ldim(g.domain[-1]))
+                      if len(g.domain) > 1 else None)
             counted.append(_region(w, body, LConst(1)))
             exact &= w.exact
         if g.looped is not None:
@@ -143,9 +147,10 @@ def _op(w: _Walk, op: POp, trips: LaunchExpr) -> tuple[LaunchExpr, LaunchExpr]:
     if isinstance(op, K.PublishSlot):  # each program: its values, then its flag (an atomic exchange)
         size = sum(w.program.buffer(b).dtype.bits // 8 for b in op.slots)
         return lmul(LConst(size + 8), lmul(trips, w.programs)), zero
-    if isinstance(op, K.FoldSlots):  # program t reads the flag and the values of the t slots before it
+    if isinstance(op, K.FoldSlots):  # program t reads the flag and the values of the slots before it in its row
         size = 4 + sum(w.program.buffer(b).dtype.bits // 8 for b in op.slots)
-        pairs = LBin("//", lmul(w.programs, LBin("-", w.programs, LConst(1))), LConst(2))
+        rows, per = w.rows if w.rows is not None else (LConst(1), w.programs)
+        pairs = lmul(rows, LBin("//", lmul(per, LBin("-", per, LConst(1))), LConst(2)))
         return lmul(LConst(size), lmul(trips, pairs)), zero
     if isinstance(op, K.RetireTicket):  # each program's finished count; the last restores the flags and counters
         return ladd(lmul(LConst(8), lmul(trips, w.programs)), lmul(LConst(4), ladd(w.programs, LConst(2)))), zero

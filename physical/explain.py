@@ -185,6 +185,11 @@ def _lookback_lines(p: Program, g: Group, f: _Formulas) -> list[str]:
     sync = p.buffer(ticket.ticket)  # type: ignore[arg-type]
     chunk = next((op.inputs[0].type.tile[op.axis] for op in g.body.ops if isinstance(op, P.Scan) and op.inputs), None)
     each = f", each one chunk of {chunk.extent} elements" if chunk is not None else ""
+    rows = len(g.domain) > 1
+    if rows:  # a group of rows: the tickets of a row are consecutive
+        per = g.domain[-1]
+        each += (f" ({' * '.join(map(str, g.domain[:-1]))} rows x {per} programs a row: ticket t runs chunk "
+                 f"t % ({per}) of row t // ({per}))")
     lines = [f"  across programs: {f(seg.length) if seg else '?'} programs{each}, one instance each, in the order "
              f"of an acq_rel ticket on {sync.name}[{P.SYNC_TICKET}] (no launch order assumed; a program waits only "
              f"for lower tickets)"]
@@ -194,8 +199,11 @@ def _lookback_lines(p: Program, g: Group, f: _Formulas) -> list[str]:
             lines.append(f"  each program publishes its aggregate in slot = its ticket of {names}, then raises "
                          f"flag {sync.name}[{P.SYNC_FLAGS} + slot] (release)")
         elif isinstance(op, P.FoldSlots):
-            order = "from the nearest lower ticket down to 0" if op.reverse else "from 0 up to its own ticket"
-            lines.append(f"  then waits for the flags of every lower ticket (acquire) and folds their slots "
+            base = "its row's first ticket" if rows else "0"
+            order = f"from the nearest lower ticket down to {base}" if op.reverse else \
+                f"from {base} up to its own ticket"
+            mine = " of its row" if rows else ""
+            lines.append(f"  then waits for the flags of every lower ticket{mine} (acquire) and folds their slots "
                          f"{order}, in index order, {op.block} slots a step (a fixed combine order: the same "
                          f"bits every run), and combines the result with its own chunk")
         elif isinstance(op, P.RetireTicket):

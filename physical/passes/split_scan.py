@@ -44,7 +44,21 @@ from kir.solver import default_lower_bounds, linear_proves
 
 from .. import ops as P
 from ..builder import max_value_id
-from ..launch_expr import LBin, LConst, LNextPow2, LTileBlock, LWarps, ladd, lcdiv, ldim, lmax, lsum
+from ..launch_expr import (
+    LaunchExpr,
+    LBin,
+    LConst,
+    LNextPow2,
+    LTileBlock,
+    LWarps,
+    ladd,
+    lcdiv,
+    ldim,
+    lmax,
+    lmul,
+    lprod,
+    lsum,
+)
 from ..model import (
     Access,
     Buffer,
@@ -61,11 +75,15 @@ from ..model import (
     TileAxis,
     Workspace,
 )
+from ..rewrite import map_values
 from . import Pass
 from .looped import BUDGET_VARIABLE, _Builder, _values, budget, combine_op, row_axis, row_op
 
 SPLIT_TILE = 8192  # chunk per program at most: P stays in the hundreds for 4M values (O(P) folds stay cheap)
 SLOT_BLOCK = 1024  # slots one fold step reads
+# A group of rows splits its rows only when its refinements prove the rows at most this many: fewer rows than
+# an H200's multiprocessors, so the unsplit form (a program or a packed block per row) leaves most of it idle
+FEW_ROWS = 128
 ONE_PROGRAM = "runs in one program instance"  # construction's note on a whole-tensor statement it could not map
 
 
@@ -89,8 +107,21 @@ class SplitPlan:
         return f"{self.axis.block}_SPLIT{self.group.id}"
 
     def programs(self) -> Dim:
-        """P = cdiv(N, T) as a domain extent."""
+        """P = cdiv(N, T) as a domain extent: the programs of one row."""
         return dim_bin("//", dim_bin("+", self.axis.extent, self.tile - 1), self.tile)
+
+    @property
+    def rows(self) -> Dim | None:
+        return rows_of(self.group)
+
+    def domain(self) -> tuple[Dim, ...]:
+        """The split group's program space: (P,) for one row, (rows, P) for a group of rows."""
+        return (self.programs(),) if self.rows is None else (self.rows, self.programs())
+
+    def count(self) -> LaunchExpr:
+        """All the programs of the split (rows x P)."""
+        per = lcdiv(ldim(self.axis.extent), LConst(self.tile))
+        return per if self.rows is None else lmul(ldim(self.rows), per)
 
 
 def _row(t: Fragment, axis: TileAxis) -> bool:
@@ -107,8 +138,9 @@ def plan_split(program: Program, group: Group, forced: int | None = None) -> Spl
     """The split of `group`'s row over programs, or the reason it has none."""
     if group.tiles or group.looped is not None or group.persistent is not None:
         return "the group already has its own tiling"
-    if not group.single_instance or group.serial:
-        return "the group is not one whole-row instance"
+    if group.serial:
+        return "the group runs in order"
+    rows = rows_of(group)
     axis = row_axis(group)
     if axis is None:
         return "no single row axis"
@@ -151,7 +183,19 @@ def plan_split(program: Program, group: Group, forced: int | None = None) -> Spl
     facts = list(default_lower_bounds(program.symbols, program.requires)) + list(program.requires)  # type: ignore
     if linear_proves(facts, PCmp("<=", axis.extent, DConst(tile))):
         return f"the row {axis.extent} always fits one program's chunk of {tile}"
+    if rows is not None and not linear_proves(facts, PCmp("<=", rows, DConst(FEW_ROWS))):
+        return f"the rows ({rows}) are not proven at most {FEW_ROWS} (many rows keep the device busy unsplit)"
     return SplitPlan(group, axis, tile, scans[0].reverse, scans)
+
+
+def rows_of(group: Group) -> Dim | None:
+    """The instances of a group (its rows), or None for a single-instance group."""
+    if group.single_instance:
+        return None
+    rows = group.domain[0]
+    for d in group.domain[1:]:
+        rows = dim_bin("*", rows, d)
+    return rows
 
 
 # ---------------------------------------------------------------------------------------------- building
@@ -185,8 +229,8 @@ class _Sync:
 
 def _workspace_buffers(program: Program, plan: SplitPlan) -> _Sync:
     gid = plan.group.id
-    slots_dim = plan.programs()
-    count = lcdiv(ldim(plan.axis.extent), LConst(plan.tile))
+    slots_dim = plan.programs() if plan.rows is None else dim_bin("*", plan.rows, plan.programs())
+    count = plan.count()
     next_bid = max((b.id for b in program.buffers), default=0) + 1
     taken = {w.name for w in program.workspaces}
 
@@ -227,15 +271,23 @@ def build_split(program: Program, plan: SplitPlan, sync: _Sync, first_id: int) -
     g = plan.group
     ops = [op for op in g.body.ops if not op.TERMINATOR]
     origin = next((op.origin for op in ops if op.origin is not None), None)
-    axis = plan.axis
     index = Fragment(DType.i64, True, (), True)
     ticket = b.add(P.OwnedInstances, index, None, "ticket", group=g.id, block=g.block, ticket=sync.sync.id)
-    count = lcdiv(ldim(axis.extent), LConst(plan.tile))
+    count = plan.count()
     tile = b.add(P.Const, Fragment(DType.i64), origin, value=plan.tile, dtype=DType.i64)
-    chunk = ticket
+    zero = b.add(P.Const, Fragment(DType.i64, index=True), origin, value=0, dtype=DType.i64)
+    position, row_first = ticket, zero  # the chunk's place in its row; the row's first ticket
+    if plan.rows is not None:  # ticket t runs chunk t % P of row t // P (the tickets of a row are consecutive)
+        per = b.index(ldim(plan.programs()), origin, "row_programs")
+        row = b.add(P.Binary, index, origin, "row", fn=BinaryFn.floordiv, lhs=ticket, rhs=per)
+        position = b.add(P.Binary, index, origin, "row_chunk", fn=BinaryFn.mod, lhs=ticket, rhs=per)
+        row_first = b.add(P.Binary, index, origin, "row_first", fn=BinaryFn.mul, lhs=row, rhs=per)
+        owned = next(op for op in g.body.ops if isinstance(op, P.OwnedInstances))
+        b.row[owned.result.id] = row  # the group's instance is the row
+    chunk = position
     if plan.reverse:  # ticket t scans chunk P - 1 - t: the chunks after it have the lower tickets
         last = b.index(ldim(dim_bin("-", plan.programs(), 1)), origin, "last_chunk")
-        chunk = b.add(P.Binary, index, origin, "chunk", fn=BinaryFn.sub, lhs=last, rhs=ticket)
+        chunk = b.add(P.Binary, index, origin, "chunk", fn=BinaryFn.sub, lhs=last, rhs=position)
     start = b.add(P.Binary, index, origin, "chunk_start", fn=BinaryFn.mul, lhs=chunk, rhs=tile)
 
     # values computed from a scan's result wait for the fold of the predecessors' aggregates
@@ -250,16 +302,16 @@ def build_split(program: Program, plan: SplitPlan, sync: _Sync, first_id: int) -
             pending.append(_local_scan(b, op))
         elif not (isinstance(op, P.Store) or any(v.id in after for v in op.operands())):
             _copy(b, op, start)
-    zero = b.add(P.Const, Fragment(DType.i64, index=True), origin, value=0, dtype=DType.i64)
     aggs = [v for _, _, agg in pending for v in agg]
     b.put(P.PublishSlot(origin=origin, sync=sync.sync.id, slots=tuple(x.id for row in sync.slots for x in row),
                         slot=ticket, values=tuple(aggs)))
-    first = b.add(P.Compare, Fragment(DType.pred, True), origin, "first_chunk", fn=CmpFn.eq, lhs=ticket, rhs=zero)
+    first = b.add(P.Compare, Fragment(DType.pred, True), origin, "first_chunk", fn=CmpFn.eq, lhs=ticket,
+                  rhs=row_first)
     for (op, local, _), slots in zip(pending, sync.slots):
         lanes = Fragment(DType.i64, True)
         prefix = [b.fresh(lanes.with_dtype(dt), "prefix") for dt in op.acc_dtypes]
         b.put(P.FoldSlots(results=tuple(prefix), origin=op.origin, sync=sync.sync.id, slots=tuple(x.id for x in slots),
-                          first=zero, upto=ticket, reverse=op.reverse, identity=op.identity,
+                          first=row_first, upto=ticket, reverse=op.reverse, identity=op.identity,
                           acc_dtypes=op.acc_dtypes, block=SLOT_BLOCK, combine=b.copy_region(op.combine)))
         # element order: the predecessors' prefix precedes the chunk (follows it in a reverse scan)
         lhs, rhs = (local, prefix) if op.reverse else (prefix, local)
@@ -277,10 +329,12 @@ def build_split(program: Program, plan: SplitPlan, sync: _Sync, first_id: int) -
 
 
 def _copy(b: _SplitBuilder, op: POp, start: PValue) -> None:
+    if isinstance(op, P.OwnedInstances):  # the ticket gives the instance
+        return
     if any(_row(v.type, b.plan.axis) for v in _values(op)):
         b.row_op(op, start)
-    else:
-        b.put(op)
+    else:  # the row's instance is the ticket's row now
+        b.put(dataclasses.replace(op, **{f.name: map_values(getattr(op, f.name), b.get) for f in op.fields()}))
 
 
 def _local_scan(b: _SplitBuilder, op: P.Scan) -> tuple[P.Scan, list[PValue], list[PValue]]:
@@ -338,7 +392,7 @@ class SplitScans(Pass):
             consts[plan.block] = LConst(plan.tile)
             order.append(plan.block)
             consts[plan.group.block] = LConst(1)
-            groups[plan.group.id] = dataclasses.replace(plan.group, domain=(plan.programs(),), body=body)
+            groups[plan.group.id] = dataclasses.replace(plan.group, domain=plan.domain(), body=body)
             warps = lmax(warps, LWarps(LConst(plan.tile)))  # type: ignore[arg-type]
         # a row block no group holds any more is no constexpr of the launch (it would size a tile of the row)
         held = {t.block for g in groups.values() for op in g.body.walk() for v in _values(op) for t in v.type.tile}
@@ -346,7 +400,8 @@ class SplitScans(Pass):
         lengths, segments = [], []
         for seg in program.segments:
             g = groups[seg.group]
-            length = seg.length if g is program.group(seg.group) else lcdiv(ldim(g.domain[0]), LConst(1))
+            length = seg.length if g is program.group(seg.group) else \
+                lprod(tuple(ldim(d) for d in g.domain))
             segments.append(Segment(seg.group, length, lsum(tuple(lengths))))
             lengths.append(length)
         # the one-program cliff construction noted for these statements is gone

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from kir import float_rules
-from kir.dtypes import DType, bf16_rounded_bits
+from kir.dtypes import FP8, DType, bf16_rounded_bits
 
 from .emit import DEVICE_FLAG, REGISTER_DTYPE, Emitter
 
@@ -38,79 +38,6 @@ def _intent_load_bf16(x):
 def _intent_store_bf16(x):
     # an f32 holding a bf16 value -> the bf16 tensor to store (its high half)
     return (x.to(tl.uint32, bitcast=True) >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
-''',
-    "load_f8e4m3": '''@triton.jit
-def _intent_load_f8e4m3(b):
-    # f8e4m3 bits (uint8) -> the exact f32 value: 1 sign, 4 exponent (bias 7), 3 mantissa bits; 0x7F is NaN
-    i = b.to(tl.int32)
-    e = (i >> 3) & 0xF
-    m = (i & 7).to(tl.float32)
-    scale = ((tl.maximum(e, 1) + 117) << 23).to(tl.float32, bitcast=True)  # 2 ** (max(e, 1) - 7 - 3)
-    mag = tl.where(e == 0, m, m + 8.0) * scale
-    mag = tl.where((i & 0x7F) == 0x7F, float("nan"), mag)
-    return tl.where((i & 0x80) != 0, -mag, mag)
-''',
-    "load_f8e5m2": '''@triton.jit
-def _intent_load_f8e5m2(b):
-    # f8e5m2 bits (uint8) -> the exact f32 value: 1 sign, 5 exponent (bias 15), 2 mantissa bits; IEEE specials
-    i = b.to(tl.int32)
-    e = (i >> 2) & 0x1F
-    m = (i & 3).to(tl.float32)
-    scale = ((tl.maximum(e, 1) + 110) << 23).to(tl.float32, bitcast=True)  # 2 ** (max(e, 1) - 15 - 2)
-    mag = tl.where(e == 0, m, m + 4.0) * scale
-    mag = tl.where(e == 0x1F, tl.where(m == 0.0, float("inf"), float("nan")), mag)
-    return tl.where((i & 0x80) != 0, -mag, mag)
-''',
-    "round_f8e4m3": '''@triton.jit
-def _intent_round_f8e4m3(x):
-    # the nearest f8e4m3 (ties to even) held in f32, without saturation: beyond the largest finite value
-    # (past 464) NaN, as f8e4m3 has no infinities. x / 2**(E - 3) is exact, and (q + 1.5 * 2**23) - 1.5 * 2**23
-    # rounds it to an integer, ties to even, with IEEE f32 additions.
-    bits = x.to(tl.int32, bitcast=True)
-    e = tl.maximum(((bits >> 23) & 0xFF) - 127, -6)
-    scale = ((e + 124) << 23).to(tl.float32, bitcast=True)
-    inverse = ((130 - e) << 23).to(tl.float32, bitcast=True)
-    r = (x * inverse + 12582912.0) - 12582912.0
-    y = tl.where(r == 0.0, x * 0.0, r * scale)
-    y = tl.where(tl.abs(y) > 448.0, float("nan"), y)
-    return tl.where(x != x, x, y)
-''',
-    "round_f8e5m2": '''@triton.jit
-def _intent_round_f8e5m2(x):
-    # the nearest f8e5m2 (ties to even) held in f32, without saturation: beyond the largest finite value
-    # (from 61440) +-inf; as _intent_round_f8e4m3 with 2 mantissa bits and the smallest normal exponent -14
-    bits = x.to(tl.int32, bitcast=True)
-    e = tl.maximum(((bits >> 23) & 0xFF) - 127, -14)
-    scale = ((e + 125) << 23).to(tl.float32, bitcast=True)
-    inverse = ((129 - e) << 23).to(tl.float32, bitcast=True)
-    r = (x * inverse + 12582912.0) - 12582912.0
-    y = tl.where(r == 0.0, x * 0.0, r * scale)
-    y = tl.where(tl.abs(y) > 57344.0, tl.where(x < 0, float("-inf"), float("inf")), y)
-    return tl.where(x != x, x, y)
-''',
-    "store_f8e4m3": '''@triton.jit
-def _intent_store_f8e4m3(x):
-    # an f32 holding an f8e4m3 value -> its bits (uint8); NaN -> 0x7F
-    bits = x.to(tl.int32, bitcast=True)
-    a = tl.abs(x)
-    normal = (((((bits >> 23) & 0xFF) - 120) << 3) | ((bits >> 20) & 7))
-    sub = (a * 512.0).to(tl.int32)
-    mag = tl.where(a >= 0.015625, normal, sub)
-    mag = tl.where(x != x, 0x7F, mag)
-    return (((bits >> 24) & 0x80) | mag).to(tl.uint8)
-''',
-    "store_f8e5m2": '''@triton.jit
-def _intent_store_f8e5m2(x):
-    # an f32 holding an f8e5m2 value -> its bits (uint8); +-inf -> 0x7C/0xFC, NaN -> 0x7E
-    bits = x.to(tl.int32, bitcast=True)
-    a = tl.abs(x)
-    normal = (((((bits >> 23) & 0xFF) - 112) << 2) | ((bits >> 21) & 3))
-    sub = (a * 65536.0).to(tl.int32)
-    mag = tl.where(a >= 0.00006103515625, normal, sub)
-    mag = tl.where(a == float("inf"), 0x7C, mag)
-    mag = tl.where(x != x, 0x7E, mag)
-    sign = tl.where(x != x, 0, (bits >> 24) & 0x80)
-    return (sign | mag).to(tl.uint8)
 ''',
     "merge_i4": '''@triton.jit
 def _intent_merge_i4(a, v, q, m):
@@ -162,6 +89,75 @@ def _intent_ipow(a, b, BITS: tl.constexpr, SIGNED: tl.constexpr):
     return result
 ''',
 }
+
+
+# The fp8 helpers, generated from each format's parameters (`kir.dtypes.FP8`). Beyond those, the formats differ only
+# in their special values: f8e4m3 has no infinities and one NaN pattern (0x7F, either sign), f8e5m2 has IEEE
+# infinities and NaNs.
+_FP8_SPECIALS = {
+    DType.f8e4m3: {
+        "load": 'mag = tl.where((i & 0x7F) == 0x7F, float("nan"), mag)',
+        "overflow": 'float("nan")',
+        "store": ['mag = tl.where(x != x, 0x7F, mag)', "return (((bits >> 24) & 0x80) | mag).to(tl.uint8)"],
+        "store_doc": "NaN -> 0x7F",
+    },
+    DType.f8e5m2: {
+        "load": 'mag = tl.where(e == 0x1F, tl.where(m == 0.0, float("inf"), float("nan")), mag)',
+        "overflow": 'tl.where(x < 0, float("-inf"), float("inf"))',
+        "store": ['mag = tl.where(a == float("inf"), 0x7C, mag)', "mag = tl.where(x != x, 0x7E, mag)",
+                  "sign = tl.where(x != x, 0, (bits >> 24) & 0x80)", "return (sign | mag).to(tl.uint8)"],
+        "store_doc": "+-inf -> 0x7C/0xFC, NaN -> 0x7E",
+    },
+}
+
+
+def _fp8_helpers(dtype: DType) -> dict[str, str]:
+    """`load_<fmt>` (uint8 bits -> the exact f32 value), `round_<fmt>` (f32 -> the nearest value of the format,
+    ties to even, held in f32, without saturation: past the largest finite value, the format's overflow) and
+    `store_<fmt>` (an f32 holding a value of the format -> its uint8 bits)."""
+    largest, bias, mant, emin = FP8[dtype]
+    special = _FP8_SPECIALS[dtype]
+    exp_mask, mant_mask = (1 << (7 - mant)) - 1, (1 << mant) - 1
+    store = "\n    ".join(special["store"])
+    load = f"""@triton.jit
+def _intent_load_{dtype}(b):
+    # {dtype} bits (uint8) -> the exact f32 value: 1 sign, {7 - mant} exponent (bias {bias}), {mant} mantissa bits
+    i = b.to(tl.int32)
+    e = (i >> {mant}) & 0x{exp_mask:X}
+    m = (i & {mant_mask}).to(tl.float32)
+    scale = ((tl.maximum(e, 1) + {127 - bias - mant}) << 23).to(tl.float32, bitcast=True)  # 2**(max(e,1)-{bias}-{mant})
+    mag = tl.where(e == 0, m, m + {float(1 << mant)}) * scale
+    {special["load"]}
+    return tl.where((i & 0x80) != 0, -mag, mag)
+"""
+    rounded = f"""@triton.jit
+def _intent_round_{dtype}(x):
+    # the nearest {dtype} (ties to even) held in f32: x / 2**(E - {mant}) is exact (E at least the smallest normal
+    # exponent), and (q + 1.5 * 2**23) - 1.5 * 2**23 rounds it to an integer, ties to even, in IEEE f32 additions
+    bits = x.to(tl.int32, bitcast=True)
+    e = tl.maximum(((bits >> 23) & 0xFF) - 127, {emin})
+    scale = ((e + {127 - mant}) << 23).to(tl.float32, bitcast=True)
+    inverse = (({127 + mant} - e) << 23).to(tl.float32, bitcast=True)
+    r = (x * inverse + 12582912.0) - 12582912.0
+    y = tl.where(r == 0.0, x * 0.0, r * scale)
+    y = tl.where(tl.abs(y) > {largest}, {special["overflow"]}, y)
+    return tl.where(x != x, x, y)
+"""
+    stored = f"""@triton.jit
+def _intent_store_{dtype}(x):
+    # an f32 holding an {dtype} value -> its bits (uint8); {special["store_doc"]}
+    bits = x.to(tl.int32, bitcast=True)
+    a = tl.abs(x)
+    normal = (((((bits >> 23) & 0xFF) - {127 - bias}) << {mant}) | ((bits >> {23 - mant}) & {mant_mask}))
+    sub = (a * {2.0 ** (bias - 1 + mant)}).to(tl.int32)
+    mag = tl.where(a >= {2.0 ** emin!r}, normal, sub)
+    {store}
+"""
+    return {f"load_{dtype}": load, f"round_{dtype}": rounded, f"store_{dtype}": stored}
+
+
+for _fp8 in FP8:
+    _LIBRARY.update(_fp8_helpers(_fp8))
 
 
 class _TritonOps:

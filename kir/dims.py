@@ -9,12 +9,13 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from intent.runtime.checks import solve_affine
 
 DIM_OPS = ("+", "-", "*", "//", "%")
 CMP_OPS = ("==", "!=", "<", "<=", ">", ">=")
+_RING = {"+": operator.add, "-": operator.sub, "*": operator.mul}  # the operators other than // and %, on ints or Z3
 
 R = TypeVar("R")
 S = TypeVar("S")
@@ -100,8 +101,12 @@ class _OnTwoDims:
     def symbols(self) -> frozenset[str]:
         return self.lhs.symbols() | self.rhs.symbols()
 
-    def _values(self, env: Mapping[str, int]) -> tuple[int, int]:
-        return self.lhs.evaluate(env), self.rhs.evaluate(env)
+    def evaluate(self, env: Mapping[str, int]) -> Any:
+        return self.apply(self.lhs.evaluate(env), self.rhs.evaluate(env))
+
+    def apply(self, a: int, b: int) -> Any:
+        """The operator on the values of the two sides."""
+        raise NotImplementedError
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.op!r}, {self.lhs!r}, {self.rhs!r})"
@@ -112,14 +117,10 @@ class DBin(_OnTwoDims, Dim):
     OPERATORS = DIM_OPS
     KIND = "dim operator"
 
-    def evaluate(self, env: Mapping[str, int]) -> int:
-        a, b = self._values(env)
-        if self.op == "+":
-            return a + b
-        if self.op == "-":
-            return a - b
-        if self.op == "*":
-            return a * b
+    def apply(self, a: int, b: int) -> int:
+        ring = _RING.get(self.op)
+        if ring is not None:
+            return ring(a, b)
         if b == 0:
             raise ZeroDivisionError(f"{self} divides by zero")
         return a // b if self.op == "//" else a % b
@@ -203,9 +204,8 @@ class PCmp(_OnTwoDims, Pred):
     OPERATORS = CMP_OPS
     KIND = "comparison"
 
-    def evaluate(self, env: Mapping[str, int]) -> bool:
-        a, b = self._values(env)
-        return {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[self.op]
+    def apply(self, a: int, b: int) -> bool:
+        return _COMPARE[self.op](a, b)
 
     def substitute(self, env: Mapping[str, Dim]) -> Pred:
         return PCmp(self.op, self.lhs.substitute(env), self.rhs.substitute(env))
@@ -282,12 +282,9 @@ def dim_to_z3(d: Dim, env: Mapping[str, object]):
         return env[d.name]
     assert isinstance(d, DBin)
     a, b = dim_to_z3(d.lhs, env), dim_to_z3(d.rhs, env)
-    if d.op == "+":
-        return a + b
-    if d.op == "-":
-        return a - b
-    if d.op == "*":
-        return a * b
+    ring = _RING.get(d.op)
+    if ring is not None:
+        return ring(a, b)
     return _floor_div_mod(d.op, a, b, d.rhs.value if isinstance(d.rhs, DConst) else None)
 
 

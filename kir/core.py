@@ -20,7 +20,7 @@ import itertools
 from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from .dims import Dim, Pred, as_dim
 from .dtypes import DType, DTypeVar, ElemType, SpelledEnum
@@ -164,6 +164,8 @@ OP_CLASSES: dict[str, type[Op]] = {}
 
 K = TypeVar("K")
 V = TypeVar("V")
+ValueT = TypeVar("ValueT")
+OpT = TypeVar("OpT")
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -277,26 +279,32 @@ def _values_in(v: object) -> Iterator[Value]:
 
 
 @dataclass(frozen=True)
-class Region:
-    """A block of ops with arguments; the last op is the region's terminator (`Yield`)."""
+class Block(Generic[ValueT, OpT]):
+    """A block of ops with arguments, whose last op may be its terminator: what KIR's `Region` and the
+    physical program's `PRegion` share (ops answer `TERMINATOR`, `operands()` and `regions()`)."""
 
-    args: tuple[Value, ...]
-    ops: tuple[Op, ...]
-
-    @property
-    def terminator(self) -> Op | None:
-        return self.ops[-1] if self.ops and self.ops[-1].TERMINATOR else None
+    args: tuple[ValueT, ...]
+    ops: tuple[OpT, ...]
 
     @property
-    def yielded(self) -> tuple[Value, ...]:
+    def terminator(self) -> OpT | None:
+        return self.ops[-1] if self.ops and self.ops[-1].TERMINATOR else None  # type: ignore[attr-defined]
+
+    @property
+    def yielded(self) -> tuple[ValueT, ...]:
         t = self.terminator
-        return t.operands() if t is not None else ()
+        return t.operands() if t is not None else ()  # type: ignore[attr-defined]
 
-    def walk(self) -> Iterator[Op]:
+    def walk(self) -> Iterator[OpT]:
         for o in self.ops:
             yield o
-            for r in o.regions():
+            for r in o.regions():  # type: ignore[attr-defined]
                 yield from r.walk()
+
+
+@dataclass(frozen=True)
+class Region(Block[Value, Op]):
+    """A block of ops with arguments; the last op is the region's terminator (`Yield`)."""
 
 
 # ---------------------------------------------------------------------------------------------- kernel

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from enum import Flag, auto
 from typing import Any, ClassVar
 
+from kir.core import Block
 from kir.dims import DConst, Dim
 from kir.dtypes import DType, SpelledEnum
 from kir.errors import Loc
@@ -251,26 +252,8 @@ def map_operands(op: POp, fn: Callable[[PValue], PValue]) -> POp:
 
 
 @dataclass(frozen=True)
-class PRegion:
+class PRegion(Block[PValue, POp]):
     """A block of physical ops with arguments; nested regions end with a `Yield`."""
-
-    args: tuple[PValue, ...]
-    ops: tuple[POp, ...]
-
-    @property
-    def terminator(self) -> POp | None:
-        return self.ops[-1] if self.ops and self.ops[-1].TERMINATOR else None
-
-    @property
-    def yielded(self) -> tuple[PValue, ...]:
-        t = self.terminator
-        return t.operands() if t is not None else ()
-
-    def walk(self) -> Iterator[POp]:
-        for o in self.ops:
-            yield o
-            for r in o.regions():
-                yield from r.walk()
 
 
 # ---------------------------------------------------------------------------------------------- access relations

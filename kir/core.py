@@ -19,7 +19,6 @@ import importlib
 import itertools
 from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from .dims import Dim, Pred, as_dim
@@ -310,7 +309,9 @@ class Region(Block[Value, Op]):
 # ---------------------------------------------------------------------------------------------- kernel
 
 
-class ParamKind(Enum):
+class ParamKind(SpelledEnum):
+    """A kernel parameter is a tensor or a runtime scalar (in KIR and in the physical program's ABI alike)."""
+
     TENSOR = "tensor"
     SCALAR = "scalar"
 

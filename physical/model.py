@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from enum import Flag, auto
 from typing import Any, ClassVar
 
-from kir.core import Block
+from kir.core import Block, ParamKind
 from kir.dims import DConst, Dim
 from kir.dtypes import DType, SpelledEnum
 from kir.errors import Loc
@@ -385,11 +385,6 @@ class Buffer:
 
 
 # ---------------------------------------------------------------------------------------------- ABI
-
-
-class ParamKind(SpelledEnum):
-    TENSOR = "tensor"
-    SCALAR = "scalar"
 
 
 @dataclass(frozen=True)

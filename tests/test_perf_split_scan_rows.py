@@ -199,3 +199,22 @@ def test_the_operation_counts_fold_only_the_row_s_slots() -> None:
     look_back = m * (8 * p + (4 + 8) * p + (4 + 4) * p * (p - 1) // 2 + 8 * p) + 4 * (m * p + 2)
     assert counts.bytes.evaluate({"M": m, "N": 200}) == data + look_back  # type: ignore[union-attr]
     assert counts.exact
+
+
+@intent.kernel
+def planes(x: f32[2, 3, N], out: Out[f32[2, 3, N]]):
+    for i, j in intent.parallel(2, 3):
+        out[i, j, :] = intent.cummax(x[i, j, :], reverse=True)
+
+
+def test_rows_over_two_parallel_axes_keep_their_form_and_agree() -> None:
+    x = torch.randn(2, 3, 40)
+    program = physical.construct(planes.specialize({"x": x, "out": torch.empty(2, 3, 40)}))
+    assert plan_split(program, program.groups[0], CHUNK) == "the rows span more than one parallel axis"
+    want = np.flip(np.maximum.accumulate(np.flip(x.numpy(), 2), 2), 2)
+    np.testing.assert_array_equal(planes(x).numpy(), want)
+
+
+def test_a_split_program_is_sized_for_its_chunk_not_the_whole_row() -> None:
+    text = rows_cumsum.explain(torch.randn(3, 50), torch.empty(3, 50))
+    assert "num_warps = 4\n" in text.splitlines()[0] + "\n"  # warps_for(16): the old whole-row warps are gone

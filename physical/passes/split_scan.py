@@ -140,6 +140,8 @@ def plan_split(program: Program, group: Group, forced: int | None = None) -> Spl
         return "the group already has its own tiling"
     if group.serial:
         return "the group runs in order"
+    if len(group.domain) > 1:  # the verifier names each instance axis by its loop: one row axis is decoded
+        return "the rows span more than one parallel axis"
     rows = rows_of(group)
     axis = row_axis(group)
     if axis is None:
@@ -189,13 +191,8 @@ def plan_split(program: Program, group: Group, forced: int | None = None) -> Spl
 
 
 def rows_of(group: Group) -> Dim | None:
-    """The instances of a group (its rows), or None for a single-instance group."""
-    if group.single_instance:
-        return None
-    rows = group.domain[0]
-    for d in group.domain[1:]:
-        rows = dim_bin("*", rows, d)
-    return rows
+    """The rows of a group of one parallel axis, or None for a single-instance group."""
+    return None if group.single_instance else group.domain[0]
 
 
 # ---------------------------------------------------------------------------------------------- building
@@ -384,7 +381,10 @@ class SplitScans(Pass):
         buffers, workspaces = list(program.buffers), list(program.workspaces)
         warps = program.num_warps if isinstance(program.num_warps, LBin | LWarps) or \
             not isinstance(program.num_warps, int) else LConst(program.num_warps)
-        for plan in self.plans(program):
+        plans = self.plans(program)
+        if len(plans) == len(program.groups):  # the old warps sized the whole rows no group holds any more
+            warps = LConst(1)
+        for plan in plans:
             sync = _workspace_buffers(program.replace(buffers=tuple(buffers), workspaces=tuple(workspaces)), plan)
             body, next_id = build_split(program, plan, sync, next_id)
             buffers += [sync.sync] + [x for row in sync.slots for x in row]

@@ -3,6 +3,7 @@ passes, analyses and the verifier rely on (a forgotten declaration fails here, n
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 import pkgutil
@@ -46,6 +47,24 @@ def test_trait_laws(name):
         assert t & (T.PURE | T.READS) and not t & (T.WRITES | T.EFFECTS), f"{name}: invariant ops compute a value"
     if cls.TERMINATOR:
         assert T.PURE in t
+
+
+def _holds_an_access_relation(cls: type[POp]) -> bool:
+    return any("AccessRelation" in str(f.type) for f in dataclasses.fields(cls))
+
+
+@pytest.mark.parametrize("name", sorted(n for n, c in P.OP_CLASSES.items() if _holds_an_access_relation(c)))
+def test_an_op_with_an_access_relation_declares_its_memory_traffic(name):
+    """The laws above cannot see a load-like op declared pure: its class must say it reads or writes, or
+    persistent-programs would hoist it and the effect analyses would not see it."""
+    t = P.OP_CLASSES[name].TRAITS
+    assert t & (T.READS | T.WRITES), f"{name}: holds an access relation but declares neither reads nor writes"
+    assert T.PURE not in t, f"{name}: holds an access relation but declares itself pure"
+
+
+def test_the_ops_with_access_relations():
+    assert {n for n, c in P.OP_CLASSES.items() if _holds_an_access_relation(c)} == {
+        "load", "store", "atomic_rmw", "atomic_cas", "ticket"}
 
 
 def test_declared_traits_of_representative_ops():

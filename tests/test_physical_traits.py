@@ -63,6 +63,8 @@ def test_an_op_with_an_access_relation_declares_its_memory_traffic(name):
 
 
 def test_the_ops_with_access_relations():
+    """Memory traffic is counted per op class (physical/counts.py) and checked by the sanitizer where each
+    access's emitter calls emit_access.sanitize_access: a new op holding an access relation needs both."""
     assert {n for n, c in P.OP_CLASSES.items() if _holds_an_access_relation(c)} == {
         "load", "store", "atomic_rmw", "atomic_cas", "ticket"}
 

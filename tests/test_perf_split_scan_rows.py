@@ -8,6 +8,8 @@ make small rows split over several programs; Triton's interpreter runs the progr
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -218,3 +220,10 @@ def test_rows_over_two_parallel_axes_keep_their_form_and_agree() -> None:
 def test_a_split_program_is_sized_for_its_chunk_not_the_whole_row() -> None:
     text = rows_cumsum.explain(torch.randn(3, 50), torch.empty(3, 50))
     assert "num_warps = 4\n" in text.splitlines()[0] + "\n"  # warps_for(16): the old whole-row warps are gone
+
+
+def test_the_generated_ptx_of_split_rows_uses_the_look_back_atomics() -> None:
+    ptx = rows_cumsum.ptx(torch.randn(4, 1 << 10), torch.empty(4, 1 << 10), arch=90)
+    assert re.search(r"atom\.global\.gpu\.acq_rel\.add", ptx)  # the ticket and the finished count
+    assert re.search(r"atom\.global\.gpu\.release\.exch", ptx)  # the slot flag
+    assert "ld.acquire.gpu.global.b32" in ptx  # waiting for the lower tickets of the row

@@ -24,6 +24,7 @@ from intent.runtime.checks import (
     common_device,
     contiguous_strides,
     self_overlap,
+    settle,
     type_name,
 )
 from kir.core import Kernel, Param, RefType, Role, TensorType, shape_str
@@ -231,21 +232,19 @@ def _bind_symbols(kernel: Kernel, tensors: Mapping[str, torch.Tensor], bound: Bo
                                       f"{env[d.name]} from {origin[d.name]}")
             else:
                 pending.append(_Pending(p.name, axis, d, extent))
-    progress = True
-    while pending and progress:
-        progress = False
-        for item in list(pending):
-            unbound = sorted(item.dim.symbols() - env.keys())
-            if not unbound:
-                _check_derived(item, env, origin)
-                pending.remove(item)
-                progress = True
-            elif len(unbound) == 1:
-                value = solve_for(item.dim, unbound[0], item.extent, env)
-                if value is not None:
-                    env[unbound[0]], origin[unbound[0]] = value, f"parameter {item.param}"
-                    pending.remove(item)
-                    progress = True
+
+    def resolve(item: _Pending) -> bool:
+        unbound = sorted(item.dim.symbols() - env.keys())
+        if not unbound:
+            _check_derived(item, env, origin)
+            return True
+        value = solve_for(item.dim, unbound[0], item.extent, env) if len(unbound) == 1 else None
+        if value is None:
+            return False
+        env[unbound[0]], origin[unbound[0]] = value, f"parameter {item.param}"
+        return True
+
+    settle(pending, resolve)
     missing_outs = []
     for name in bound.omitted:
         ref = _ref(kernel.param(name))

@@ -37,6 +37,8 @@ from kir.dtypes import DType
 from kir.errors import LaunchError
 from kir.solver import default_lower_bounds
 
+from .runtime.checks import settle
+
 if TYPE_CHECKING:
     pass
 
@@ -209,28 +211,27 @@ def _failed(word: str, pred: Pred, env: Mapping[str, Any]) -> str:
 
 def _bind_derived(pending: list[tuple[str, int, Dim, Any]], env: dict[str, Any], origin: dict[str, str]) -> None:
     """Bind symbols that only derived extents (`S + 1`, `2 * S`) determine; check the others."""
-    progress = True
-    while pending and progress:
-        progress = False
-        for item in list(pending):
-            name, axis, d, extent = item
-            unbound = sorted(d.symbols() - env.keys())
-            if not unbound:
-                _check(sym_dim(d, env) == extent, f"parameter {name}: axis {axis} has extent {_shown(extent)} but "
-                                                  f"{d} = {_shown(sym_dim(d, env))}")
-            elif len(unbound) == 1:
-                s = unbound[0]
-                base = sym_dim(d, {**env, s: 0})
-                slope = sym_dim(d, {**env, s: 1}) - base
-                if not isinstance(slope, int) or slope == 0 or sym_dim(d, {**env, s: 2}) - base != 2 * slope:
-                    continue  # not affine in s with a constant slope: another parameter may bind s
-                _check((extent - base) % slope == 0, f"parameter {name}: axis {axis} has extent {_shown(extent)}, "
-                                                     f"which is not of the form {d}")
-                env[s], origin[s] = (extent - base) // slope, f"parameter {name}"
-            else:
-                continue
-            pending.remove(item)
-            progress = True
+
+    def resolve(item: tuple[str, int, Dim, Any]) -> bool:
+        name, axis, d, extent = item
+        unbound = sorted(d.symbols() - env.keys())
+        if not unbound:
+            _check(sym_dim(d, env) == extent, f"parameter {name}: axis {axis} has extent {_shown(extent)} but "
+                                              f"{d} = {_shown(sym_dim(d, env))}")
+            return True
+        if len(unbound) > 1:
+            return False
+        s = unbound[0]
+        base = sym_dim(d, {**env, s: 0})
+        slope = sym_dim(d, {**env, s: 1}) - base
+        if not isinstance(slope, int) or slope == 0 or sym_dim(d, {**env, s: 2}) - base != 2 * slope:
+            return False  # not affine in s with a constant slope: another parameter may bind s
+        _check((extent - base) % slope == 0, f"parameter {name}: axis {axis} has extent {_shown(extent)}, "
+                                             f"which is not of the form {d}")
+        env[s], origin[s] = (extent - base) // slope, f"parameter {name}"
+        return True
+
+    settle(pending, resolve)
     for name, axis, d, extent in pending:
         unbound = sorted(d.symbols() - env.keys())
         raise LaunchError(f"parameter {name}: axis {axis} has extent {extent} = {d}, which does not determine "

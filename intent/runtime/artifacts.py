@@ -37,6 +37,7 @@ from .checks import (
     common_device,
     contiguous_strides,
     device_check_failure,
+    settle,
     solve_affine,
 )
 from .index_width import TensorExtent, choose_index_width
@@ -671,30 +672,28 @@ def _written_pairs(roles: list[tuple[str, str]], tensors: Mapping[str, Any]) -> 
 
 def _solve_pending(pending: list[tuple[str, int, Any, int]], env: dict[str, int], origin: dict[str, str]) -> None:
     """Bind symbols that compound extents determine (`S + 1`, `2 * S`), then check the others."""
-    progress = True
-    while pending and progress:
-        progress = False
-        for item in list(pending):
-            param, axis, dim, extent = item
-            unbound = sorted(set(E.names(dim)) - env.keys())
-            if not unbound:
-                try:
-                    want: int | None = E.evaluate(dim, env)
-                except ZeroDivisionError:
-                    want = None
-                if want != extent:
-                    given = ", ".join(f"{s} = {env[s]} from {origin[s]}" for s in sorted(set(E.names(dim))))
-                    shown = "cannot be evaluated (division by zero)" if want is None else f"= {want}"
-                    raise LaunchError(f"parameter {param}: axis {axis} has extent {extent} but {E.render(dim)} "
-                                      f"{shown} ({given})")
-                pending.remove(item)
-                progress = True
-            elif len(unbound) == 1:
-                value = _solve_for(dim, unbound[0], extent, env)
-                if value is not None:
-                    env[unbound[0]], origin[unbound[0]] = value, f"parameter {param}"
-                    pending.remove(item)
-                    progress = True
+
+    def resolve(item: tuple[str, int, Any, int]) -> bool:
+        param, axis, dim, extent = item
+        unbound = sorted(set(E.names(dim)) - env.keys())
+        if not unbound:
+            try:
+                want: int | None = E.evaluate(dim, env)
+            except ZeroDivisionError:
+                want = None
+            if want != extent:
+                given = ", ".join(f"{s} = {env[s]} from {origin[s]}" for s in sorted(set(E.names(dim))))
+                shown = "cannot be evaluated (division by zero)" if want is None else f"= {want}"
+                raise LaunchError(f"parameter {param}: axis {axis} has extent {extent} but {E.render(dim)} "
+                                  f"{shown} ({given})")
+            return True
+        value = _solve_for(dim, unbound[0], extent, env) if len(unbound) == 1 else None
+        if value is None:
+            return False
+        env[unbound[0]], origin[unbound[0]] = value, f"parameter {param}"
+        return True
+
+    settle(pending, resolve)
 
 
 def _solve_for(dim: Any, symbol: str, extent: int, env: Mapping[str, int]) -> int | None:

@@ -7,9 +7,11 @@ import math
 import numbers
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import LaunchError
+
+T = TypeVar("T")
 
 # The values of each integer dtype and the largest finite value of each float dtype, by dtype name (the
 # compiler's kir.dtypes agree: tests/test_scalar_checks.py)
@@ -108,6 +110,19 @@ def check_scalar(name: str, dtype: str, value: Any) -> int | float | bool:
 
 DEVICE_CHECK = "device check failed: "  # how every device check's message begins
 CHECK_TOKEN = re.compile(r"intent_check_[0-9a-f]{16}")  # what a failed check's assertion text carries
+
+
+def settle(pending: list[T], resolve: Callable[[T], bool]) -> None:
+    """Resolve the items of `pending` until none of those left can be: `resolve(item)` binds what it can from
+    the item and says whether the item is done (an item may need what a later one binds). What cannot be
+    resolved is left in `pending`."""
+    progress = True
+    while pending and progress:
+        progress = False
+        for item in list(pending):
+            if resolve(item):
+                pending.remove(item)
+                progress = True
 
 
 def solve_affine(at: Callable[[int], int], extent: int) -> int | None:

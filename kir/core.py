@@ -94,16 +94,28 @@ def scalar(dtype: ElemType) -> TensorType:
 _ids = itertools.count()
 
 
+TypeT = TypeVar("TypeT")
+
+
 @dataclass(frozen=True)
-class Value:
-    """An SSA value. Identity is `id`; `name` is a printing hint only."""
+class SSAValue(Generic[TypeT]):
+    """An SSA value (KIR's `Value`, the physical program's `PValue`). Identity is `id`; `name` is a printing hint
+    only. Printed `%name#id: type` (a physical value: `%nameid: type`)."""
 
     id: int
-    type: Type
+    type: TypeT
     name: str | None = field(default=None, compare=False)
 
+    UNNAMED: ClassVar[str] = "v"  # printed for a value without a name
+    ID_MARK: ClassVar[str] = "#"
+
     def __repr__(self) -> str:
-        return f"%{self.name or 'v'}#{self.id}: {self.type}"
+        return f"%{self.name or self.UNNAMED}{self.ID_MARK}{self.id}: {self.type}"
+
+
+@dataclass(frozen=True, repr=False)
+class Value(SSAValue[Type]):
+    """An SSA value of a kernel: a tensor or memory (a parameter, a buffer)."""
 
 
 def new_value(type_: Type, name: str | None = None) -> Value:

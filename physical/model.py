@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from enum import Flag, auto
 from typing import Any, ClassVar
 
-from kir.core import Block, ParamKind
+from kir.core import Block, ParamKind, SSAValue
 from kir.dims import DConst, Dim
 from kir.dtypes import DType, SpelledEnum
 from kir.errors import Loc
@@ -149,16 +149,12 @@ def scalar_type(dtype: DType, index: bool = False) -> Fragment:
 # ---------------------------------------------------------------------------------------------- values, ops, regions
 
 
-@dataclass(frozen=True)
-class PValue:
-    """A physical SSA value. Identity is `id`; `name` (from KIR names) is a printing hint only."""
+@dataclass(frozen=True, repr=False)
+class PValue(SSAValue[Fragment]):
+    """A physical SSA value (its name, from KIR names, is a printing hint only)."""
 
-    id: int
-    type: Fragment
-    name: str | None = field(default=None, compare=False)
-
-    def __repr__(self) -> str:
-        return f"%{self.name or 'p'}{self.id}: {self.type}"
+    UNNAMED = "p"
+    ID_MARK = ""
 
 
 class Trait(Flag):

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
-from intent.runtime.checks import solve_affine
+from intent.runtime.checks import settle, solve_affine
 
 DIM_OPS = ("+", "-", "*", "//", "%")
 CMP_OPS = ("==", "!=", "<", "<=", ">", ">=")
@@ -322,3 +322,21 @@ def solve_for(d: Dim, symbol: str, extent: int, env: Mapping[str, int]) -> int |
     """Solve `d == extent` for `symbol` (every other symbol of `d` bound in `env`) when `d` is affine in
     it (`S`, `S + c`, `2 * S - c`, `S + S`, ...); None when there is no such integer or `d` is not."""
     return solve_affine(lambda v: d.evaluate({**env, symbol: v}), extent)
+
+
+def bind_extents(extents: Iterable[tuple[Dim, int]], env: dict[str, int]) -> None:
+    """Bind in `env` the shape symbols that the extents `(dim, value)` determine: an extent affine in its one
+    unbound symbol (`S`, `S + 1`, `B + B`) binds it, until none can (the caller checks the rest)."""
+
+    def resolve(extent: tuple[Dim, int]) -> bool:
+        d, n = extent
+        free = d.symbols() - env.keys()
+        if len(free) != 1:
+            return not free
+        (name,) = free
+        value = solve_for(d, name, n, env)
+        if value is not None:
+            env[name] = value
+        return value is not None
+
+    settle(list(extents), resolve)

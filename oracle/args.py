@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from kir.core import Kernel, Param, ParamKind, RefType, Role, shape_str
-from kir.dims import solve_for
+from kir.dims import bind_extents
 from kir.dtypes import DType, fp8_ml_dtype, fp8_rounded, i4_unpacked
 from kir.errors import LaunchError
 from kir.solver import check_concrete, default_lower_bounds
@@ -143,19 +143,8 @@ class Binding:
             if x.ndim != len(shape):
                 raise LaunchError(f"{p.name}: expected {_describe(p)} (rank {len(shape)}), got rank {x.ndim} "
                                   f"with shape {list(x.shape)}")
-        progress = True
-        while progress:
-            progress = False
-            for p, x in self._given():
-                for d, n in zip(p.type.shape, x.shape):  # type: ignore[union-attr]
-                    free = d.symbols() - symbols.keys()
-                    if len(free) != 1:
-                        continue
-                    (name,) = free  # an extent affine in its one unbound symbol (`S`, `S + 1`, `B + B`)
-                    value = solve_for(d, name, int(n), symbols)
-                    if value is not None:
-                        symbols[name] = value
-                        progress = True
+        extents = [(d, int(n)) for p, x in self._given() for d, n in zip(p.type.shape, x.shape)]  # type: ignore[union-attr]
+        bind_extents(extents, symbols)
         missing = [s for s in self.kernel.symbols if s not in symbols]
         if missing:
             raise LaunchError(f"{self.kernel.name}: the argument shapes do not determine {', '.join(missing)}; "

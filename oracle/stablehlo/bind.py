@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from kir.core import Kernel, Param, RefType, Role
-from kir.dims import DConst, Dim, DSym, solve_for
+from kir.dims import DConst, Dim, DSym, bind_extents
 from kir.dtypes import DType
 from kir.errors import LaunchError
 from kir.solver import default_lower_bounds
@@ -50,16 +50,7 @@ def bind_symbols(kernel: Kernel, args: Mapping[str, Any]) -> dict[str, int]:
     for p, ax, d in pending:  # plain symbols first: compound extents are then checked against them
         if isinstance(d, DSym) and d.name not in env:
             env[d.name] = shapes[p.name][ax]
-    progress = True
-    while progress:
-        progress = False
-        for p, ax, d in pending:
-            free = [s for s in d.symbols() if s not in env]
-            if len(free) == 1:  # an extent affine in its one unbound symbol (`S + 1`, `B + B`)
-                value = solve_for(d, free[0], shapes[p.name][ax], env)
-                if value is not None:
-                    env[free[0]] = value
-                    progress = True
+    bind_extents([(d, shapes[p.name][ax]) for p, ax, d in pending], env)
     for p, ax, d in pending:
         missing = sorted(s for s in d.symbols() if s not in env)
         if missing:

@@ -398,7 +398,7 @@ def static_flag(program: Program, name: str) -> int | None:
     return env[name]
 
 
-def _choose(em: Emitter, flag: str, when_set: Callable[[], None], otherwise: Callable[[], None]) -> None:
+def choose(em: Emitter, flag: str, when_set: Callable[[], None], otherwise: Callable[[], None]) -> None:
     """`if flag: when_set() else: otherwise()`, or only the branch a flag fixed for every launch takes."""
     value = static_flag(em.p, flag)
     if value is not None:
@@ -412,39 +412,15 @@ def _choose(em: Emitter, flag: str, when_set: Callable[[], None], otherwise: Cal
             write()
 
 
-def _persistent_body(em: Emitter, g: Group, segments: int) -> None:
-    """A persistent group's programs run its hoisted ops once, then walk its blocks of instances with a
-    stride of its segment's program count."""
-    p = g.persistent
-    assert p is not None
-    once, each = p.split(g.body.ops)
-    em.ops(once)
-    block, blocks = em.fresh("block"), em.fresh("blocks")
-    stride = "tl.num_programs(0)" if segments == 1 else f"seg{g.id}_length"
-    em.line(f"# {comment_text(f'programs walk the blocks of {g.block} instances; the lines above ran once')}")
-    em.line(f"{blocks} = tl.cast({em.launch(p.blocks)}, pid.dtype)")
-    with em.block(f"for {block} in range({em.program_index}, {blocks}, tl.cast({stride}, pid.dtype))"):
-        em.block_index = f"tl.cast({block}, pid.dtype)"
-        em.restart_comments()
-        em.ops(each)
-    em.block_index = None
-
-
-def _group(em: Emitter, g: Group, segments: int) -> None:
+def _group(em: Emitter, g: Group) -> None:
     """A group's body, in each form a launch can select: the looped body (the row walked in chunks when it
-    is longer than one program holds), the persistent traversal, or the body as it stands."""
-    def unlooped() -> None:
-        if g.persistent is not None:
-            _choose(em, g.persistent.flag, lambda: _persistent_body(em, g, segments), lambda: em.ops(g.body.ops))
-        else:
-            em.ops(g.body.ops)
-
+    is longer than one program holds) or the body as it stands (a persistent traversal is its `block_loop`)."""
     looped = g.looped
     if looped is not None:
-        _choose(em, looped.flag, lambda: em.ops(looped.body.ops), unlooped)
+        choose(em, looped.flag, lambda: em.ops(looped.body.ops), lambda: em.ops(g.body.ops))
     else:
         em.restart_comments()
-        unlooped()
+        em.ops(g.body.ops)
 
 
 def emit(program: Program, sanitize: bool = False) -> EmittedKernel:
@@ -470,10 +446,10 @@ def emit(program: Program, sanitize: bool = False) -> EmittedKernel:
             assert off in seg_args and length in seg_args
             em.program_index = f"(pid - {off})"
             with em.block(f"if (pid >= {off}) & (pid < {off} + {length})"):
-                _group(em, g, len(program.segments))
+                _group(em, g)
         else:
             em.program_index = "pid"
-            _group(em, g, len(program.segments))
+            _group(em, g)
     header = ["import triton", "import triton.language as tl", "", ""]
     helpers = []
     for h in em.helpers:

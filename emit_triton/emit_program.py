@@ -6,7 +6,7 @@ from kir.dtypes import DType
 from physical import ops as P
 from physical.model import BufferInit
 
-from .emit import REGISTER_DTYPE, TL_DTYPE, Emitter, emits, literal
+from .emit import REGISTER_DTYPE, TL_DTYPE, Emitter, choose, emits, literal
 from .emit_lookback import emit_ticket
 from .names import comment_text, mangle
 from .numerics import fp8_bits, narrow_result
@@ -22,6 +22,25 @@ def emit_owned(em: Emitter, op: P.OwnedInstances) -> None:
     if op.splits is not None:  # `splits` consecutive programs share each block (see split_index)
         block = f"({block} // {op.splits})"
     em.line(f"{n} = {block} * {op.block} + tl.arange(0, {op.block}).to(pid.dtype)")
+
+
+@emits(P.BlockLoop)
+def emit_block_loop(em: Emitter, op: P.BlockLoop) -> None:
+    """While the flag is set, the programs walk the blocks with a stride of their segment's program count;
+    otherwise the body runs once, for the program's own block."""
+    def walk() -> None:
+        block, blocks = em.fresh("block"), em.fresh("blocks")
+        stride = "tl.num_programs(0)" if len(em.p.segments) == 1 else f"seg{op.group}_length"
+        what = f"programs walk the blocks of {em.lanes_block} instances; the lines above ran once"
+        em.line(f"# {comment_text(what)}")
+        em.line(f"{blocks} = tl.cast({em.launch(op.blocks)}, pid.dtype)")
+        with em.block(f"for {block} in range({em.program_index}, {blocks}, tl.cast({stride}, pid.dtype))"):
+            em.block_index = f"tl.cast({block}, pid.dtype)"
+            em.restart_comments()
+            em.ops(op.body.ops)
+        em.block_index = None
+
+    choose(em, op.flag, walk, lambda: em.ops(op.body.ops))
 
 
 @emits(P.SplitIndex)

@@ -72,7 +72,8 @@ def operation_counts(program: Program) -> Counts:
     lengths = {s.group: s.length for s in program.segments}
     for g in program.groups:
         instances = lprod(tuple(ldim(d) for d in g.domain))
-        programs = g.persistent.blocks if g.persistent is not None else lengths.get(g.id, LConst(1))
+        loop = G.block_loop(g.body.ops)  # a persistent group runs its body once per block, not per program
+        programs = loop.blocks if loop is not None else lengths.get(g.id, LConst(1))
         bodies = [g.body] + ([g.looped.body] if g.looped is not None else [])
         counted = []
         for body in bodies:
@@ -173,6 +174,8 @@ def _op(w: _Walk, op: POp, trips: LaunchExpr) -> tuple[LaunchExpr, LaunchExpr]:
             w.exact = False
             inner = LConst(1)
         return _region(w, op.body, lmul(trips, inner))
+    if isinstance(op, G.BlockLoop):  # the body once per block (`programs` counts blocks)
+        return _region(w, op.body, trips)
     if op.regions():  # while, if (both branches), region folds: each region counted once
         w.exact = False
         counted = [_region(w, r, trips) for r in op.regions()]

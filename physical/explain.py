@@ -117,11 +117,11 @@ def _group_lines(p: Program, g: Group, consts: dict, f: _Formulas) -> list[str]:
         if what is not None and what not in inside:
             inside.append(what)
     lines.append("  inside each instance: " + ("; ".join(inside) if inside else "element-wise work only"))
-    if g.persistent is not None:
-        loads = sorted({p.buffer(op.access.buffer).name for op in g.persistent.split(g.body.ops)[0]
-                        if isinstance(op, P.Load)})
-        lines.append(f"  persistent when {g.persistent.flag} is 1: the programs "
-                     f"walk the {f(g.persistent.blocks)} blocks of instances, as many programs "
+    loop = P.block_loop(g.body.ops)
+    if loop is not None:
+        loads = sorted({p.buffer(op.access.buffer).name for op in P.once_ops(g.body) if isinstance(op, P.Load)})
+        lines.append(f"  persistent when {loop.flag} is 1: the programs "
+                     f"walk the {f(loop.blocks)} blocks of instances, as many programs "
                      f"as keep the device busy (resident_programs(num_warps)); each reads "
                      f"{', '.join(loads) or 'nothing'} "
                      f"once, before its loop")
@@ -330,12 +330,13 @@ def _form(g: Group, env: Mapping[str, int]) -> str:
                      f"{env.get(g.looped.chunk.block, '?')})")
         if split:
             forms.append(split)
-    if g.persistent is not None and env.get(g.persistent.flag) == 1:
-        forms.append(f"persistent ({g.persistent.flag} = 1: programs walk the blocks of instances)")
+    loop = P.block_loop(g.body.ops)
+    if loop is not None and env.get(loop.flag) == 1:
+        forms.append(f"persistent ({loop.flag} = 1: programs walk the blocks of instances)")
     if g.looped is None and split:
         forms.append(f"one block of {g.block} = {env.get(g.block, '?')} instances per {split}")
     if not forms:
-        other = [x for x, on in (("looped", g.looped), ("persistent", g.persistent)) if on is not None]
+        other = [x for x, on in (("looped", g.looped), ("persistent", loop)) if on is not None]
         off = f" ({' and '.join(other)} form{'s' * (len(other) > 1)} off at these shapes)" if other else ""
         return f"one block of {g.block} = {env.get(g.block, '?')} instances per program{off}"
     return ", ".join(forms)

@@ -434,33 +434,6 @@ class LoopedBody:
 
 
 @dataclass(frozen=True)
-class PersistentLoop:
-    """The group's programs walk its blocks of instances instead of owning one block each.
-
-    It applies while the constexpr `flag` is 1 (the launch decides: the data held across the loop must fit
-    the registers, and a group whose looped body runs keeps one block per program). Then the segment
-    launches `L_g = min(cdiv(prod(domain), BLOCK_I), resident)` programs. Program `q = pid - O_g` runs the
-    body for the blocks `q, q + L_g, q + 2 L_g, ...` below `blocks` (the same cdiv, as the kernel body
-    evaluates it), and its `owned_instances` decodes that block instead of `q`. The body's ops at the
-    positions `hoisted` depend on no block and read no memory the kernel writes: they run once per
-    program, before the loop (in their order), and the others in the loop (in theirs), so that data every
-    instance reads (a layernorm's weight and bias) is read once per program instead of once per block.
-    With `flag` 0 the body runs as it stands, one block per program.
-    """
-
-    flag: str
-    blocks: LaunchExpr
-    resident: LaunchExpr
-    hoisted: tuple[int, ...]
-
-    def split(self, ops: tuple[POp, ...]) -> tuple[tuple[POp, ...], tuple[POp, ...]]:
-        """The ops run once per program (before the loop), and those run for every block."""
-        once = set(self.hoisted)
-        return (tuple(ops[k] for k in self.hoisted if 0 <= k < len(ops)),
-                tuple(op for k, op in enumerate(ops) if k not in once))
-
-
-@dataclass(frozen=True)
 class Group:
     """An execution group: a launch-visible instance `domain` (flattened row-major) and its body.
 
@@ -473,7 +446,8 @@ class Group:
     coordinate of every leading axis; it decodes them with one `owned_tile`. The segment then has
     prod(leading extents) * prod(cdiv(extent, block)) programs, and `block` is 1.
 
-    `persistent`: set when the group's programs loop over its blocks of instances (`PersistentLoop`).
+    A group whose programs walk its blocks of instances (persistent programs) says so in its body: a
+    `block_loop` op holds the per-block work, after what runs once per program.
     """
 
     id: int
@@ -486,7 +460,6 @@ class Group:
     loc: Loc | None = None
     tiles: tuple[str, ...] = ()
     looped: LoopedBody | None = None
-    persistent: PersistentLoop | None = None
 
     @property
     def single_instance(self) -> bool:
@@ -562,14 +535,23 @@ def with_looped_bodies(program: Program) -> Program | None:
     """`program` with every group's looped body in place of its body (None when no group has one)."""
     if not any(g.looped is not None for g in program.groups):
         return None
-    # A looped body runs one block per program (a persistent group's flag is 0 whenever the looped body runs).
-    groups = tuple(dataclasses.replace(g, body=g.looped.body, looped=None, persistent=_no_hoisting(g.persistent))
+    groups = tuple(dataclasses.replace(g, body=_in_block_loop(g.looped.body, g.body), looped=None)
                    if g.looped is not None else g for g in program.groups)
     return dataclasses.replace(program, groups=groups)
 
 
-def _no_hoisting(p: PersistentLoop | None) -> PersistentLoop | None:
-    return None if p is None else dataclasses.replace(p, hoisted=())
+def _in_block_loop(looped: PRegion, body: PRegion) -> PRegion:
+    """The looped body of a persistent group, inside the group's loop over blocks with nothing hoisted: the
+    segment launches as the loop says, and the loop's flag is 0 whenever the looped body runs (one block per
+    program)."""
+    from . import ops
+
+    loop = ops.block_loop(body.ops)
+    if loop is None:
+        return looped
+    end = looped.terminator
+    inner = PRegion((), tuple(op for op in looped.ops if op is not end) + (ops.Yield(),))
+    return PRegion(looped.args, (dataclasses.replace(loop, body=inner),) + ((end,) if end is not None else ()))
 
 
 def one() -> Dim:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .model import AccessRelation, Guard, PersistentLoop, POp, PRegion, Program, PValue
+from .model import AccessRelation, Guard, POp, PRegion, Program, PValue
 
 
 def _v(v: PValue) -> str:
@@ -64,19 +64,6 @@ class _Printer:
         for o in r.ops:
             self.op(o, depth)
 
-    def body(self, r: PRegion, persistent: PersistentLoop | None) -> None:
-        """A group body; a persistent group's marks where its loop over blocks of instances begins."""
-        if persistent is None:
-            self.region(r, 1)
-            return
-        once, each = persistent.split(r.ops)
-        for o in once:
-            self.op(o, 1)
-        self.lines.append("  for each block of instances this program walks {")
-        for o in each:
-            self.op(o, 2)
-        self.lines.append("  }")
-
     def run(self) -> str:
         p = self.p
         self.lines.append(f"program {p.name}")
@@ -101,10 +88,8 @@ class _Printer:
             dom = f"({', '.join(str(d) for d in g.domain)})" if g.domain else "single instance"
             flags = " serial" if g.serial else ""
             owns = f"tiles {' x '.join(g.tiles)}" if g.tiles else g.block
-            if g.persistent is not None:
-                flags += f" persistent over {g.persistent.blocks} blocks while {g.persistent.flag}"
             self.lines.append(f"group {g.id} {g.name} domain {dom} owns {owns}{flags} {{")
-            self.body(g.body, g.persistent)
+            self.region(g.body, 1)
             if g.looped is not None:
                 lp = g.looped
                 self.lines.append(f"}} looped when {lp.flag}: {lp.axis} in chunks of {lp.chunk}, {lp.loops} "

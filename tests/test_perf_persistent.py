@@ -101,8 +101,9 @@ def scale_args(m: int, n: int) -> dict:
 def test_a_shared_vector_is_loaded_before_the_loop_over_blocks():
     program = lowered(scale_rows, scale_args(3, 5))
     (g,) = program.groups
-    assert g.persistent is not None
-    before, inside = g.persistent.split(g.body.ops)
+    loop = P.block_loop(g.body.ops)
+    assert loop is not None and g.body.ops[-2] is loop
+    before, inside = P.once_ops(g.body), loop.body.ops
     loads = [op for op in before if isinstance(op, P.Load)]
     assert [program.buffer(op.access.buffer).name for op in loads] == ["w"]
     assert not any(isinstance(op, P.OwnedInstances) for op in before)
@@ -110,14 +111,14 @@ def test_a_shared_vector_is_loaded_before_the_loop_over_blocks():
     (seg,) = program.segments
     assert any(isinstance(e, LResidentPrograms) for e in walk(seg.length))
     assert program.grid == seg.length
-    assert g.persistent.flag == "BLOCK_I0_PERSISTENT" and g.persistent.flag in dict(program.constexprs)
+    assert loop.flag == "BLOCK_I0_PERSISTENT" and loop.flag in dict(program.constexprs)
 
 
 def test_a_reduction_of_the_shared_vector_runs_once_too():
     program = lowered(shifted_rows, {"x": _rand((3, 5), 1, torch.int32), "w": _rand((5,), 2, torch.int32),
                                      "out": torch.empty(3, 5, dtype=torch.int32)})
     (g,) = program.groups
-    assert any(isinstance(op, P.Reduce) for op in g.persistent.split(g.body.ops)[0])
+    assert any(isinstance(op, P.Reduce) for op in P.once_ops(g.body))
 
 
 def test_groups_without_shared_data_keep_one_block_per_program():
@@ -127,20 +128,20 @@ def test_groups_without_shared_data_keep_one_block_per_program():
             out[i, :] = x[i, :] + y[i, :]
 
     program = lowered(add_rows, {"x": _rand((3, 5), 1), "y": _rand((3, 5), 2), "out": torch.empty(3, 5)})
-    assert program.groups[0].persistent is None
+    assert P.block_loop(program.groups[0].body.ops) is None
     assert not PersistentPrograms().profitable(program)
 
 
 def test_a_vector_the_kernel_writes_is_not_hoisted():
     program = lowered(rows_into_w, {"x": _rand((3, 5), 1), "w": _rand((5,), 2), "out": torch.empty(3, 5)})
-    assert all(g.persistent is None for g in program.groups)
+    assert all(P.block_loop(g.body.ops) is None for g in program.groups)
 
 
 def test_only_the_group_with_shared_data_walks_its_blocks():
     program = lowered(scale_then_count, {"x": _rand((3, 5), 1), "w": _rand((5,), 2), "out": torch.empty(3, 5),
                                          "total": torch.empty(5)})
     first, second = program.groups
-    assert first.persistent is not None and second.persistent is None
+    assert P.block_loop(first.body.ops) is not None and P.block_loop(second.body.ops) is None
     assert any(isinstance(e, LResidentPrograms) for e in walk(program.segments[0].length))
     assert not any(isinstance(e, LResidentPrograms) for e in walk(program.segments[1].length))
     assert program.segments[1].offset == program.segments[0].length
@@ -154,13 +155,33 @@ def test_tile_groups_and_single_instances_are_not_eligible():
     assert eligible(g) is not None  # already persistent
 
 
+def test_the_plan_is_computed_once_per_program(monkeypatch):
+    import physical.passes.persistent as persistent
+
+    calls = []
+    real = persistent.plan
+    monkeypatch.setattr(persistent, "plan", lambda p: calls.append(p) or real(p))
+    k = scale_rows.specialize(scale_args(3, 5))
+    before = physical.construct(k)
+    for p in PIPELINE:
+        if not isinstance(p, PersistentPrograms) and p.legal(before) is True and p.profitable(before):
+            before = p.run(before)
+    step = PersistentPrograms()
+    assert step.legal(before) is True and step.profitable(before)
+    after = step.run(before)
+    assert len(calls) == 1 and P.block_loop(after.groups[0].body.ops) is not None
+
+
 def test_hoisting_keeps_definitions_before_uses():
     program = lowered(layernorm, {"x": _rand((3, 5), 1), "w": _rand((5,), 2), "b": _rand((5,), 3), "eps": 1e-5,
                                   "out": torch.empty(3, 5), "rstd": torch.empty(3)})
     g = program.groups[0]
-    assert hoisted_positions(program, g.body.ops) == g.persistent.hoisted
-    once, each = g.persistent.split(g.body.ops)
-    assert sorted(map(id, once + each)) == sorted(map(id, g.body.ops))
+    plain = tuple(op for op in P.instance_ops(g.body) if not op.TERMINATOR)
+    once, each = P.once_ops(g.body), P.block_loop(g.body.ops).body.ops
+    assert sorted(map(id, once + each[:-1])) == sorted(map(id, plain))
+    hoisted = {id(op) for op in once}
+    assert [id(op) for op in once] == [id(op) for op in plain if id(op) in hoisted]  # hoisted in their order
+    assert [plain[k] for k in hoisted_positions(program, plain)] == list(once)
     defined: set[int] = set()
     for op in once + each:  # the order the loop form runs them in
         assert all(v.id in defined for v in op.operands()), op.NAME
@@ -182,11 +203,12 @@ def test_resident_programs_follow_the_device():
 def test_the_emitted_loop_follows_the_hoisted_loads():
     source = scale_rows.triton_source(**scale_args(3, 5))
     start = source.index("if BLOCK_I0_PERSISTENT:")  # the looped body before it streams w with each chunk
+    plain = source[source.rindex("else:", 0, start):start]  # w is loaded once, before either form
     source, fallback = source[start:source.index("else:", start)], source[source.index("else:", start):]
-    assert "for block" not in fallback and "p_w + " in fallback  # rows too wide: one block per program
-    load_w = source.index("tl.load(p_w")
+    assert "for block" not in fallback and "p_w + " not in fallback  # rows too wide: one block per program
+    assert "t12 = tl.load(p_w" in plain and "t12[None, :]" in fallback
     loop = source.index("for block")
-    assert load_w < loop < source.index("p_x + ")
+    assert loop < source.index("p_x + ")
     assert re.search(r"for (block\w*) in range\(pid, blocks\w*, "
                      r"tl.cast\(tl.num_programs\(0\), pid.dtype\)\):"
                      r"\n\s+v_flat\w* = tl.cast\(\1, pid.dtype\) \* BLOCK_I0 ", source)

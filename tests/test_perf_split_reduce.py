@@ -308,8 +308,9 @@ def test_a_persistent_loop_over_split_blocks_is_refused():
     args = CASES["matvec"][1]()
     program = lowered(matvec, args)
     (g,) = program.groups
-    assert g.persistent is not None
-    forced = tuple((n, LConst(1) if n == g.persistent.flag else e) for n, e in program.constexprs)
+    loop = P.block_loop(g.body.ops)
+    assert loop is not None
+    forced = tuple((n, LConst(1) if n == loop.flag else e) for n, e in program.constexprs)
     broken = dataclasses.replace(program, constexprs=forced)
     with pytest.raises(PhysicalVerifyError) as info:
         verify(broken, matvec.specialize(args))

@@ -703,10 +703,14 @@ def owned_instances_decoded_before_the_loop():
     k = scale_rows()
     p = physical.lower(k)
     g = p.groups[0]
-    owned = next(k for k, op in enumerate(g.body.ops) if isinstance(op, P.OwnedInstances))
-    assert g.persistent is not None and owned not in g.persistent.hoisted
-    persistent = dataclasses.replace(g.persistent, hoisted=tuple(sorted(g.persistent.hoisted + (owned,))))
-    broken = p.replace(groups=(dataclasses.replace(g, persistent=persistent),))
+    loop = P.block_loop(g.body.ops)
+    assert loop is not None
+    owned = next(op for op in loop.body.ops if isinstance(op, P.OwnedInstances))
+    inner = dataclasses.replace(loop.body, ops=tuple(op for op in loop.body.ops if op is not owned))
+    body = dataclasses.replace(g.body, ops=tuple(x for op in g.body.ops
+                                                 for x in ((owned, dataclasses.replace(loop, body=inner))
+                                                           if op is loop else (op,))))
+    broken = p.replace(groups=(dataclasses.replace(g, body=body),))
     return k, broken, ("[loop-invariant] owned_instances of group 0 runs before the loop over blocks: every block "
                        "would decode the first block's instances")
 

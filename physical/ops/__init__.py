@@ -11,7 +11,19 @@ from .histogram import BinCount, Histogram
 from .layout import Broadcast, ExpandDims, Permute, Squeeze, TileConcat, TileReshape, TileSlice
 from .lookback import SYNC_DONE, SYNC_FLAGS, SYNC_TICKET, FoldSlots, PublishSlot, RetireTicket, slot_dtype
 from .pointwise import Binary, Bitcast, Cast, Compare, Const, Select, Unary
-from .program import Barrier, ChunkLanes, OwnedInstances, OwnedTile, ScalarParam, ShapeValue, TileIndex
+from .program import (
+    Barrier,
+    BlockLoop,
+    ChunkLanes,
+    OwnedInstances,
+    OwnedTile,
+    ScalarParam,
+    ShapeValue,
+    TileIndex,
+    block_loop,
+    instance_ops,
+    once_ops,
+)
 from .reduce import Reduce, native_reduce
 from .region import RegionFold, RegionScan
 from .rng import Random
@@ -22,7 +34,8 @@ from .workspace import SplitIndex, Ticket
 __all__ = ["OP_CLASSES", "pop", "Trait", "DEVICE_CHECK", "Check", "Load", "Store", "AtomicRMW", "AtomicCAS", "Sharing",
            "SCOPE_FOR_SHARING", "AllocBuffer", "Contract", "MatMul", "For", "If", "While", "Yield", "Histogram",
            "BinCount", "Broadcast", "ExpandDims", "Permute", "Squeeze", "TileSlice", "TileConcat", "TileReshape",
-           "Binary", "Bitcast", "Cast", "Compare", "Const", "Select", "Unary", "Barrier", "ChunkLanes",
+           "Binary", "Bitcast", "Cast", "Compare", "Const", "Select", "Unary", "Barrier", "BlockLoop", "ChunkLanes",
+           "block_loop", "instance_ops", "once_ops",
            "OwnedInstances", "OwnedTile", "ScalarParam", "ShapeValue", "TileIndex", "Reduce", "RegionFold",
            "RegionScan", "Random", "Scan", "Sort", "native_reduce", "native_scan", "SplitIndex", "Ticket",
            "PublishSlot", "FoldSlots", "RetireTicket", "SYNC_TICKET", "SYNC_DONE", "SYNC_FLAGS", "slot_dtype"]

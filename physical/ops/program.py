@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..launch_expr import LaunchExpr
-from ..model import Fragment, POp, PValue
+from ..model import Fragment, POp, PRegion, PValue
 from ._base import (
     EFFECTS,
     INVARIANT,
@@ -51,6 +51,51 @@ class OwnedTile(POp):
     group: int
     blocks: tuple[str, ...]
     group_m: int = 1
+
+
+@pop("block_loop", EFFECTS)
+class BlockLoop(POp):
+    """A persistent traversal: the group's programs walk its blocks of instances.
+
+    While the constexpr `flag` is 1, program `q = pid - O_g` of a segment of `L_g` programs runs `body` for
+    the blocks `q, q + L_g, q + 2 L_g, ...` below `blocks` (cdiv(prod(domain), BLOCK_I), as the kernel
+    evaluates it); the segment launches `min(blocks, resident)` programs. While it is 0 the body runs once,
+    for the program's own block `q`, and the segment has one program per block. The body decodes its block's
+    instances (`owned_instances`, which reads the loop's block); the ops before the loop in the group's body
+    run once per program: they must be block-invariant (the verifier's rule loop-invariant), so that data
+    every instance reads (a layernorm's weight and bias) is read once per program, not once per block.
+    The loop sits at the top of its group's body (or of an alternative body) and is the last op there.
+    """
+
+    group: int
+    flag: str
+    blocks: LaunchExpr
+    resident: LaunchExpr
+    body: PRegion
+
+
+def block_loop(ops: tuple[POp, ...]) -> BlockLoop | None:
+    """The loop over blocks of instances among `ops` (a body's top level), if any."""
+    return next((op for op in ops if isinstance(op, BlockLoop)), None)
+
+
+def once_ops(body: PRegion) -> tuple[POp, ...]:
+    """The ops of a persistent group's body that run once per program: those before its loop over blocks."""
+    out: list[POp] = []
+    for op in body.ops:
+        if isinstance(op, BlockLoop):
+            return tuple(out)
+        out.append(op)
+    return ()
+
+
+def instance_ops(body: PRegion) -> tuple[POp, ...]:
+    """The top-level ops of a group's body as one block of instances runs them: a loop over blocks of
+    instances stands for its body (the ops before it run once per program, then the body for the block)."""
+    out: list[POp] = []
+    for op in body.ops:
+        out.extend((o for o in op.body.ops if not o.TERMINATOR) if isinstance(op, BlockLoop) else (op,))
+    return tuple(out)
 
 
 @pop("chunk_lanes", PURE)
@@ -117,6 +162,14 @@ def _tile_index(op: TileIndex, r: Fragment) -> list[str]:
 
 
 typing_rule(Barrier)(no_results)
+
+
+@typing_rule(BlockLoop)
+def _block_loop(op: BlockLoop) -> list[str]:
+    out = no_results(op)
+    if op.body.args:
+        out.append(f"a loop over blocks of instances binds no region arguments, got {len(op.body.args)}")
+    return out
 
 
 @typing_rule(OwnedTile)

@@ -2,7 +2,7 @@
 
 A layernorm's weight and bias, a matrix-vector product's vector: with one block of instances per
 program, every program reads them again, and the launch moves them once per block. Here the group's
-programs instead walk its blocks (`PersistentLoop`): the segment launches as many programs as keep the
+programs instead walk its blocks (a `block_loop` op): the segment launches as many programs as keep the
 device busy (`resident_programs`: the multiprocessors' warp slots over the program's warps; one under
 Triton's interpreter, which runs programs one at a time), each computes the block-invariant part of
 the body once (loads of read-only tensors whose addresses do not depend on the instances, and what
@@ -32,11 +32,12 @@ body runs as it stands, one block per program; both forms are in the one source.
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 
 from .. import ops as P
 from ..analysis import free_values, not_invariant, written_buffers
 from ..launch_expr import LaunchExpr, LBin, LConst, LConstexpr, LResidentPrograms, lcdiv, ldim, lmin, lprod, lsum
-from ..model import Group, PersistentLoop, POp, Program, Trait
+from ..model import Group, POp, PRegion, Program, Trait
 from . import Pass
 from .looped import pick
 
@@ -87,7 +88,7 @@ def held_values(program: Program, group: Group, once: tuple[POp, ...], each: tup
 
 def eligible(group: Group) -> str | None:
     """Why the group's programs may not walk its blocks (None when they may)."""
-    if group.single_instance or group.tiles or group.serial or group.persistent is not None:
+    if group.single_instance or group.tiles or group.serial or P.block_loop(group.body.ops) is not None:
         return "it does not own blocks of instances one per program"
     if sum(isinstance(op, P.OwnedInstances) for op in group.body.ops) != 1:
         return "it does not decode its instances once at its top"
@@ -96,29 +97,72 @@ def eligible(group: Group) -> str | None:
     return None
 
 
-def worth(program: Program, group: Group) -> bool:
+def worth(program: Program, group: Group, hoisted: tuple[int, ...]) -> bool:
     """The hoisted ops load a tile (in the persistent body; the looped body streams its rows)."""
+    return _loads_tile(tuple(group.body.ops[k] for k in hoisted))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the pass does to one program: the groups whose programs walk their blocks, each with the
+    positions of its body's ops that run once per program (computed once, by `plan`)."""
+
+    reasons: tuple[str | None, ...]                # per group: why it is not eligible (None: it is)
+    chosen: tuple[tuple[Group, tuple[int, ...]], ...]
+
+    @property
+    def legal(self) -> bool | str:
+        if any(r is None for r in self.reasons):
+            return True
+        return "; ".join(r for r in self.reasons if r) or "no groups"
+
+
+def plan(program: Program) -> Plan:
+    reasons = tuple(eligible(g) for g in program.groups)
+    chosen = []
+    for g, reason in zip(program.groups, reasons):
+        if reason is None:
+            hoisted = hoisted_positions(program, g.body.ops)
+            if worth(program, g, hoisted):
+                chosen.append((g, hoisted))
+    return Plan(tuple(f"group {g.id}: {r}" if r else None for g, r in zip(program.groups, reasons)), tuple(chosen))
+
+
+def _persistent_body(group: Group, flag: str, blocks: LaunchExpr, resident: LaunchExpr,
+                     hoisted: tuple[int, ...]) -> PRegion:
+    """The group's body with its hoisted ops first (once per program) and the rest in a loop over blocks."""
+    once = set(hoisted)
     ops = group.body.ops
-    return _loads_tile(tuple(ops[k] for k in hoisted_positions(program, ops)))
+    end = group.body.terminator
+    each = tuple(op for k, op in enumerate(ops) if k not in once and op is not end)
+    loop = P.BlockLoop(group=group.id, flag=flag, blocks=blocks, resident=resident,
+                       body=PRegion((), each + (P.Yield(),)))
+    return PRegion(group.body.args, tuple(ops[k] for k in hoisted) + (loop,) + ((end,) if end is not None else ()))
 
 
 class PersistentPrograms(Pass):
     name = "persistent-programs"
 
+    def plan(self, program: Program) -> Plan:
+        """The pass's plan for `program`, computed once however many of legal, profitable and run ask."""
+        if self._planned is None or self._planned[0] is not program:
+            self._planned = (program, plan(program))
+        return self._planned[1]
+
+    _planned: tuple[Program, Plan] | None = None
+
     def legal(self, program: Program) -> bool | str:
-        reasons = [eligible(g) for g in program.groups]
-        if any(r is None for r in reasons):
-            return True
-        return "; ".join(f"group {g.id}: {r}" for g, r in zip(program.groups, reasons)) or "no groups"
+        return self.plan(program).legal
 
     def chosen(self, program: Program) -> list[Group]:
-        return [g for g in program.groups if eligible(g) is None and worth(program, g)]
+        return [g for g, _ in self.plan(program).chosen]
 
     def profitable(self, program: Program) -> bool:
-        return bool(self.chosen(program))
+        return bool(self.plan(program).chosen)
 
     def run(self, program: Program) -> Program:
-        chosen = {g.id for g in self.chosen(program)}
+        chosen = {g.id: hoisted for g, hoisted in self.plan(program).chosen}
+        self._planned = None
         warps: LaunchExpr = program.num_warps if isinstance(program.num_warps, LaunchExpr) else \
             LConst(program.num_warps)
         consts = dict(program.constexprs)
@@ -130,14 +174,16 @@ class PersistentPrograms(Pass):
                 continue
             flag = f"{g.block}_PERSISTENT"
             blocks = lcdiv(lprod(tuple(ldim(d) for d in g.domain)), LConstexpr(g.block))
-            persistent = PersistentLoop(flag, blocks, LResidentPrograms(warps), hoisted_positions(program, g.body.ops))
-            held = held_values(program, g, *persistent.split(g.body.ops))
+            body = _persistent_body(g, flag, blocks, LResidentPrograms(warps), chosen[g.id])
+            loop = P.block_loop(body.ops)
+            assert loop is not None
+            held = held_values(program, g, P.once_ops(body), loop.body.ops)
             fits = LBin("-", LConst(1), lmin(LConst(1), LBin("//", held, LConst(HOISTED_VALUES + 1))))
             if g.looped is not None:  # the looped body streams its rows: one block per program
                 fits = LBin("*", LBin("-", LConst(1), consts[g.looped.flag]), fits)
             consts[flag], flags[g.id] = fits, fits
             order.append(flag)
-            groups.append(dataclasses.replace(g, persistent=persistent))
+            groups.append(dataclasses.replace(g, body=body))
         segments, lengths = [], []
         for seg in program.segments:
             length = seg.length
@@ -149,4 +195,5 @@ class PersistentPrograms(Pass):
                                    grid=lsum(tuple(lengths)), constexprs=tuple((n, consts[n]) for n in order))
 
 
-__all__ = ["PersistentPrograms", "hoisted_positions", "held_values", "eligible", "worth", "HOISTED_VALUES"]
+__all__ = ["PersistentPrograms", "Plan", "plan", "hoisted_positions", "held_values", "eligible", "worth",
+           "HOISTED_VALUES"]

@@ -96,7 +96,7 @@ def _producer(ops: tuple[POp, ...], v: PValue) -> POp | None:
 
 def plan_segments(program: Program, g: Group) -> SegmentPlan | str:
     """The plan for group `g`, or why each program keeps its instances' whole subregions."""
-    if g.looped is not None or g.tiles or g.persistent is not None or g.serial:
+    if g.looped is not None or g.tiles or P.block_loop(g.body.ops) is not None or g.serial:
         return "it holds rows, owns tiles, loops over blocks or runs in order"
     ops = g.body.ops
     folds = tuple(n for n, op in enumerate(ops) if isinstance(op, P.RegionFold))

@@ -37,6 +37,13 @@ class Placed:
     parents: tuple[POp, ...]
     order: int  # position in the program's walk order
 
+    @property
+    def nested(self) -> bool:
+        """Whether the op sits inside a nested region of its group's body. The body of a loop over blocks
+        of instances at the group's top is the body of one block, not a nested region (`instance_ops`)."""
+        parents = self.parents[1:] if self.parents and isinstance(self.parents[0], P.BlockLoop) else self.parents
+        return bool(parents)
+
 
 @dataclass(frozen=True)
 class Definition:

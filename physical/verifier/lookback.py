@@ -50,8 +50,8 @@ def check_lookback(program: Program, kernel: Kernel | None = None) -> list[Viola
 
 
 def _group(program: Program, ix, g: Group, report: Reporter, used: dict[int, int]) -> None:  # noqa: C901
-    top = list(g.body.ops)
-    nested = [pl.op for pl in ix.group_ops(g.id) if pl.parents and isinstance(pl.op, LOOKBACK_OPS)]
+    top = list(P.instance_ops(g.body))
+    nested = [pl.op for pl in ix.group_ops(g.id) if pl.nested and isinstance(pl.op, LOOKBACK_OPS)]
     for op in nested:
         report(f"group {g.id}: {op.NAME} runs inside a nested region; every program must run it exactly once, "
                f"at the group's top level", op, g.id)

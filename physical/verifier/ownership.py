@@ -43,7 +43,7 @@ def lane_source(ix: ProgramIndex, op: POp) -> tuple[POp, PValue] | None:
     g = ix.groups.get(pl.group)
     if g is None:
         return None
-    for inner in g.body.ops:
+    for inner in P.instance_ops(g.body):
         if isinstance(inner, P.OwnedInstances | P.OwnedTile) and inner.results:
             return inner, inner.results[0]
     return None
@@ -131,7 +131,8 @@ def check_ownership(program: Program, kernel: Kernel | None = None) -> list[Viol
         if seg is not None:
             want = domain_programs(ix, g)
             got = ix.values(seg.length)
-            if g.persistent is not None and _persistent_blocks(ix, g, seg.length, want, report):
+            loop = P.block_loop(g.body.ops)
+            if loop is not None and _persistent_blocks(ix, g, loop, seg.length, want, report):
                 got = want
             if any(w is not None and v is not None and w != v for w, v in zip(want, got)):
                 need = "1 (a single instance)" if g.single_instance else \
@@ -161,12 +162,10 @@ def check_ownership(program: Program, kernel: Kernel | None = None) -> list[Viol
     return report.found
 
 
-def _persistent_blocks(ix: ProgramIndex, g: Group, length: LaunchExpr, want: list[int | None],
+def _persistent_blocks(ix: ProgramIndex, g: Group, p: P.BlockLoop, length: LaunchExpr, want: list[int | None],
                        report: Reporter) -> bool:
     """Whether a persistent group's segment has min(blocks, resident programs) programs where its flag is
     set and one per block elsewhere, and its programs walk exactly the domain's blocks."""
-    p = g.persistent
-    assert p is not None
     inside = ix.values(p.blocks)
     # `want` counts the programs that share each block (split-reductions); the loop walks the blocks
     splits = group_splits(g)
@@ -201,8 +200,8 @@ def _sample(ix: ProgramIndex, env: dict[str, int]) -> str:
 
 
 def _owned_instances(program: Program, ix: ProgramIndex, g: Group, report: Reporter) -> None:
-    top = [op for op in g.body.ops if isinstance(op, P.OwnedInstances)]
-    nested = [pl.op for pl in ix.group_ops(g.id) if isinstance(pl.op, P.OwnedInstances) and pl.parents]
+    top = [op for op in P.instance_ops(g.body) if isinstance(op, P.OwnedInstances)]
+    nested = [pl.op for pl in ix.group_ops(g.id) if isinstance(pl.op, P.OwnedInstances) and pl.nested]
     for op in nested:
         report(f"owned_instances inside a nested region of group {g.id}: a program decodes its instances once, at "
                f"the top of its group", op, g.id)

@@ -1,7 +1,7 @@
 """Persistent programs: what a group's programs compute once, before their loop over instance blocks.
 
-* loop-invariant: the ops at `PersistentLoop.hoisted` of a persistent group's body run once per
-  program, before the loop over blocks (while the group's flag is set).
+* loop-invariant: the ops before a persistent group's `block_loop` run once per program, before its
+  loop over blocks (while the loop's flag is set). The loop is the last op at the top of the group's body.
   Each must be declared invariant (`Trait.INVARIANT`), read only values that earlier invariant ops define, and load
   only from external views that no op of the kernel writes: then computing it once gives every block
   the value it would have computed itself. The owned instances are never invariant.
@@ -35,30 +35,32 @@ def invariant_prefix(program: Program, once: tuple[POp, ...]) -> list[tuple[POp,
 def check_loop_invariant(program: Program, kernel: Kernel | None = None) -> list[Violation]:
     report = Reporter("loop-invariant")
     for g in program.groups:
-        p = g.persistent
-        if p is None:
+        loops = [op for op in g.body.walk() if isinstance(op, P.BlockLoop)]
+        if not loops:
+            continue
+        loop = loops[0]
+        top = [op for op in g.body.ops if not op.TERMINATOR]
+        if len(loops) > 1 or top[-1] is not loop:
+            report(f"group {g.id} ({g.name}) has {len(loops)} loops over blocks of instances; a persistent group "
+                   f"has one, the last op at the top of its body", loop, g.id)
+            continue
+        if loop.group != g.id:
+            report(f"group {g.id} ({g.name}) holds the loop over the blocks of group {loop.group}", loop, g.id)
             continue
         if g.single_instance or g.tiles or g.serial:
             report(f"group {g.id} ({g.name}) loops over blocks of instances, but it "
                    f"{'is a single instance' if g.single_instance else 'owns tiles' if g.tiles else 'is serial'}",
-                   group=g.id)
+                   loop, g.id)
             continue
-        if p.flag not in dict(program.constexprs):
-            report(f"group {g.id} ({g.name}) loops over blocks of instances while {p.flag}, which is no constexpr",
-                   group=g.id)
-        _check_body(program, g, report)
+        if loop.flag not in dict(program.constexprs):
+            report(f"group {g.id} ({g.name}) loops over blocks of instances while {loop.flag}, which is no "
+                   f"constexpr", loop, g.id)
+        _check_body(program, g, loop, report)
     return report.found
 
 
-def _check_body(program: Program, g: Group, report: Reporter) -> None:
-    p = g.persistent
-    assert p is not None
-    ops = g.body.ops
-    if list(p.hoisted) != sorted(set(p.hoisted)) or any(not 0 <= k < len(ops) for k in p.hoisted):
-        report(f"group {g.id} ({g.name}) hoists ops at {list(p.hoisted)}, which are not increasing positions of its "
-               f"body of {len(ops)} ops", group=g.id)
-        return
-    once, each = p.split(ops)
+def _check_body(program: Program, g: Group, loop: P.BlockLoop, report: Reporter) -> None:
+    once = P.once_ops(g.body)
     for op in once:
         if isinstance(op, P.OwnedInstances):
             report(f"owned_instances of group {g.id} runs before the loop over blocks: every block would decode the "
@@ -67,7 +69,7 @@ def _check_body(program: Program, g: Group, report: Reporter) -> None:
     for op, reason in invariant_prefix(program, once):
         report(f"{describe(program, op)} runs once per program, before the loop over blocks of group {g.id}, but "
                f"{reason}", op, g.id)
-    if not any(isinstance(op, P.OwnedInstances) for op in each):
+    if not any(isinstance(op, P.OwnedInstances) for op in loop.body.ops):
         report(f"group {g.id} ({g.name}) decodes no owned instances inside its loop over blocks", group=g.id)
 
 

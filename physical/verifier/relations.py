@@ -85,7 +85,7 @@ def _canonical(ix: ProgramIndex, forms: Forms, group: Group, kernel_ops: list[K.
     None unless the group maps exactly one KIR `parallel` to program instances."""
     ordinals = [o.op for o in group.origins if o is not None and o.op is not None and o.op < len(kernel_ops)
                 and isinstance(kernel_ops[o.op], KC.Parallel)]
-    owned = [op for op in group.body.ops if isinstance(op, P.OwnedInstances) and op.results]
+    owned = [op for op in P.instance_ops(group.body) if isinstance(op, P.OwnedInstances) and op.results]
     if len(ordinals) != 1 or len(group.origins) != 1 or len(owned) != 1:
         return None
     forms.form(owned[0].results[0])

@@ -210,7 +210,7 @@ def group_splits(group: Group) -> str | None:
     The group's other body (a looped body's alternative) runs only where S is 1, so either body names it."""
     bodies = (group.body,) + ((group.looped.body,) if group.looped is not None else ())
     for body in bodies:
-        for op in body.ops:
+        for op in P.instance_ops(body):
             if isinstance(op, P.SplitIndex):
                 return op.splits
     return None

@@ -67,3 +67,24 @@ def test_legality_reason_for_a_mapped_serial_group() -> None:
     p = physical.construct(S.vector_add())
     bad = dataclasses.replace(p, groups=(dataclasses.replace(p.groups[0], serial=True),))
     assert EnlargeOwnership().legal(bad) == "group 0 maps instances to programs but is marked serial"
+
+
+def test_every_planning_pass_plans_each_program_once(monkeypatch) -> None:
+    """legal, profitable and run of one program share the pass's plan (`Pass.plan`)."""
+    from physical.passes import Pass
+
+    planning = [p for p in PIPELINE if type(p).make_plan is not Pass.make_plan]
+    assert {p.name for p in planning} >= {"tile-contraction", "tile-layout", "aggregate-atomics", "split-scans",
+                                          "looped-rows", "split-reductions", "persistent-programs", "split-segments"}
+    seen: dict[str, list[int]] = {p.name: [] for p in planning}
+    for p in planning:
+        real = type(p).make_plan
+        monkeypatch.setattr(p, "make_plan", lambda program, p=p, real=real: seen[p.name].append(id(program))
+                            or real(p, program))
+    for kernel in (S.softmax(), S.histogram(), S.matmul(), S.cumsum_rows(), S.two_groups()):
+        for p in planning:
+            p._planned = None
+        physical.lower(kernel)
+        for name, ids in seen.items():
+            assert len(ids) == len(set(ids)) == 1, name  # each pass sees one program and plans it once
+            ids.clear()

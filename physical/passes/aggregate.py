@@ -84,22 +84,27 @@ def candidates(program: Program, group: Group) -> list[P.AtomicRMW]:
 class AggregateAtomics(Pass):
     name = "aggregate-atomics"
 
+    def make_plan(self, program: Program) -> tuple[list[P.AtomicRMW], ...]:
+        """Per group: the atomics it aggregates."""
+        return tuple(candidates(program, g) for g in program.groups)
+
     def legal(self, program: Program) -> bool | str:
-        if any(candidates(program, g) for g in program.groups):
+        if any(self.plan(program)):  # type: ignore[arg-type]
             return True
         return "no integer atomic add with an unused old value and a uniform value in a multi-instance group"
 
     def profitable(self, program: Program) -> bool:
         consts = dict(program.constexprs)
-        return any(candidates(program, g) and consts.get(g.block) != LConst(1) for g in program.groups)
+        return any(found and consts.get(g.block) != LConst(1)
+                   for g, found in zip(program.groups, self.plan(program)))  # type: ignore[call-overload]
 
     def run(self, program: Program) -> Program:
         builder = Builder.after(program)
         consts = dict(program.constexprs)
         groups = []
         widest: list[tuple[LaunchExpr, LaunchExpr]] = []  # (lanes before, lanes now) per widened group
-        for g in program.groups:
-            found = {id(op) for op in candidates(program, g)}
+        for g, chosen in zip(program.groups, self.plan(program)):  # type: ignore[call-overload]
+            found = {id(op) for op in chosen}
             if not found:
                 groups.append(g)
                 continue

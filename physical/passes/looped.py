@@ -60,7 +60,7 @@ from ..model import (
 )
 from ..rewrite import map_values
 from ..workspace import restate_workspaces
-from . import Pass
+from . import GroupPass
 from .enlarge import TILE_BUDGET
 
 # Calibrated with `ptxas -v` on sm_90 (no spills at these sizes with num_warps from the tile, up to 16).
@@ -546,7 +546,7 @@ def _scan_step(b: _Builder, acc: _Accumulation, reverse: bool, first: PValue | N
 # ---------------------------------------------------------------------------------------------- the pass
 
 
-class LoopRows(Pass):
+class LoopRows(GroupPass):
     """Give every group whose row may outgrow the persistent budget its looped body (`budget`: a lower
     budget than the model's, for tests)."""
 
@@ -555,17 +555,8 @@ class LoopRows(Pass):
     def __init__(self, budget: int | None = None) -> None:
         self.budget = budget
 
-    def plans(self, program: Program) -> list[Plan]:
-        return [p for p in (plan_group(program, g, self.budget) for g in program.groups) if isinstance(p, Plan)]
-
-    def legal(self, program: Program) -> bool | str:
-        reasons = [plan_group(program, g, self.budget) for g in program.groups]
-        if any(isinstance(r, Plan) for r in reasons):
-            return True
-        return "; ".join(f"group {g.id}: {r}" for g, r in zip(program.groups, reasons)) or "no groups"
-
-    def profitable(self, program: Program) -> bool:
-        return bool(self.plans(program))
+    def plan_group(self, program: Program, group: Group) -> Plan | str:
+        return plan_group(program, group, self.budget)
 
     def run(self, program: Program) -> Program:
         consts = dict(program.constexprs)

@@ -57,7 +57,7 @@ from ..workspace import (
     restate_workspaces,
     write_slot,
 )
-from . import Pass
+from . import GroupPass
 from .looped import pick, substitute
 
 MIN_CHUNKS_PER_SPLIT = 1  # each program folds at least one chunk of its row
@@ -157,22 +157,13 @@ def _launch(e: LaunchExpr | int) -> LaunchExpr:
     return LConst(e) if isinstance(e, int) else e
 
 
-class SplitReductions(Pass):
+class SplitReductions(GroupPass):
     """Split the reduced axis of few-instance reductions over the programs of the launch."""
 
     name = "split-reductions"
 
-    def plans(self, program: Program) -> list[SplitPlan]:
-        return [p for p in (plan_split(program, g) for g in program.groups) if isinstance(p, SplitPlan)]
-
-    def legal(self, program: Program) -> bool | str:
-        reasons = [plan_split(program, g) for g in program.groups]
-        if any(isinstance(r, SplitPlan) for r in reasons):
-            return True
-        return "; ".join(f"group {g.id}: {r}" for g, r in zip(program.groups, reasons)) or "no groups"
-
-    def profitable(self, program: Program) -> bool:
-        return bool(self.plans(program))
+    def plan_group(self, program: Program, group: Group) -> SplitPlan | str:
+        return plan_split(program, group)
 
     def run(self, program: Program) -> Program:
         for plan in self.plans(program):

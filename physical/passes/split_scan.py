@@ -76,7 +76,7 @@ from ..model import (
     Workspace,
 )
 from ..rewrite import map_values
-from . import Pass
+from . import GroupPass
 from .looped import BUDGET_VARIABLE, _Builder, _values, budget, combine_op, row_axis, row_op
 
 SPLIT_TILE = 8192  # chunk per program at most: P stays in the hundreds for 4M values (O(P) folds stay cheap)
@@ -353,7 +353,7 @@ def _local_scan(b: _SplitBuilder, op: P.Scan) -> tuple[P.Scan, list[PValue], lis
 # ---------------------------------------------------------------------------------------------- the pass
 
 
-class SplitScans(Pass):
+class SplitScans(GroupPass):
     """Split every long whole-row scan over cooperating programs (`tile`: a smaller chunk, for tests)."""
 
     name = "split-scans"
@@ -361,17 +361,8 @@ class SplitScans(Pass):
     def __init__(self, tile: int | None = None) -> None:
         self.tile = tile
 
-    def plans(self, program: Program) -> list[SplitPlan]:
-        return [p for p in (plan_split(program, g, self.tile) for g in program.groups) if isinstance(p, SplitPlan)]
-
-    def legal(self, program: Program) -> bool | str:
-        reasons = [plan_split(program, g, self.tile) for g in program.groups]
-        if any(isinstance(r, SplitPlan) for r in reasons):
-            return True
-        return "; ".join(f"group {g.id}: {r}" for g, r in zip(program.groups, reasons)) or "no groups"
-
-    def profitable(self, program: Program) -> bool:
-        return bool(self.plans(program))
+    def plan_group(self, program: Program, group: Group) -> SplitPlan | str:
+        return plan_split(program, group, self.tile)
 
     def run(self, program: Program) -> Program:
         consts = dict(program.constexprs)

@@ -62,7 +62,7 @@ from ..workspace import (
     reset_counter,
     write_slot,
 )
-from . import Pass
+from . import GroupPass
 
 MIN_CHUNKS_PER_SPLIT = 2  # a split folds at least this many chunks of the average block's values
 PROGRAMS_PER_SLOT = 2     # programs per resident program slot: the pieces of one long segment spread wide
@@ -155,22 +155,13 @@ def plan_segments(program: Program, g: Group) -> SegmentPlan | str:
     return SegmentPlan(g, folds, frozenset(after), owned[0], lane_ok, size)
 
 
-class SplitSegments(Pass):
+class SplitSegments(GroupPass):
     """Split the subregions of region folds over several programs when the device would otherwise idle."""
 
     name = "split-segments"
 
-    def plans(self, program: Program) -> list[SegmentPlan]:
-        return [p for p in (plan_segments(program, g) for g in program.groups) if isinstance(p, SegmentPlan)]
-
-    def legal(self, program: Program) -> bool | str:
-        reasons = [plan_segments(program, g) for g in program.groups]
-        if any(isinstance(r, SegmentPlan) for r in reasons):
-            return True
-        return "; ".join(f"group {g.id}: {r}" for g, r in zip(program.groups, reasons)) or "no groups"
-
-    def profitable(self, program: Program) -> bool:
-        return bool(self.plans(program))
+    def plan_group(self, program: Program, group: Group) -> SegmentPlan | str:
+        return plan_segments(program, group)
 
     def run(self, program: Program) -> Program:
         for plan in self.plans(program):

@@ -456,18 +456,24 @@ def prune(ops: list[POp], pure: set[int]) -> list[POp]:
 class TileContraction(Pass):
     name = "tile-contraction"
 
+    def make_plan(self, program: Program) -> tuple[Match | str, ...]:
+        """Per group: its contraction match, or the reason it is not tileable."""
+        out: list[Match | str] = []
+        for g in program.groups:
+            try:
+                out.append(match(g))
+            except NotTileable as exc:
+                out.append(f"group {g.id}: {exc}")
+        return tuple(out)
+
     def legal(self, program: Program) -> bool | str:
-        reasons = list(self.untileable(program))
+        reasons = [r for r in self.plan(program) if isinstance(r, str)]  # type: ignore[attr-defined]
         if len(reasons) == len(program.groups):
             return "; ".join(reasons) or "the program has no groups"
         return True
 
     def untileable(self, program: Program) -> Iterator[str]:
-        for g in program.groups:
-            try:
-                match(g)
-            except NotTileable as exc:
-                yield f"group {g.id}: {exc}"
+        yield from (r for r in self.plan(program) if isinstance(r, str))  # type: ignore[attr-defined]
 
     def profitable(self, program: Program) -> bool:
         return True
@@ -477,10 +483,8 @@ class TileContraction(Pass):
         builder = Builder.after(program)
         groups: list[Group] = []
         warps: list[LaunchExpr] = []
-        for g in program.groups:
-            try:
-                m = match(g)
-            except NotTileable:
+        for g, m in zip(program.groups, self.plan(program)):  # type: ignore[call-overload]
+            if isinstance(m, str):
                 groups.append(g)
                 warps.append(lmul(consts[g.block], tile_elements(program, g)))
                 continue

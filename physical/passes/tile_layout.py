@@ -157,26 +157,27 @@ class LayoutTiler(Tiler):
 class TileLayout(Pass):
     name = "tile-layout"
 
-    def plans(self, program: Program) -> dict[int, Match]:
-        out = {}
+    def make_plan(self, program: Program) -> tuple[Match | str | None, ...]:
+        """Per group: the layout match to tile, None (tileable, but no access walks an earlier axis), or the
+        reason it is not tileable."""
+        out: list[Match | str | None] = []
         for g in program.groups:
             try:
                 axes = layout_axes(match_layout(g))
-                if axes is not None:
-                    out[g.id] = match_layout(g, axes)
-            except NotTileable:
-                continue
-        return out
+                out.append(match_layout(g, axes) if axes is not None else None)
+            except NotTileable as exc:
+                out.append(f"group {g.id}: {exc}")
+        return tuple(out)
+
+    def plans(self, program: Program) -> dict[int, Match]:
+        return {g.id: m for g, m in zip(program.groups, self.plan(program))  # type: ignore[call-overload]
+                if isinstance(m, Match)}
 
     def legal(self, program: Program) -> bool | str:
-        reasons = []
-        for g in program.groups:
-            try:
-                match_layout(g)
-                return True
-            except NotTileable as exc:
-                reasons.append(f"group {g.id}: {exc}")
-        return "; ".join(reasons) or "the program has no groups"
+        reasons = self.plan(program)
+        if any(not isinstance(r, str) for r in reasons):  # type: ignore[attr-defined]
+            return True
+        return "; ".join(reasons) or "the program has no groups"  # type: ignore[arg-type]
 
     def profitable(self, program: Program) -> bool:
         return bool(self.plans(program))

@@ -308,3 +308,27 @@ def test_no_rows_launch_nothing(isolated_cache):  # noqa: F811
         for sms in (None, 1):
             got = _run(maybe_no_rows, args, sms)
             np.testing.assert_array_equal(got["out"], args["x"].numpy() * args["w"].numpy())
+
+
+def test_the_printer_shows_the_loop_as_an_op_with_its_region():
+    from physical.printer import print_program
+
+    text = print_program(lowered(scale_rows, scale_args(3, 5)))
+    head = next(line for line in text.splitlines() if "block_loop" in line)
+    assert head.startswith("  block_loop group=0 flag=BLOCK_I0_PERSISTENT blocks=cdiv(M, BLOCK_I0) resident=")
+    assert head.endswith("{")
+    loop = text.index(head)
+    assert text.index("load w[") < loop < text.index("owned_instances")  # w once per program, then each block
+
+
+def test_a_loop_over_blocks_that_is_not_last_is_refused():
+    k = scale_rows.specialize(scale_args(3, 5))
+    program = physical.lower(k)
+    g = program.groups[0]
+    loop = P.block_loop(g.body.ops)
+    ops = tuple(op for op in g.body.ops if op is not loop)
+    broken = program.replace(groups=(dataclasses.replace(g, body=dataclasses.replace(g.body, ops=(loop,) + ops)),))
+    found = [v for v in check(broken, k) if v.rule == "loop-invariant"]
+    assert [v.message for v in found] == [
+        "group 0 (parallel) has 1 loops over blocks of instances; a persistent group has one, the last op at the top "
+        "of its body"]

@@ -20,10 +20,10 @@ from kir.dims import DConst, PAnd, PCmp, Pred
 from kir.pointwise import literal_fits
 
 from .. import ops as P
-from ..model import AccessRelation, AssumeInBounds, Guard, POp, Program, Proven, PValue, TileAxis
+from ..model import Access, AccessRelation, AssumeInBounds, Guard, POp, Program, Proven, PValue, TileAxis
 from .affine import Forms, forms_of, proves
-from .base import Reporter, Violation, describe, rule
-from .index import AccessKind, AccessSite, ProgramIndex, index_of
+from .base import Reporter, describe, rule
+from .index import AccessSite, ProgramIndex, index_of
 
 # ---------------------------------------------------------------------------------------------- helpers
 
@@ -78,9 +78,9 @@ def excludes_padding(forms: Forms, member: PValue | None, tile: tuple[TileAxis, 
 # ---------------------------------------------------------------------------------------------- access-complete
 
 
-@rule("access-complete", "coordinates, validity and fill/effect are complete for every access")
-def check_access_complete(program: Program, kernel: Kernel | None = None) -> list[Violation]:
-    report = Reporter("access-complete")
+@rule("access-complete")
+def check_access_complete(program: Program, kernel: Kernel | None, report: Reporter) -> None:
+    """coordinates, validity and fill/effect are complete for every access"""
     ix = index_of(program)
     for site in ix.accesses:
         op, a = site.op, site.access
@@ -94,9 +94,9 @@ def check_access_complete(program: Program, kernel: Kernel | None = None) -> lis
             report(f"{describe(program, op)} on {buf.name} gives {len(op.results)} results; a read gives one value",
                    op, site.placed.group)
         elif data is not None and data.type.dtype != buf.dtype:
-            report(f"{describe(program, op)} {'reads' if site.kind is AccessKind.READ else 'writes'} "
+            report(f"{describe(program, op)} {'reads' if site.kind is Access.READ else 'writes'} "
                    f"{data.type.dtype} through {buf.dtype} buffer {buf.name}", op, site.placed.group)
-        if site.kind is not AccessKind.WRITE:
+        if site.kind is not Access.WRITE:
             if a.fill is None:
                 report(f"{describe(program, op)} on {buf.name} has no fill: inactive members would read "
                        f"undefined values", op, site.placed.group)
@@ -105,7 +105,6 @@ def check_access_complete(program: Program, kernel: Kernel | None = None) -> lis
                        site.placed.group)
         if a.mask is not None and not a.mask.type.dtype.is_pred:
             report(f"{describe(program, op)} on {buf.name}: mask is {a.mask.type}, not pred", op, site.placed.group)
-    return report.found
 
 
 # ---------------------------------------------------------------------------------------------- provenance
@@ -124,11 +123,11 @@ def _combine_args(ix: ProgramIndex) -> set[int]:
     return out
 
 
-@rule("coordinate-provenance", "every physical coordinate has source identity and rank and complete SSA "
-      "provenance (program coordinates, tile positions, loop indices, launch values, loaded data); with the "
-      "kernel, composed coordinates equal the KIR access relation")
-def check_provenance(program: Program, kernel: Kernel | None = None) -> list[Violation]:
-    report = Reporter("coordinate-provenance")
+@rule("coordinate-provenance")
+def check_provenance(program: Program, kernel: Kernel | None, report: Reporter) -> None:
+    """every physical coordinate has source identity and rank and complete SSA provenance (program coordinates, tile
+    positions, loop indices, launch values, loaded data); with the kernel, composed coordinates equal the KIR access
+    relation"""
     ix = index_of(program)
     banned = _combine_args(ix)
     for site in ix.accesses:
@@ -159,7 +158,6 @@ def check_provenance(program: Program, kernel: Kernel | None = None) -> list[Vio
             buf = ix.buffers[m.site.access.buffer]
             report(f"{describe(program, m.site.op)} on {buf.name}: coordinate {m.axis} is {m.physical}, but the KIR "
                    f"access names {m.kir}", m.site.op, m.site.placed.group)
-    return report.found
 
 
 def _foreign_root(ix: ProgramIndex, v: PValue, banned: set[int]) -> str | None:
@@ -201,10 +199,10 @@ def _member_sites(ix: ProgramIndex):
             yield op, op.active, (), None, pl.group
 
 
-@rule("narrowing-explicit", "every active-member or range narrowing is an explicit typed pred subset of the "
-      "original relation; padding past a tile's extent is never a member")
-def check_narrowing(program: Program, kernel: Kernel | None = None) -> list[Violation]:
-    report = Reporter("narrowing-explicit")
+@rule("narrowing-explicit")
+def check_narrowing(program: Program, kernel: Kernel | None, report: Reporter) -> None:
+    """every active-member or range narrowing is an explicit typed pred subset of the original relation; padding past a
+    tile's extent is never a member"""
     ix = index_of(program)
     for site in ix.accesses:
         op, a = site.op, site.access
@@ -232,7 +230,6 @@ def check_narrowing(program: Program, kernel: Kernel | None = None) -> list[Viol
         for k in missing:
             report(f"{describe(program, op)} would fold the padding of tile axis {k} ({tile[k]}): its member set "
                    f"does not exclude positions past the extent", op, gid)
-    return report.found
 
 
 def _mask_shape(ix: ProgramIndex, m: PValue | None, tile: tuple[TileAxis, ...]) -> str | None:
@@ -250,10 +247,10 @@ def _mask_shape(ix: ProgramIndex, m: PValue | None, tile: tuple[TileAxis, ...]) 
 # ---------------------------------------------------------------------------------------------- bounds
 
 
-@rule("bounds-justified", "every access is proven within its buffer by an explicit guard, a verified relation or "
-      "an explicit assume_in_bounds")
-def check_bounds(program: Program, kernel: Kernel | None = None) -> list[Violation]:
-    report = Reporter("bounds-justified")
+@rule("bounds-justified")
+def check_bounds(program: Program, kernel: Kernel | None, report: Reporter) -> None:
+    """every access is proven within its buffer by an explicit guard, a verified relation or an explicit
+    assume_in_bounds"""
     ix = index_of(program)
     for site in ix.accesses:
         op, a = site.op, site.access
@@ -289,7 +286,6 @@ def check_bounds(program: Program, kernel: Kernel | None = None) -> list[Violati
         if a.copy is not None and buf.copies is not None and not _copy_in_range(forms, a, buf.copies):
             report(f"{describe(program, op)} on {buf.name}: copy index %{a.copy.name or 'p'}{a.copy.id} is not "
                    f"proven within the {buf.copies} copies of its workspace", op, site.placed.group)
-    return report.found
 
 
 def _copy_in_range(forms: Forms, a: AccessRelation, copies) -> bool:

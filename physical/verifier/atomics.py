@@ -13,7 +13,7 @@ from kir.core import Kernel
 from .. import ops as P
 from ..model import BufferScope, Program
 from ..ops.atomic import SCOPE_FOR_SHARING, Sharing
-from .base import Reporter, Violation, describe, rule
+from .base import Reporter, describe, rule
 from .index import index_of
 
 _BITWISE = (AtomicKind.and_, AtomicKind.or_, AtomicKind.xor)
@@ -21,10 +21,10 @@ _SCOPE_RANK = {"cta": 0, "gpu": 1}
 _PRIVATE = (BufferScope.PROGRAM_PRIVATE, BufferScope.ITERATION_PRIVATE)
 
 
-@rule("atomic-preserved", "every atomic preserves its memory order, logical sharing domain and old-value/CAS "
-      "semantics, and a legal provider scope follows from the physical mapping")
-def check_atomics(program: Program, kernel: Kernel | None = None) -> list[Violation]:
-    report = Reporter("atomic-preserved")
+@rule("atomic-preserved")
+def check_atomics(program: Program, kernel: Kernel | None, report: Reporter) -> None:
+    """every atomic preserves its memory order, logical sharing domain and old-value/CAS semantics, and a legal provider
+    scope follows from the physical mapping"""
     ix = index_of(program)
     kir_ops = list(kernel.walk()) if kernel is not None else []
     kir_used = {v.id for kop in kir_ops for v in kop.operands()}
@@ -70,7 +70,6 @@ def check_atomics(program: Program, kernel: Kernel | None = None) -> list[Violat
             if isinstance(kop, KT.Atomic | KT.AtomicCAS) and kop.results and kop.results[0].id in kir_used and \
                     not (op.results and op.results[0].id in used):
                 report(f"{what} drops the old value its KIR op returns to later computation", op, pl.group)
-    return report.found
 
 
 def _kir_atomic(kop: object) -> str:

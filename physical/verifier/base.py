@@ -1,22 +1,25 @@
 """The rule registry, violations and the error the construction verifier raises.
 
-A rule is a function `rule(program, kernel=None) -> list[Violation]` registered under a stable
-name. Rules never raise on a malformed program: they report what is wrong. The optional `kernel`
-lets the rules that check semantic preservation compare the program with the immutable KIR it came
-from (through origins only); without it they check what the program alone can show.
+A rule is a function `rule(program, kernel=None) -> list[Violation]` registered under a stable name (written
+as a function that reports into a `Reporter`, with the obligation it checks as its docstring: see `rule`).
+Rules never raise on a malformed program: they report what is wrong. The optional `kernel` lets the rules that
+check semantic preservation compare the program with the immutable KIR it came from (through origins only);
+without it they check what the program alone can show.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kir.core import Kernel
+from kir.core import Kernel, register
 from kir.errors import Loc, VerifyError
 
 from ..model import Origin, POp, Program
 
 RuleFn = Callable[..., "list[Violation]"]
+RuleBody = Callable[[Program, "Kernel | None", "Reporter"], None]
 
 RULES: dict[str, RuleFn] = {}
 RULE_DOCS: dict[str, str] = {}
@@ -57,15 +60,24 @@ class PhysicalVerifyError(VerifyError):
         return self.render()
 
 
-def rule(name: str, doc: str) -> Callable[[RuleFn], RuleFn]:
-    """Register a rule under `name`; `doc` is the seed 001 section 9 obligation it checks."""
+def rule(name: str) -> Callable[[RuleBody], RuleFn]:
+    """Register the rule `name`. The decorated function states the obligation it checks (seed 001 section 9) in
+    its docstring and reports each violation into the `Reporter` it is given; what is registered (and bound to
+    the function's name) is the rule `(program, kernel=None) -> list[Violation]`."""
 
-    def deco(fn: RuleFn) -> RuleFn:
-        if name in RULES:
-            raise ValueError(f"duplicate verifier rule {name}")
-        RULES[name] = fn
-        RULE_DOCS[name] = doc
-        return fn
+    def deco(body: RuleBody) -> RuleFn:
+        if not body.__doc__:
+            raise TypeError(f"verifier rule {name}: state the obligation it checks in the docstring")
+
+        @functools.wraps(body)
+        def check(program: Program, kernel: Kernel | None = None) -> list[Violation]:
+            report = Reporter(name)
+            body(program, kernel, report)
+            return report.found
+
+        register(RULES, name, check, f"verifier rule {name}")
+        RULE_DOCS[name] = " ".join(body.__doc__.split())
+        return check
 
     return deco
 

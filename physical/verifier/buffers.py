@@ -17,8 +17,8 @@ from kir.core import Kernel
 from .. import ops as P
 from ..launch_expr import LConst
 from ..model import Access, Buffer, BufferInit, BufferScope, Lifetime, ParamKind, Program, Workspace
-from .base import Reporter, Violation, describe, rule
-from .index import AccessKind, ProgramIndex, evaluate, index_of, product
+from .base import Reporter, describe, rule
+from .index import ProgramIndex, evaluate, index_of, product
 
 _LIFETIME = {BufferScope.EXTERNAL_VIEW: Lifetime.HOST, BufferScope.PROGRAM_PRIVATE: Lifetime.INSTANCE,
              BufferScope.ITERATION_PRIVATE: Lifetime.ITERATION, BufferScope.INVOCATION_WORKSPACE: Lifetime.INVOCATION}
@@ -30,10 +30,9 @@ def has_copies(ix: ProgramIndex, b: Buffer) -> bool:
     return any(v is None or v != 1 for v in ix.values(b.copies))
 
 
-@rule("buffer-complete", "every buffer has complete allocation scope, instance identity, initialisation mode, "
-      "ownership and visibility")
-def check_buffer_complete(program: Program, kernel: Kernel | None = None) -> list[Violation]:
-    report = Reporter("buffer-complete")
+@rule("buffer-complete")
+def check_buffer_complete(program: Program, kernel: Kernel | None, report: Reporter) -> None:
+    """every buffer has complete allocation scope, instance identity, initialisation mode, ownership and visibility"""
     ix = index_of(program)
     for b in ix.duplicate_buffers:
         report(f"buffer id {b.id} is used by {ix.buffers[b.id].name} and {b.name}")
@@ -75,7 +74,6 @@ def check_buffer_complete(program: Program, kernel: Kernel | None = None) -> lis
         if b.owner_group is None or b.owner_group not in ix.groups:
             report(f"local buffer {b.name} has no owning group")
     _uses(program, ix, report)
-    return report.found
 
 
 def _uses(program: Program, ix: ProgramIndex, report: Reporter) -> None:
@@ -85,9 +83,9 @@ def _uses(program: Program, ix: ProgramIndex, report: Reporter) -> None:
         b = ix.buffers.get(site.access.buffer)
         if b is None:
             continue
-        if site.kind is not AccessKind.READ:
+        if site.kind is not Access.READ:
             written[b.id] = True
-        if site.kind is not AccessKind.WRITE:
+        if site.kind is not Access.WRITE:
             read[b.id] = True
         if b.scope is not BufferScope.EXTERNAL_VIEW and b.owner_group is not None and \
                 site.placed.group != b.owner_group:
@@ -106,10 +104,10 @@ def _uses(program: Program, ix: ProgramIndex, report: Reporter) -> None:
             report(f"buffer {b.name} is read, but its access mode is write-only")
 
 
-@rule("buffer-init", "every buffer preserves its initial value or the author's first-write obligation, with its "
-      "reads and writes in KIR order")
-def check_buffer_init(program: Program, kernel: Kernel | None = None) -> list[Violation]:
-    report = Reporter("buffer-init")
+@rule("buffer-init")
+def check_buffer_init(program: Program, kernel: Kernel | None, report: Reporter) -> None:
+    """every buffer preserves its initial value or the author's first-write obligation, with its reads and writes in KIR
+    order"""
     ix = index_of(program)
     workspaces = {w.name: w for w in program.workspaces}
     allocs: dict[int, list] = {}
@@ -146,7 +144,6 @@ def check_buffer_init(program: Program, kernel: Kernel | None = None) -> list[Vi
                 report(f"{describe(program, site.op)} touches {b.name} outside its allocation instance (before or "
                        f"outside the allocation point)", site.op, site.placed.group)
     _kir_order(program, ix, report)
-    return report.found
 
 
 def _workspace_init(b: Buffer, w: Workspace | None, report: Reporter) -> None:
@@ -171,7 +168,7 @@ def _kir_order(program: Program, ix: ProgramIndex, report: Reporter) -> None:
         name = ix.buffers[bid].name if bid in ix.buffers else f"buffer {bid}"
         for n, first in enumerate(sites):
             for later in sites[n + 1:]:
-                if first.kind is AccessKind.READ and later.kind is AccessKind.READ:
+                if first.kind is Access.READ and later.kind is Access.READ:
                     continue
                 a, b = first.op.origin.op, later.op.origin.op  # type: ignore[union-attr]
                 if a > b:

@@ -17,10 +17,10 @@ from kir.core import Kernel
 from kir.dims import PCmp, POr, Pred
 
 from .. import ops as P
-from ..model import BufferScope, POp, PRegion, Program
+from ..model import Access, BufferScope, POp, PRegion, Program
 from .affine import Forms, forms_of, proves
-from .base import Reporter, Violation, describe, rule
-from .index import AccessKind, AccessSite, ProgramIndex, index_of
+from .base import Reporter, describe, rule
+from .index import AccessSite, ProgramIndex, index_of
 from .ownership import lane_source
 
 
@@ -53,7 +53,7 @@ def disjoint_across_instances(ix: ProgramIndex, x: AccessSite, y: AccessSite, so
     return proves(hyps, goal)
 
 
-def _concurrent_pairs(ix: ProgramIndex, want: tuple[AccessKind, ...], other: tuple[AccessKind, ...],
+def _concurrent_pairs(ix: ProgramIndex, want: tuple[Access, ...], other: tuple[Access, ...],
                       symmetric: bool = False):
     """Pairs of accesses of one buffer that lanes of the same program space run concurrently.
 
@@ -79,18 +79,17 @@ def _forms(ix: ProgramIndex, site: AccessSite) -> Forms:
     return forms_of(ix, ix.groups[site.placed.group])
 
 
-@rule("ordered-dependence", "ordered dependences are not broken across independent program instances (no instance "
-      "reads what another instance or group writes)")
-def check_ordered_dependence(program: Program, kernel: Kernel | None = None) -> list[Violation]:
-    report = Reporter("ordered-dependence")
+@rule("ordered-dependence")
+def check_ordered_dependence(program: Program, kernel: Kernel | None, report: Reporter) -> None:
+    """ordered dependences are not broken across independent program instances (no instance reads what another instance
+    or group writes)"""
     ix = index_of(program)
-    for source, w, r in _concurrent_pairs(ix, (AccessKind.WRITE,), (AccessKind.READ,)):
+    for source, w, r in _concurrent_pairs(ix, (Access.WRITE,), (Access.READ,)):
         if not disjoint_across_instances(ix, r, w, source):
             name = ix.buffers[w.access.buffer].name if w.access.buffer in ix.buffers else "?"
             report(f"{describe(program, r.op)} may read {name} where another instance's {describe(program, w.op)} "
                    f"writes: instances of group {w.placed.group} would depend on each other", r.op, r.placed.group)
     _across_groups(program, ix, report)
-    return report.found
 
 
 def _across_groups(program: Program, ix: ProgramIndex, report: Reporter) -> None:
@@ -104,12 +103,13 @@ def _across_groups(program: Program, ix: ProgramIndex, report: Reporter) -> None
         if buf is not None and buf.scope in (BufferScope.PROGRAM_PRIVATE, BufferScope.ITERATION_PRIVATE):
             continue  # buffer-complete reports private buffers used outside their group
         sites = [s for ss in groups.values() for s in ss]
-        if all(s.kind is AccessKind.READ for s in sites):
+        if all(s.kind is Access.READ for s in sites):
             continue
-        atomic_kinds = {_atomic_kind(s.op) for s in sites if s.kind is AccessKind.RMW}
-        if all(s.kind is AccessKind.RMW for s in sites) and len(atomic_kinds) == 1 and atomic_kinds <= COMMUTING_KINDS:
+        atomic_kinds = {_atomic_kind(s.op) for s in sites if s.kind is Access.READ_WRITE}
+        if all(s.kind is Access.READ_WRITE for s in sites) and len(atomic_kinds) == 1 and \
+                atomic_kinds <= COMMUTING_KINDS:
             continue
-        writer = next(s for s in sites if s.kind is not AccessKind.READ)
+        writer = next(s for s in sites if s.kind is not Access.READ)
         other = next(s for s in sites if s.placed.group != writer.placed.group)
         name = buf.name if buf is not None else f"buffer {bid}"
         report(f"{describe(program, writer.op)} in group {writer.placed.group} writes {name}, which "
@@ -121,12 +121,11 @@ def _atomic_kind(op: POp) -> str:
     return op.kind.value if isinstance(op, P.AtomicRMW) else "cas"
 
 
-@rule("unordered-conflict", "unordered conflicts (two instances writing one element) are resolved by unique, "
-      "reduction or atomic semantics")
-def check_unordered_conflict(program: Program, kernel: Kernel | None = None) -> list[Violation]:
-    report = Reporter("unordered-conflict")
+@rule("unordered-conflict")
+def check_unordered_conflict(program: Program, kernel: Kernel | None, report: Reporter) -> None:
+    """unordered conflicts (two instances writing one element) are resolved by unique, reduction or atomic semantics"""
     ix = index_of(program)
-    for source, x, y in _concurrent_pairs(ix, (AccessKind.WRITE,), (AccessKind.WRITE, AccessKind.RMW), True):
+    for source, x, y in _concurrent_pairs(ix, (Access.WRITE,), (Access.WRITE, Access.READ_WRITE), True):
         if x is y and isinstance(x.op, P.Store) and x.op.unique:
             continue
         if not disjoint_across_instances(ix, x, y, source):
@@ -136,7 +135,6 @@ def check_unordered_conflict(program: Program, kernel: Kernel | None = None) -> 
                    f"instance, with neither unique, reduction nor atomic semantics", x.op, x.placed.group)
     if kernel is not None:
         _unique_preserved(program, ix, kernel, report)
-    return report.found
 
 
 def _unique_preserved(program: Program, ix: ProgramIndex, kernel: Kernel, report: Reporter) -> None:
@@ -154,15 +152,13 @@ def _unique_preserved(program: Program, ix: ProgramIndex, kernel: Kernel, report
 # ---------------------------------------------------------------------------------------------- visibility
 
 
-@rule("buffer-visibility", "a program reads what it wrote earlier only after a barrier orders the write before "
-      "the read")
-def check_visibility(program: Program, kernel: Kernel | None = None) -> list[Violation]:
-    report = Reporter("buffer-visibility")
+@rule("buffer-visibility")
+def check_visibility(program: Program, kernel: Kernel | None, report: Reporter) -> None:
+    """a program reads what it wrote earlier only after a barrier orders the write before the read"""
     ix = index_of(program)
     flagged: set[int] = set()
     for g in program.groups:
         _walk(program, ix, g.body, set(), report, flagged, g.id)
-    return report.found
 
 
 def _walk(program: Program, ix: ProgramIndex, region: PRegion, dirty: set[int], report: Reporter,

@@ -13,7 +13,7 @@ from kir.dtypes import DType
 
 from .. import ops as P
 from ..model import Fragment, Program, PValue, TileAxis
-from .base import Reporter, Violation, describe, rule
+from .base import Reporter, describe, rule
 from .index import ProgramIndex, index_of
 
 
@@ -39,10 +39,10 @@ def value_problem(ix: ProgramIndex, v: PValue) -> str | None:
     return None
 
 
-@rule("fragment-types", "all physical values have legal scalar/fragment types, and every op's result type follows "
-      "mechanically from its operands")
-def check_fragment_types(program: Program, kernel: Kernel | None = None) -> list[Violation]:
-    report = Reporter("fragment-types")
+@rule("fragment-types")
+def check_fragment_types(program: Program, kernel: Kernel | None, report: Reporter) -> None:
+    """all physical values have legal scalar/fragment types, and every op's result type follows mechanically from its
+    operands"""
     ix = index_of(program)
     for d in ix.defs.values():
         problem = value_problem(ix, d.value)
@@ -60,7 +60,6 @@ def check_fragment_types(program: Program, kernel: Kernel | None = None) -> list
             continue
         for problem in check(pl.op):
             report(f"{describe(program, pl.op)}: {problem}", pl.op, pl.group)
-    return report.found
 
 
 __all__ = ["check_fragment_types", "value_problem"]

@@ -9,23 +9,17 @@ expressions (offsets against sums of lengths, lengths against domains) without a
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from enum import Enum
 from functools import cached_property
 
+from intent.runtime.checks import settle
 from kir.dims import DConst, Dim
 from kir.errors import IntentError
 
 from .. import ops as P
 from ..launch_expr import DEVICE_SMS, LaunchExpr
-from ..model import AccessRelation, Buffer, Group, ParamKind, POp, PRegion, Program, PValue, Trait
-
-
-class AccessKind(Enum):
-    READ = "read"
-    WRITE = "write"
-    RMW = "read-modify-write"
+from ..model import Access, AccessRelation, Buffer, Group, ParamKind, POp, PRegion, Program, PValue, Trait
 
 
 @dataclass(frozen=True)
@@ -68,7 +62,7 @@ class Definition:
 class AccessSite:
     placed: Placed
     access: AccessRelation
-    kind: AccessKind
+    kind: Access
 
     @property
     def op(self) -> POp:
@@ -167,16 +161,7 @@ class ProgramIndex:
         for k, values in enumerate(samples):
             env = dict(zip(names, values))
             env[DEVICE_SMS] = (0, 132, 1, 0, 132)[k]  # the interpreter, an H200, one multiprocessor
-            pending = dict(self.constexprs)
-            progress = True
-            while pending and progress:
-                progress = False
-                for n, e in list(pending.items()):
-                    val = evaluate(e, env)
-                    if val is not None:
-                        env[n] = val
-                        del pending[n]
-                        progress = True
+            _bind_constexprs(self.constexprs, env)
             out.append(env)
         return out
 
@@ -191,12 +176,26 @@ class ProgramIndex:
 
 
 
-def access_kind(op: POp) -> AccessKind:
+def access_kind(op: POp) -> Access:
+    """How an access op touches its buffer (an atomic update reads and writes it)."""
     if op.has(Trait.READS | Trait.WRITES):
-        return AccessKind.RMW
+        return Access.READ_WRITE
     if op.has(Trait.WRITES):
-        return AccessKind.WRITE
-    return AccessKind.READ
+        return Access.WRITE
+    return Access.READ
+
+
+def _bind_constexprs(constexprs: Iterable[tuple[str, LaunchExpr]], env: dict[str, int]) -> None:
+    """Add to `env` every constexpr that evaluates on it (a constexpr may use others; of two of the same name,
+    the later one holds)."""
+
+    def resolve(constexpr: tuple[str, LaunchExpr]) -> bool:
+        value = evaluate(constexpr[1], env)
+        if value is not None:
+            env[constexpr[0]] = value
+        return value is not None
+
+    settle(list(dict(constexprs).items()), resolve)
 
 
 def evaluate(e: object, env: Mapping[str, int]) -> int | None:
@@ -231,5 +230,5 @@ def index_of(program: Program) -> ProgramIndex:
     return ix
 
 
-__all__ = ["ProgramIndex", "Placed", "Definition", "AccessSite", "AccessKind", "index_of", "evaluate", "product",
+__all__ = ["ProgramIndex", "Placed", "Definition", "AccessSite", "index_of", "evaluate", "product",
            "access_kind"]

@@ -18,7 +18,7 @@ from kir.dtypes import DType
 
 from .. import ops as P
 from ..model import BufferInit, BufferScope, Group, Program
-from .base import Reporter, Violation, rule
+from .base import Reporter, rule
 from .index import evaluate, index_of, product
 
 slot_dtype = P.slot_dtype
@@ -31,11 +31,10 @@ slot_dtype = P.slot_dtype
 LOOKBACK_OPS = (P.PublishSlot, P.FoldSlots, P.RetireTicket)
 
 
-@rule("lookback-protocol", "programs that pass values through an invocation workspace take their positions from "
-      "a ticket, write only their own slot, wait only for lower tickets, read only published slots and restore "
-      "the workspace")
-def check_lookback(program: Program, kernel: Kernel | None = None) -> list[Violation]:
-    report = Reporter("lookback-protocol")
+@rule("lookback-protocol")
+def check_lookback(program: Program, kernel: Kernel | None, report: Reporter) -> None:
+    """programs that pass values through an invocation workspace take their positions from a ticket, write only their
+    own slot, wait only for lower tickets, read only published slots and restore the workspace"""
     ix = index_of(program)
     used: dict[int, int] = {}  # lookback buffer -> group
     for g in program.groups:
@@ -46,7 +45,6 @@ def check_lookback(program: Program, kernel: Kernel | None = None) -> list[Viola
         if site.access.buffer in used:
             report(f"{site.op.NAME} touches {ix.buffers[site.access.buffer].name}, which only the look-back ops "
                    f"may use", site.op, site.placed.group)
-    return report.found
 
 
 def _group(program: Program, ix, g: Group, report: Reporter, used: dict[int, int]) -> None:  # noqa: C901

@@ -19,7 +19,7 @@ from kir.core import Kernel
 from .. import ops as P
 from ..launch_expr import DEVICE_SMS, LaunchExpr, LConstexpr
 from ..model import AccessRelation, BufferScope, Group, POp, Program, PValue, Trait
-from .base import Reporter, Violation, describe, rule
+from .base import Reporter, describe, rule
 from .index import ProgramIndex, evaluate, index_of, product
 from .structure import domain_programs, group_splits
 from .tiles import check_tile_group, exclusive, tile_programs_text
@@ -115,11 +115,10 @@ def effect_mask(op: POp) -> PValue | None:
 # ---------------------------------------------------------------------------------------------- ownership
 
 
-@rule("ownership", "ownership of every instance is complete and non-overlapping: segment lengths match the "
-      "domains, programs decode their own instances, chunks tile their loops, and lanes past the domain perform "
-      "no effect")
-def check_ownership(program: Program, kernel: Kernel | None = None) -> list[Violation]:
-    report = Reporter("ownership")
+@rule("ownership")
+def check_ownership(program: Program, kernel: Kernel | None, report: Reporter) -> None:
+    """ownership of every instance is complete and non-overlapping: segment lengths match the domains, programs decode
+    their own instances, chunks tile their loops, and lanes past the domain perform no effect"""
     ix = index_of(program)
     segments = {s.group: s for s in program.segments}
     for g in program.groups:
@@ -159,7 +158,6 @@ def check_ownership(program: Program, kernel: Kernel | None = None) -> list[Viol
             if not any(lane_valid_test(ix, src[0], src[1], c) for c in ix.conjuncts(mask)):
                 report(f"{describe(program, op)} is not masked by the lane-validity test {src[1].name or 'flat'} < "
                        f"(instances): programs whose lanes run past the domain would perform it", op, pl.group)
-    return report.found
 
 
 def _persistent_blocks(ix: ProgramIndex, g: Group, p: P.BlockLoop, length: LaunchExpr, want: list[int | None],
@@ -242,9 +240,9 @@ def _chunk(program: Program, ix: ProgramIndex, op: P.ChunkLanes, report: Reporte
 # ---------------------------------------------------------------------------------------------- effect coverage
 
 
-@rule("effect-coverage", "each KIR-observable effect is covered by exactly one physical execution slice")
-def check_effect_coverage(program: Program, kernel: Kernel | None = None) -> list[Violation]:
-    report = Reporter("effect-coverage")
+@rule("effect-coverage")
+def check_effect_coverage(program: Program, kernel: Kernel | None, report: Reporter) -> None:
+    """each KIR-observable effect is covered by exactly one physical execution slice"""
     ix = index_of(program)
     units: dict[int, list[tuple[int, POp]]] = {}
     for pl in ix.placed:
@@ -287,7 +285,6 @@ def check_effect_coverage(program: Program, kernel: Kernel | None = None) -> lis
                 op = found[0][1]
                 report(f"{describe(program, op)} is an effect, but KIR op {ordinal} it comes from has none", op,
                        found[0][0])
-    return report.found
 
 
 __all__ = ["check_ownership", "check_effect_coverage", "lane_source", "lanes_may_overrun", "lane_valid_test",

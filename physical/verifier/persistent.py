@@ -14,7 +14,7 @@ from kir.core import Kernel
 from .. import ops as P
 from ..analysis import not_invariant, written_buffers
 from ..model import Group, POp, Program
-from .base import Reporter, Violation, describe, rule
+from .base import Reporter, describe, rule
 
 
 def invariant_prefix(program: Program, once: tuple[POp, ...]) -> list[tuple[POp, str]]:
@@ -30,10 +30,10 @@ def invariant_prefix(program: Program, once: tuple[POp, ...]) -> list[tuple[POp,
     return bad
 
 
-@rule("loop-invariant", "what a persistent group's programs compute once, before their loop over instance blocks, "
-      "depends on no block and reads no memory the kernel writes")
-def check_loop_invariant(program: Program, kernel: Kernel | None = None) -> list[Violation]:
-    report = Reporter("loop-invariant")
+@rule("loop-invariant")
+def check_loop_invariant(program: Program, kernel: Kernel | None, report: Reporter) -> None:
+    """what a persistent group's programs compute once, before their loop over instance blocks, depends on no block and
+    reads no memory the kernel writes"""
     for g in program.groups:
         loops = [op for op in g.body.walk() if isinstance(op, P.BlockLoop)]
         if not loops:
@@ -56,7 +56,6 @@ def check_loop_invariant(program: Program, kernel: Kernel | None = None) -> list
             report(f"group {g.id} ({g.name}) loops over blocks of instances while {loop.flag}, which is no "
                    f"constexpr", loop, g.id)
         _check_body(program, g, loop, report)
-    return report.found
 
 
 def _check_body(program: Program, g: Group, loop: P.BlockLoop, report: Reporter) -> None:

@@ -11,16 +11,16 @@ from __future__ import annotations
 from kir.core import Kernel
 
 from .. import ops as P
-from ..model import BufferScope, Program
-from .base import Reporter, Violation, describe, rule
-from .index import AccessKind, index_of
+from ..model import Access, BufferScope, Program
+from .base import Reporter, describe, rule
+from .index import index_of
 from .workspace import _last_conjunct, _split_values
 
 
-@rule("split-effects", "a group split over several programs per block writes outside its workspace only as the "
-      "holder of the last ticket: each instance's effects happen once")
-def check_split_effects(program: Program, kernel: Kernel | None = None) -> list[Violation]:
-    report = Reporter("split-effects")
+@rule("split-effects")
+def check_split_effects(program: Program, kernel: Kernel | None, report: Reporter) -> None:
+    """a group split over several programs per block writes outside its workspace only as the holder of the last ticket:
+    each instance's effects happen once"""
     ix = index_of(program)
     group_splits = {g: s for g, s in _split_values(ix).values()}
     tickets: dict[int, list[tuple[int, P.Ticket]]] = {}
@@ -29,7 +29,7 @@ def check_split_effects(program: Program, kernel: Kernel | None = None) -> list[
             tickets.setdefault(pl.group, []).append((pl.order, pl.op))
     for site in ix.accesses:
         gid = site.placed.group
-        if gid not in group_splits or site.kind is AccessKind.READ:
+        if gid not in group_splits or site.kind is Access.READ:
             continue
         b = ix.buffers.get(site.access.buffer)
         if b is None or b.scope is BufferScope.INVOCATION_WORKSPACE:
@@ -39,7 +39,6 @@ def check_split_effects(program: Program, kernel: Kernel | None = None) -> list[
             report(f"{describe(program, site.op)} writes {b.name} in every program that shares its block: a group "
                    f"split over programs writes outside its workspace only as the holder of the last ticket",
                    site.op, gid)
-    return report.found
 
 
 __all__ = ["check_split_effects"]

@@ -15,7 +15,7 @@ from kir.errors import Loc
 from .. import launch_expr as LE
 from .. import ops as P
 from ..model import Group, Origin, POp, PRegion, Program
-from .base import Reporter, Violation, describe, rule
+from .base import Reporter, describe, rule
 from .index import evaluate, index_of, product
 
 # ---------------------------------------------------------------------------------------------- self-contained
@@ -41,10 +41,9 @@ def _items(x: object, path: str) -> Iterator[tuple[str, object]]:
             yield from _items(getattr(x, f.name), f"{path}.{f.name}")
 
 
-@rule("self-contained", "the physical program needs neither KIR nor side records to interpret execution; origins "
-      "hold integers only")
-def check_self_contained(program: Program, kernel: Kernel | None = None) -> list[Violation]:
-    report = Reporter("self-contained")
+@rule("self-contained")
+def check_self_contained(program: Program, kernel: Kernel | None, report: Reporter) -> None:
+    """the physical program needs neither KIR nor side records to interpret execution; origins hold integers only"""
     physical_ops = set(P.OP_CLASSES.values())
     for path, x in _items(program, "program"):
         if isinstance(x, _KIR_IR):
@@ -61,16 +60,15 @@ def check_self_contained(program: Program, kernel: Kernel | None = None) -> list
                            f"only")
         elif not isinstance(x, _PLAIN) and not _is_model(x):
             report(f"{path} holds a {type(x).__name__}, which is no part of the physical program model")
-    return report.found
 
 
 # ---------------------------------------------------------------------------------------------- ssa-defined
 
 
-@rule("ssa-defined", "every physical value is defined once and used only where its definition is in scope, with "
-      "the type it was defined with")
-def check_ssa(program: Program, kernel: Kernel | None = None) -> list[Violation]:
-    report = Reporter("ssa-defined")
+@rule("ssa-defined")
+def check_ssa(program: Program, kernel: Kernel | None, report: Reporter) -> None:
+    """every physical value is defined once and used only where its definition is in scope, with the type it was defined
+    with"""
     ix = index_of(program)
     for d in ix.duplicates:
         first = ix.defs[d.value.id]
@@ -78,7 +76,6 @@ def check_ssa(program: Program, kernel: Kernel | None = None) -> list[Violation]
                group=d.group)
     for g in program.groups:
         _scoped(program, g.body, [set()], report, g.id, ix.defs)
-    return report.found
 
 
 def _scoped(program: Program, region: PRegion, scopes: list[set[int]], report: Reporter, gid: int,
@@ -105,10 +102,10 @@ def _scoped(program: Program, region: PRegion, scopes: list[set[int]], report: R
 # ---------------------------------------------------------------------------------------------- segments
 
 
-@rule("segments-partition", "one segment per group; offsets are the running sums of the lengths (O_g = sum_{h<g} "
-      "L_h), so segments are disjoint, and the grid is the sum of all lengths")
-def check_segments(program: Program, kernel: Kernel | None = None) -> list[Violation]:
-    report = Reporter("segments-partition")
+@rule("segments-partition")
+def check_segments(program: Program, kernel: Kernel | None, report: Reporter) -> None:
+    """one segment per group; offsets are the running sums of the lengths (O_g = sum_{h<g} L_h), so segments are
+    disjoint, and the grid is the sum of all lengths"""
     ix = index_of(program)
     seen: dict[int, int] = {}
     for s in program.segments:
@@ -131,7 +128,6 @@ def check_segments(program: Program, kernel: Kernel | None = None) -> list[Viola
     total = LE.lsum(tuple(running))
     if not _agree(ix, program.grid, total):
         report(f"grid is {program.grid}, but the segment lengths sum to {total}")
-    return report.found
 
 
 def _agree(ix, a: LE.LaunchExpr, b: LE.LaunchExpr) -> bool:
@@ -164,10 +160,10 @@ def launch_expressions(program: Program) -> Iterator[tuple[str, LE.LaunchExpr, b
             yield "shape_value", op.expr, False, op
 
 
-@rule("launch-extent", "every runtime program-space extent depends only on launch-visible values: shape symbols, "
-      "integer ABI scalars and constants (never device data)")
-def check_launch_extents(program: Program, kernel: Kernel | None = None) -> list[Violation]:
-    report = Reporter("launch-extent")
+@rule("launch-extent")
+def check_launch_extents(program: Program, kernel: Kernel | None, report: Reporter) -> None:
+    """every runtime program-space extent depends only on launch-visible values: shape symbols, integer ABI scalars and
+    constants (never device data)"""
     ix = index_of(program)
     symbols = set(program.symbols)
     params = {q.name: q for q in program.params}
@@ -201,7 +197,6 @@ def check_launch_extents(program: Program, kernel: Kernel | None = None) -> list
         for d in g.domain:
             for s in sorted(d.symbols() - symbols):
                 report(f"group {g.id} ({g.name}) domain reads {s}, which is not a shape symbol", group=g.id)
-    return report.found
 
 
 def group_splits(group: Group) -> str | None:

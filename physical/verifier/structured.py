@@ -22,7 +22,7 @@ from ..analysis import captures
 from ..launch_expr import LConstexpr
 from ..model import AccessRelation, Fragment, Literal, POp, PRegion, Program, PValue
 from ..ops._base import ints_agree
-from .base import Reporter, Violation, describe, rule
+from .base import Reporter, describe, rule
 from .index import ProgramIndex, index_of
 
 Check = Callable[[ProgramIndex, POp], list[str]]
@@ -205,10 +205,10 @@ def terminator_problems(region: PRegion, nested: bool) -> list[str]:
     return out
 
 
-@rule("structured-complete", "every structured operation has complete operands, results, regions and "
-      "accumulator; ordered control carries consistent values; regions end with their terminator")
-def check_structured(program: Program, kernel: Kernel | None = None) -> list[Violation]:
-    report = Reporter("structured-complete")
+@rule("structured-complete")
+def check_structured(program: Program, kernel: Kernel | None, report: Reporter) -> None:
+    """every structured operation has complete operands, results, regions and accumulator; ordered control carries
+    consistent values; regions end with their terminator"""
     ix = index_of(program)
     for g in program.groups:
         for problem in terminator_problems(g.body, False):
@@ -223,7 +223,6 @@ def check_structured(program: Program, kernel: Kernel | None = None) -> list[Vio
         if check is not None:
             for problem in check(ix, pl.op):
                 report(f"{describe(program, pl.op)}: {problem}", pl.op, pl.group)
-    return report.found
 
 
 # ---------------------------------------------------------------------------------------------- region ops
@@ -316,10 +315,10 @@ def source_problems(ix: ProgramIndex, op: P.RegionFold | P.RegionScan) -> tuple[
     return out + mask_problem(op.active, f"{op.NAME} active"), len(comps)
 
 
-@rule("region-op-complete", "every region fold/scan has complete segment source relations, summariser, identity, "
-      "combine and (scans) apply/emit, without chunk identity or extent leaking into observable values")
-def check_region_ops(program: Program, kernel: Kernel | None = None) -> list[Violation]:
-    report = Reporter("region-op-complete")
+@rule("region-op-complete")
+def check_region_ops(program: Program, kernel: Kernel | None, report: Reporter) -> None:
+    """every region fold/scan has complete segment source relations, summariser, identity, combine and (scans)
+    apply/emit, without chunk identity or extent leaking into observable values"""
     ix = index_of(program)
     for pl in ix.placed:
         op = pl.op
@@ -343,7 +342,6 @@ def check_region_ops(program: Program, kernel: Kernel | None = None) -> list[Vio
             problems += _emit_problems(ix, op, comps)
         for problem in problems:
             report(f"{describe(program, op)}: {problem}", op, pl.group)
-    return report.found
 
 
 def _emit_problems(ix: ProgramIndex, op: P.RegionScan, comps: tuple[PValue, ...]) -> list[str]:

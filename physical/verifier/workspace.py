@@ -14,9 +14,9 @@ from __future__ import annotations
 from kir.core import Kernel
 
 from .. import ops as P
-from ..model import AccessRelation, Buffer, BufferInit, BufferScope, POp, Program, PValue
-from .base import Reporter, Violation, describe, rule
-from .index import AccessKind, AccessSite, ProgramIndex, evaluate, index_of
+from ..model import Access, AccessRelation, Buffer, BufferInit, BufferScope, POp, Program, PValue
+from .base import Reporter, describe, rule
+from .index import AccessSite, ProgramIndex, evaluate, index_of
 
 
 def _split_values(ix: ProgramIndex) -> dict[int, tuple[int, str]]:
@@ -65,11 +65,11 @@ def _same_coords(a: AccessRelation, b: AccessRelation) -> bool:
     return [c.id for c in a.coords] == [c.id for c in b.coords]
 
 
-@rule("workspace-protocol", "invocation workspaces shared by the programs of a launch: every program writes only "
-      "its own slot and releases it before its ticket; only the last ticket's holder reads the slots, in slot "
-      "order; every ticket counter is reset by that holder")
-def check_workspace_protocol(program: Program, kernel: Kernel | None = None) -> list[Violation]:
-    report = Reporter("workspace-protocol")
+@rule("workspace-protocol")
+def check_workspace_protocol(program: Program, kernel: Kernel | None, report: Reporter) -> None:
+    """invocation workspaces shared by the programs of a launch: every program writes only its own slot and releases it
+    before its ticket; only the last ticket's holder reads the slots, in slot order; every ticket counter is reset by
+    that holder"""
     ix = index_of(program)
     splits_of = _split_values(ix)
     group_splits = {g: s for g, s in splits_of.values()}
@@ -93,7 +93,6 @@ def check_workspace_protocol(program: Program, kernel: Kernel | None = None) -> 
             if b is None or b.init is not BufferInit.SELF_RESETTING:
                 report(f"{describe(program, t)} draws from {b.name if b else 'an unknown buffer'}, which is no "
                        f"self-resetting ticket counter", t, gid)
-    return report.found
 
 
 def _slots(program: Program, ix: ProgramIndex, b: Buffer, found: list[AccessSite],
@@ -102,7 +101,7 @@ def _slots(program: Program, ix: ProgramIndex, b: Buffer, found: list[AccessSite
     for site in found:
         op, gid, order = site.op, site.placed.group, site.placed.order
         drawn = tickets.get(gid, [])
-        if site.kind is AccessKind.WRITE:
+        if site.kind is Access.WRITE:
             copy = site.access.copy
             if copy is None or copy.id not in splits_of or splits_of[copy.id][0] != gid:
                 report(f"{describe(program, op)} writes slot array {b.name} at slot "
@@ -112,7 +111,7 @@ def _slots(program: Program, ix: ProgramIndex, b: Buffer, found: list[AccessSite
                 report(f"{describe(program, op)} writes slot array {b.name} after its program's ticket (or with no "
                        f"ticket): the last holder may read the slot before the write is released", op, gid)
             continue
-        if site.kind is not AccessKind.READ or not isinstance(op, P.Load):
+        if site.kind is not Access.READ or not isinstance(op, P.Load):
             report(f"{describe(program, op)} updates slot array {b.name} in place: slots are written by their own "
                    f"program and read by the last ticket's holder", op, gid)
             continue

@@ -18,7 +18,8 @@ def test_stub_receives_the_launch_and_is_removed():
         case.kernel(**args)
     assert targets.run is original
     assert len(grids) == 1 and grids[0] >= 1
-    assert torch.equal(args["out"], before)  # nothing ran
+    # nothing ran: the output's bits are as they were (torch.empty may hold NaNs, which torch.equal calls unequal)
+    assert torch.equal(args["out"].view(torch.int32), before.view(torch.int32))
 
 
 def test_per_call_counts_batches():

@@ -251,7 +251,7 @@ class Gen:
                 f"_torch.where({p.ref}, {a.ref}, {c.ref})",
                 dt,
                 c.exact,
-                a.scalar and b.scalar and c.scalar,
+                p.scalar and a.scalar and c.scalar,  # the operands it has (b may be only in p, or not at all)
             )
         if roll < 0.65:
             fn = self.r.choice(("abs", "neg") + (("floor", "ceil", "round") if a.exact else ()))
@@ -367,7 +367,7 @@ class Gen:
             f"_torch.where({p.ref}, {b.ref}, {c.ref})",
             dt,
             True,
-            a.scalar and b.scalar and c.scalar,
+            p.scalar and b.scalar and c.scalar,
         )
 
     def compare(self, a: Val, b: Val) -> Val:

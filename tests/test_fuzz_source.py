@@ -167,6 +167,8 @@ CAMPAIGN_CASES = [
     (9200032, 31, "a chunked f8e4m3 min started from +inf rounded to f8e4m3, a NaN"),
     (9700011, 21, "XLA expands an i8 `t ** 2` to `t * t` and folds abs() of the square (square_folded_outputs)"),
     (9700012, 16, "XLA folds the constants of `(r - 0.5) - -3.0` first, one f16 rounding (reassociated_outputs)"),
+    (9500037, 13, "a where of per-instance scalars with a row only in an unused draw was taken for a row, so the "
+                  "reference summed the scalar over the row"),
 ]
 
 

@@ -346,6 +346,11 @@ def _what(op: K.Op) -> str:
 # ---------------------------------------------------------------------------------------------- physical programs
 
 
+def producer(ops: tuple[POp, ...], v: PValue) -> POp | None:
+    """The op among `ops` that defines `v`, if any."""
+    return next((op for op in ops if any(r.id == v.id for r in op.results)), None)
+
+
 def captures(region: PRegion) -> list[PValue]:
     """Values the region uses that it does not define itself (in first-use order)."""
     inner: set[int] = {a.id for a in region.args}

@@ -268,6 +268,11 @@ def ladd(a: LaunchExpr, b: LaunchExpr) -> LaunchExpr:
     return LBin("+", a, b)
 
 
+def as_launch(e: LaunchExpr | int) -> LaunchExpr:
+    """`e` as a launch expression (an int becomes its constant)."""
+    return LConst(e) if isinstance(e, int) else e
+
+
 def lcdiv(a: LaunchExpr, b: LaunchExpr) -> LaunchExpr:
     if b == LConst(1):
         return a

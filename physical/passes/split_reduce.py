@@ -28,14 +28,15 @@ from kir.pointwise import BinaryFn
 from kir.reduce import ReduceKind
 
 from .. import ops as P
+from ..analysis import producer
 from ..builder import Builder
 from ..launch_expr import (
-    LaunchExpr,
     LBin,
     LConst,
     LConstexpr,
     LNextPow2,
     LResidentPrograms,
+    as_launch,
     lcdiv,
     ldim,
     lmax,
@@ -121,7 +122,7 @@ def plan_split(program: Program, g: Group) -> SplitPlan | str:
         return "it does not decode its instances once"
     flat = ops[owned[0]].results[0]
     lane_ok = next((op.results[0] for op in ops if isinstance(op, P.Compare) and op.fn.value == "lt"
-                    and op.lhs.id == flat.id and isinstance(_producer(ops, op.rhs), P.ShapeValue)), None)
+                    and op.lhs.id == flat.id and isinstance(producer(ops, op.rhs), P.ShapeValue)), None)
     if lane_ok is None:
         return "its looped body has no lane-validity test"
     return SplitPlan(g, red, d, loops[0], owned[0], lane_ok)
@@ -149,12 +150,6 @@ def _fold_position(ops: tuple[POp, ...], red: P.Reduce) -> int | str:
     return d
 
 
-def _producer(ops: tuple[POp, ...], v: PValue) -> POp | None:
-    return next((op for op in ops if any(r.id == v.id for r in op.results)), None)
-
-
-def _launch(e: LaunchExpr | int) -> LaunchExpr:
-    return LConst(e) if isinstance(e, int) else e
 
 
 class SplitReductions(GroupPass):
@@ -180,7 +175,7 @@ def _split(program: Program, plan: SplitPlan) -> Program:
     ops = g.looped.body.ops
     loop = ops[plan.loop]
     assert isinstance(loop, P.For)
-    chunks_op = _producer(ops, loop.stop)
+    chunks_op = producer(ops, loop.stop)
     if not isinstance(chunks_op, P.ShapeValue):
         return program
     chunks = chunks_op.expr
@@ -188,10 +183,10 @@ def _split(program: Program, plan: SplitPlan) -> Program:
     # ---- launch values: how many programs share a block, and when the looped body runs
     flag_expr = consts[g.looped.flag]
     lanes = substitute(consts[g.block], flag_expr, LConst(1))
-    warps = _launch(substitute(program.num_warps, flag_expr, LConst(1)))
+    warps = as_launch(substitute(program.num_warps, flag_expr, LConst(1)))
     # Powers of two of the block count and the row (the split count is a constexpr: a kernel is specialised
     # per power of two of the shapes, as BLOCK_N already is, not per exact extent).
-    blocks = LNextPow2(lcdiv(lprod(tuple(ldim(d) for d in g.domain)), _launch(lanes))) if g.domain else LConst(1)
+    blocks = LNextPow2(lcdiv(lprod(tuple(ldim(d) for d in g.domain)), as_launch(lanes))) if g.domain else LConst(1)
     row_chunks = LBin("//", consts[g.looped.axis.block], consts[g.looped.chunk.block])
     raw = lmax(LConst(1), lmin(LBin("//", LResidentPrograms(warps), blocks),
                                LBin("//", row_chunks, LConst(MIN_CHUNKS_PER_SPLIT))))
@@ -206,7 +201,7 @@ def _split(program: Program, plan: SplitPlan) -> Program:
     num_warps = substitute(program.num_warps, flag_expr, runs)
     lengths = []
     for seg in program.segments:
-        length = _launch(substitute(seg.length, flag_expr, runs))
+        length = as_launch(substitute(seg.length, flag_expr, runs))
         lengths.append(lmul(length, count) if seg.group == gid else length)
     segments = tuple(dataclasses.replace(seg, length=n, offset=lsum(tuple(lengths[:k])))
                      for k, (seg, n) in enumerate(zip(program.segments, lengths)))

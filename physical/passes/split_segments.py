@@ -33,6 +33,7 @@ from kir.pointwise import BinaryFn, CmpFn
 from kir.reduce import ReduceKind
 
 from .. import ops as P
+from ..analysis import producer
 from ..builder import Builder
 from ..launch_expr import (
     LaunchExpr,
@@ -41,6 +42,7 @@ from ..launch_expr import (
     LConstexpr,
     LNextPow2,
     LResidentPrograms,
+    as_launch,
     lcdiv,
     ldim,
     lmax,
@@ -89,9 +91,6 @@ def _read_buffers(ops: tuple[POp, ...]) -> set[int]:
     return {o.access.buffer for op in ops for o in (op, *(i for r in op.regions() for i in r.walk()))
             if isinstance(o, P.Load)}
 
-
-def _producer(ops: tuple[POp, ...], v: PValue) -> POp | None:
-    return next((op for op in ops if any(r.id == v.id for r in op.results)), None)
 
 
 def plan_segments(program: Program, g: Group) -> SegmentPlan | str:
@@ -149,7 +148,7 @@ def plan_segments(program: Program, g: Group) -> SegmentPlan | str:
         return "it does not decode its instances once"
     flat = ops[owned[0]].results[0]
     lane_ok = next((op.results[0] for op in ops if isinstance(op, P.Compare) and op.fn is CmpFn.lt
-                    and op.lhs.id == flat.id and isinstance(_producer(ops, op.rhs), P.ShapeValue)), None)
+                    and op.lhs.id == flat.id and isinstance(producer(ops, op.rhs), P.ShapeValue)), None)
     if lane_ok is None:
         return "it has no lane-validity test"
     return SegmentPlan(g, folds, frozenset(after), owned[0], lane_ok, size)
@@ -169,9 +168,6 @@ class SplitSegments(GroupPass):
         return program
 
 
-def _launch(e: LaunchExpr | int) -> LaunchExpr:
-    return LConst(e) if isinstance(e, int) else e
-
 
 def split_count(program: Program, g: Group, values: LaunchExpr, chunk: str) -> LaunchExpr:
     """S: about PROGRAMS_PER_SLOT programs per resident program slot, at least MIN_CHUNKS_PER_SPLIT chunks of
@@ -179,7 +175,7 @@ def split_count(program: Program, g: Group, values: LaunchExpr, chunk: str) -> L
     consts = dict(program.constexprs)
     instances = lprod(tuple(ldim(d) for d in g.domain)) if g.domain else LConst(1)
     blocks = LNextPow2(lcdiv(instances, consts[g.block]))
-    resident = LResidentPrograms(_launch(program.num_warps))
+    resident = LResidentPrograms(as_launch(program.num_warps))
     # PROGRAMS_PER_SLOT on a device, 1 under the interpreter (resident = 1)
     factor = LBin("+", lmin(LBin("-", resident, LConst(1)), LConst(PROGRAMS_PER_SLOT - 1)), LConst(1))
     by_device = LBin("//", lmul(resident, factor), blocks)
@@ -199,7 +195,7 @@ def _split(program: Program, plan: SegmentPlan) -> Program:
     consts[splits] = count
     consts[block_s] = LNextPow2(count)
     order = [n for n, _ in program.constexprs] + [splits, block_s]
-    lengths = [lmul(_launch(seg.length), count) if seg.group == gid else _launch(seg.length)
+    lengths = [lmul(as_launch(seg.length), count) if seg.group == gid else as_launch(seg.length)
                for seg in program.segments]
     segments = tuple(dataclasses.replace(seg, length=n, offset=lsum(tuple(lengths[:k])))
                      for k, (seg, n) in enumerate(zip(program.segments, lengths)))

@@ -11,8 +11,9 @@ reused between runs:
   `.specialize(args)` (the per-dtype/const specialisation a launch needs); the parsed AST of a
   function is cached per code object, as it is in a process that decorates once;
 * construct: `physical.construct(kernel)`; passes: each legal and profitable pass of
-  `physical.PIPELINE`, as `physical.lower` (the launch path) runs them (checked to give the same
-  program); verify: `physical.verify` of the result (not on the launch path; shown for scale);
+  `physical.PIPELINE`, through `physical.lowering.run_passes` as `physical.lower` (the launch path)
+  runs them (checked to give the same program); verify: `physical.verify` of the result (not on the
+  launch path; shown for scale);
 * emit: `emit_triton.emit(program)`;
 * cubin: `emit_triton.cubin(kernel, args, 90)` with every cache cold (a fresh Intent cache directory,
   loaded modules cleared, Triton's `always_compile`): what the first launch of a specialisation pays.
@@ -48,6 +49,7 @@ import physical  # noqa: E402
 from bench.kernels import one_per_kernel  # noqa: E402
 from bench.report import failure_text, markdown_table, median, verdict  # noqa: E402
 from intent.kernel import KernelObject  # noqa: E402
+from physical.lowering import run_passes  # noqa: E402
 
 TARGET_MS = 50.0
 STAGES = ("frontend", "construct", "passes", "emit", "verify")
@@ -125,14 +127,6 @@ def bench_subjects() -> list[Subject]:
 def fresh_kernel(kernel: KernelObject) -> KernelObject:
     """A new kernel object from the same Python function: decoration runs the frontend again."""
     return intent.kernel(kernel.__wrapped__, requires=list(kernel.signature.requires), checks=kernel.checks)
-
-
-def run_passes(program: physical.Program) -> physical.Program:
-    """The passes of `physical.lower` after construction: each legal and profitable pass of the pipeline."""
-    for p in physical.PIPELINE:
-        if p.legal(program) is True and p.profitable(program):
-            program = p.run(program)
-    return program
 
 
 def time_front_stages(subject: Subject, repeat: int) -> tuple[dict[str, float], float]:

@@ -6,7 +6,7 @@ from kir.core import Kernel
 
 from .construct import construct
 from .model import Program
-from .passes import PIPELINE
+from .passes import PIPELINE, PassContext
 from .verify import verify as _verify_program
 
 
@@ -19,9 +19,17 @@ def lower(kernel: Kernel, verify: bool = False) -> Program:  # noqa: A002 (the d
     program = construct(kernel)
     if verify:
         _verify_program(program, kernel)
+    return run_passes(program, kernel if verify else None)
+
+
+def run_passes(program: Program, verify_with: Kernel | None = None) -> Program:
+    """Every legal and profitable pass of `PIPELINE` over a constructed `program`, in order, in one run: a
+    `PassContext` of this run keeps each pass's plan, so each pass plans once. With `verify_with` (the kernel)
+    the construction verifier runs after each pass that changed the program."""
+    ctx = PassContext()
     for p in PIPELINE:
-        if p.legal(program) is True and p.profitable(program):
-            program = p.run(program)
-            if verify:
-                _verify_program(program, kernel)
+        if p.legal(program, ctx) is True and p.profitable(program, ctx):
+            program = p.run(program, ctx)
+            if verify_with is not None:
+                _verify_program(program, verify_with)
     return program

@@ -157,6 +157,7 @@ def test_tile_groups_and_single_instances_are_not_eligible():
 
 def test_the_plan_is_computed_once_per_program(monkeypatch):
     import physical.passes.persistent as persistent
+    from physical.passes import PassContext
 
     calls = []
     real = persistent.plan
@@ -166,9 +167,9 @@ def test_the_plan_is_computed_once_per_program(monkeypatch):
     for p in PIPELINE:
         if not isinstance(p, PersistentPrograms) and p.legal(before) is True and p.profitable(before):
             before = p.run(before)
-    step = PersistentPrograms()
-    assert step.legal(before) is True and step.profitable(before)
-    after = step.run(before)
+    step, ctx = PersistentPrograms(), PassContext()
+    assert step.legal(before, ctx) is True and step.profitable(before, ctx)
+    after = step.run(before, ctx)
     assert len(calls) == 1 and P.block_loop(after.groups[0].body.ops) is not None
 
 

@@ -70,7 +70,8 @@ def test_legality_reason_for_a_mapped_serial_group() -> None:
 
 
 def test_every_planning_pass_plans_each_program_once(monkeypatch) -> None:
-    """legal, profitable and run of one program share the pass's plan (`Pass.plan`)."""
+    """legal, profitable and run of one program share the pass's plan, kept by the lowering run's PassContext:
+    each pass plans once per run, again in the next run, and no pass object keeps anything between runs."""
     from physical.passes import Pass
 
     planning = [p for p in PIPELINE if type(p).make_plan is not Pass.make_plan]
@@ -81,10 +82,28 @@ def test_every_planning_pass_plans_each_program_once(monkeypatch) -> None:
         real = type(p).make_plan
         monkeypatch.setattr(p, "make_plan", lambda program, p=p, real=real: seen[p.name].append(id(program))
                             or real(p, program))
-    for kernel in (S.softmax(), S.histogram(), S.matmul(), S.cumsum_rows(), S.two_groups()):
-        for p in planning:
-            p._planned = None
+    for kernel in (S.softmax(), S.histogram(), S.matmul(), S.cumsum_rows(), S.two_groups(), S.softmax()):
         physical.lower(kernel)
         for name, ids in seen.items():
             assert len(ids) == len(set(ids)) == 1, name  # each pass sees one program and plans it once
             ids.clear()
+    monkeypatch.undo()
+    state = {p.name: dict(vars(p)) for p in PIPELINE}
+    physical.lower(S.softmax())
+    assert {p.name: dict(vars(p)) for p in PIPELINE} == state  # nothing cached on the pipeline's pass objects
+
+
+def test_a_pass_asked_alone_plans_for_that_call() -> None:
+    from physical.passes import PassContext, PersistentPrograms
+
+    program = physical.PIPELINE[0].run(physical.construct(S.softmax()))
+    step = PersistentPrograms()
+    calls = []
+    step.make_plan = lambda prog: calls.append(prog) or PersistentPrograms.make_plan(step, prog)  # type: ignore
+    step.legal(program)
+    step.profitable(program)
+    assert len(calls) == 2
+    ctx = PassContext()
+    step.legal(program, ctx)
+    step.profitable(program, ctx)
+    assert len(calls) == 3

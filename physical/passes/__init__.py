@@ -5,33 +5,47 @@ from __future__ import annotations
 from ..model import Group, Program
 
 
+class PassContext:
+    """One lowering run's state: the plan each pass made for the program it was asked about.
+
+    The pipeline (`physical.lowering.run_passes`) creates one per run and hands it to every pass's `legal`,
+    `profitable` and `run`, so each pass plans a program once and nothing outlives the run. A pass asked
+    without one (a test, a tool looking at one pass) plans for that one call."""
+
+    def __init__(self) -> None:
+        self._plans: dict[Pass, tuple[Program, object]] = {}
+
+    def plan(self, p: Pass, program: Program) -> object:
+        """`p`'s plan for `program`, made once in this run however many of legal, profitable and run ask."""
+        held = self._plans.get(p)
+        if held is None or held[0] is not program:
+            held = self._plans[p] = (program, p.make_plan(program))
+        return held[1]
+
+
 class Pass:
     """A named program-to-program rewrite; the construction verifier runs after it.
 
-    A pass that plans (`make_plan`) computes its plan once per program: `plan(program)` keeps it for the
-    program it was asked about last, so `legal`, `profitable` and `run` of one program share it."""
+    A pass that plans (`make_plan`) computes its plan once per program and run: `plan(program, ctx)` keeps it
+    in the run's `PassContext`, so `legal`, `profitable` and `run` of one program share it."""
 
     name = "pass"
-    _planned: tuple[Program, object] | None = None
 
-    def plan(self, program: Program) -> object:
-        """The pass's plan for `program`, made once however many of legal, profitable and run ask."""
-        planned = self._planned
-        if planned is None or planned[0] is not program:
-            planned = self._planned = (program, self.make_plan(program))
-        return planned[1]
+    def plan(self, program: Program, ctx: PassContext | None = None) -> object:
+        """The pass's plan for `program` (`ctx`: the lowering run that keeps it; None: planned for this call)."""
+        return (ctx if ctx is not None else PassContext()).plan(self, program)
 
     def make_plan(self, program: Program) -> object:
         raise NotImplementedError
 
-    def legal(self, program: Program) -> bool | str:
+    def legal(self, program: Program, ctx: PassContext | None = None) -> bool | str:
         """True, or the reason it is not legal."""
         raise NotImplementedError
 
-    def profitable(self, program: Program) -> bool:
+    def profitable(self, program: Program, ctx: PassContext | None = None) -> bool:
         raise NotImplementedError
 
-    def run(self, program: Program) -> Program:
+    def run(self, program: Program, ctx: PassContext | None = None) -> Program:
         raise NotImplementedError
 
     def __repr__(self) -> str:
@@ -40,7 +54,7 @@ class Pass:
 
 class GroupPass(Pass):
     """A pass that plans each group on its own (`plan_group`: a plan, or the reason the group has none); it is
-    legal where some group has a plan and profitable where one does, and `run` applies `plans(program)`."""
+    legal where some group has a plan and profitable where one does, and `run` applies `plans(program, ctx)`."""
 
     def plan_group(self, program: Program, group: Group) -> object:
         raise NotImplementedError
@@ -48,17 +62,17 @@ class GroupPass(Pass):
     def make_plan(self, program: Program) -> tuple[object, ...]:
         return tuple(self.plan_group(program, g) for g in program.groups)
 
-    def plans(self, program: Program) -> list:
-        return [p for p in self.plan(program) if not isinstance(p, str)]  # type: ignore[attr-defined]
+    def plans(self, program: Program, ctx: PassContext | None = None) -> list:
+        return [p for p in self.plan(program, ctx) if not isinstance(p, str)]  # type: ignore[attr-defined]
 
-    def legal(self, program: Program) -> bool | str:
-        outcomes = self.plan(program)
+    def legal(self, program: Program, ctx: PassContext | None = None) -> bool | str:
+        outcomes = self.plan(program, ctx)
         if any(not isinstance(r, str) for r in outcomes):  # type: ignore[attr-defined]
             return True
         return "; ".join(f"group {g.id}: {r}" for g, r in zip(program.groups, outcomes)) or "no groups"
 
-    def profitable(self, program: Program) -> bool:
-        return bool(self.plans(program))
+    def profitable(self, program: Program, ctx: PassContext | None = None) -> bool:
+        return bool(self.plans(program, ctx))
 
 
 from .aggregate import AggregateAtomics  # noqa: E402
@@ -74,5 +88,5 @@ from .tile_layout import TileLayout  # noqa: E402
 PIPELINE: list[Pass] = [EnlargeOwnership(), TileContraction(), TileLayout(), AggregateAtomics(), SplitScans(),
                         LoopRows(), SplitReductions(), PersistentPrograms(), SplitSegments()]
 
-__all__ = ["Pass", "GroupPass", "PIPELINE", "EnlargeOwnership", "TileContraction", "AggregateAtomics", "LoopRows",
-           "PersistentPrograms", "TileLayout", "SplitReductions", "SplitScans", "SplitSegments"]
+__all__ = ["Pass", "PassContext", "GroupPass", "PIPELINE", "EnlargeOwnership", "TileContraction", "AggregateAtomics",
+           "LoopRows", "PersistentPrograms", "TileLayout", "SplitReductions", "SplitScans", "SplitSegments"]

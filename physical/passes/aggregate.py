@@ -40,7 +40,7 @@ from ..builder import Builder
 from ..construct import segments_for
 from ..launch_expr import LaunchExpr, LConst, LConstexpr, LNextPow2, ldim, lmin, lprod
 from ..model import AccessRelation, Fragment, Group, POp, PRegion, Program, Proven, PValue, TileAxis, Trait
-from . import Pass
+from . import Pass, PassContext
 from .looped import substitute
 
 BLOCK_BINS = 256
@@ -88,22 +88,22 @@ class AggregateAtomics(Pass):
         """Per group: the atomics it aggregates."""
         return tuple(candidates(program, g) for g in program.groups)
 
-    def legal(self, program: Program) -> bool | str:
-        if any(self.plan(program)):  # type: ignore[arg-type]
+    def legal(self, program: Program, ctx: PassContext | None = None) -> bool | str:
+        if any(self.plan(program, ctx)):  # type: ignore[arg-type]
             return True
         return "no integer atomic add with an unused old value and a uniform value in a multi-instance group"
 
-    def profitable(self, program: Program) -> bool:
+    def profitable(self, program: Program, ctx: PassContext | None = None) -> bool:
         consts = dict(program.constexprs)
         return any(found and consts.get(g.block) != LConst(1)
-                   for g, found in zip(program.groups, self.plan(program)))  # type: ignore[call-overload]
+                   for g, found in zip(program.groups, self.plan(program, ctx)))  # type: ignore[call-overload]
 
-    def run(self, program: Program) -> Program:
+    def run(self, program: Program, ctx: PassContext | None = None) -> Program:
         builder = Builder.after(program)
         consts = dict(program.constexprs)
         groups = []
         widest: list[tuple[LaunchExpr, LaunchExpr]] = []  # (lanes before, lanes now) per widened group
-        for g, chosen in zip(program.groups, self.plan(program)):  # type: ignore[call-overload]
+        for g, chosen in zip(program.groups, self.plan(program, ctx)):  # type: ignore[call-overload]
             found = {id(op) for op in chosen}
             if not found:
                 groups.append(g)

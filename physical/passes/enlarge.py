@@ -29,7 +29,7 @@ from ..launch_expr import (
 )
 from ..model import Group, Program
 from ..ops import ChunkLanes, Contract, OwnedInstances, RegionFold, RegionScan
-from . import Pass
+from . import Pass, PassContext
 
 SCALAR_LANES = 1024
 TILE_BUDGET = 4096
@@ -60,17 +60,17 @@ def _has_lanes(group: Group) -> bool:
 class EnlargeOwnership(Pass):
     name = "enlarge-ownership"
 
-    def legal(self, program: Program) -> bool | str:
+    def legal(self, program: Program, ctx: PassContext | None = None) -> bool | str:
         for g in program.groups:
             if g.domain and g.serial:
                 return f"group {g.id} maps instances to programs but is marked serial"
         return True
 
-    def profitable(self, program: Program) -> bool:
+    def profitable(self, program: Program, ctx: PassContext | None = None) -> bool:
         consts = dict(program.constexprs)
         return any(_has_lanes(g) and consts[g.block] == LConst(1) for g in program.groups)
 
-    def run(self, program: Program) -> Program:
+    def run(self, program: Program, ctx: PassContext | None = None) -> Program:
         consts = dict(program.constexprs)
         largest: list[LaunchExpr] = []
         for g in program.groups:

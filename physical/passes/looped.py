@@ -60,7 +60,7 @@ from ..model import (
 )
 from ..rewrite import map_values
 from ..workspace import restate_workspaces
-from . import GroupPass
+from . import GroupPass, PassContext
 from .enlarge import TILE_BUDGET
 
 # Calibrated with `ptxas -v` on sm_90 (no spills at these sizes with num_warps from the tile, up to 16).
@@ -558,14 +558,14 @@ class LoopRows(GroupPass):
     def plan_group(self, program: Program, group: Group) -> Plan | str:
         return plan_group(program, group, self.budget)
 
-    def run(self, program: Program) -> Program:
+    def run(self, program: Program, ctx: PassContext | None = None) -> Program:
         consts = dict(program.constexprs)
         order = [n for n, _ in program.constexprs]
         groups = {g.id: g for g in program.groups}
         next_id = max_value_id(program)
         warps, grid, segments = program.num_warps, program.grid, program.segments
         restated = program  # workspaces sized in the constexprs' terms (earlier split scans) follow them
-        for plan in self.plans(program):
+        for plan in self.plans(program, ctx):
             block = plan.axis.block
             flag, chunk = f"{block}_LOOPED", f"{block}_CHUNK"
             body, next_id = build_looped(plan, next_id, chunk)

@@ -38,7 +38,7 @@ from .. import ops as P
 from ..analysis import free_values, not_invariant, written_buffers
 from ..launch_expr import LaunchExpr, LBin, LConst, LConstexpr, LResidentPrograms, lcdiv, ldim, lmin, lprod, lsum
 from ..model import Group, POp, PRegion, Program, Trait
-from . import Pass
+from . import Pass, PassContext
 from .looped import pick
 
 HOISTED_VALUES = 8192  # four-byte values a program may hold across its loop over blocks
@@ -146,20 +146,17 @@ class PersistentPrograms(Pass):
     def make_plan(self, program: Program) -> Plan:
         return plan(program)
 
-    def plan(self, program: Program) -> Plan:
-        return super().plan(program)  # type: ignore[return-value]
+    def plan(self, program: Program, ctx: PassContext | None = None) -> Plan:
+        return super().plan(program, ctx)  # type: ignore[return-value]
 
-    def legal(self, program: Program) -> bool | str:
-        return self.plan(program).legal
+    def legal(self, program: Program, ctx: PassContext | None = None) -> bool | str:
+        return self.plan(program, ctx).legal
 
-    def chosen(self, program: Program) -> list[Group]:
-        return [g for g, _ in self.plan(program).chosen]
+    def profitable(self, program: Program, ctx: PassContext | None = None) -> bool:
+        return bool(self.plan(program, ctx).chosen)
 
-    def profitable(self, program: Program) -> bool:
-        return bool(self.plan(program).chosen)
-
-    def run(self, program: Program) -> Program:
-        chosen = {g.id: hoisted for g, hoisted in self.plan(program).chosen}
+    def run(self, program: Program, ctx: PassContext | None = None) -> Program:
+        chosen = {g.id: hoisted for g, hoisted in self.plan(program, ctx).chosen}
         warps: LaunchExpr = program.num_warps if isinstance(program.num_warps, LaunchExpr) else \
             LConst(program.num_warps)
         consts = dict(program.constexprs)

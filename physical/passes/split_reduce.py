@@ -58,7 +58,7 @@ from ..workspace import (
     restate_workspaces,
     write_slot,
 )
-from . import GroupPass
+from . import GroupPass, PassContext
 from .looped import pick, substitute
 
 MIN_CHUNKS_PER_SPLIT = 1  # each program folds at least one chunk of its row
@@ -160,8 +160,8 @@ class SplitReductions(GroupPass):
     def plan_group(self, program: Program, group: Group) -> SplitPlan | str:
         return plan_split(program, group)
 
-    def run(self, program: Program) -> Program:
-        for plan in self.plans(program):
+    def run(self, program: Program, ctx: PassContext | None = None) -> Program:
+        for plan in self.plans(program, ctx):
             program = _split(program, plan)
         return program
 

@@ -76,7 +76,7 @@ from ..model import (
     Workspace,
 )
 from ..rewrite import map_values
-from . import GroupPass
+from . import GroupPass, PassContext
 from .looped import BUDGET_VARIABLE, _Builder, _values, budget, combine_op, row_axis, row_op
 
 SPLIT_TILE = 8192  # chunk per program at most: P stays in the hundreds for 4M values (O(P) folds stay cheap)
@@ -364,7 +364,7 @@ class SplitScans(GroupPass):
     def plan_group(self, program: Program, group: Group) -> SplitPlan | str:
         return plan_split(program, group, self.tile)
 
-    def run(self, program: Program) -> Program:
+    def run(self, program: Program, ctx: PassContext | None = None) -> Program:
         consts = dict(program.constexprs)
         order = [n for n, _ in program.constexprs]
         groups = {g.id: g for g in program.groups}
@@ -372,7 +372,7 @@ class SplitScans(GroupPass):
         buffers, workspaces = list(program.buffers), list(program.workspaces)
         warps = program.num_warps if isinstance(program.num_warps, LBin | LWarps) or \
             not isinstance(program.num_warps, int) else LConst(program.num_warps)
-        plans = self.plans(program)
+        plans = self.plans(program, ctx)
         if len(plans) == len(program.groups):  # the old warps sized the whole rows no group holds any more
             warps = LConst(1)
         for plan in plans:
@@ -396,7 +396,7 @@ class SplitScans(GroupPass):
             segments.append(Segment(seg.group, length, lsum(tuple(lengths))))
             lengths.append(length)
         # the one-program cliff construction noted for these statements is gone
-        split = {plan.group.loc for plan in self.plans(program) if plan.group.loc is not None}
+        split = {plan.group.loc for plan in self.plans(program, ctx) if plan.group.loc is not None}
         notes = tuple(n for n in program.notes if not (n.loc in split and ONE_PROGRAM in n.message))
         return dataclasses.replace(program, groups=tuple(groups[g.id] for g in program.groups), notes=notes,
                                    constexprs=tuple((n, consts[n]) for n in order),

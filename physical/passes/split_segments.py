@@ -64,7 +64,7 @@ from ..workspace import (
     reset_counter,
     write_slot,
 )
-from . import GroupPass
+from . import GroupPass, PassContext
 
 MIN_CHUNKS_PER_SPLIT = 2  # a split folds at least this many chunks of the average block's values
 PROGRAMS_PER_SLOT = 2     # programs per resident program slot: the pieces of one long segment spread wide
@@ -162,8 +162,8 @@ class SplitSegments(GroupPass):
     def plan_group(self, program: Program, group: Group) -> SegmentPlan | str:
         return plan_segments(program, group)
 
-    def run(self, program: Program) -> Program:
-        for plan in self.plans(program):
+    def run(self, program: Program, ctx: PassContext | None = None) -> Program:
+        for plan in self.plans(program, ctx):
             program = _split(program, plan)
         return program
 

@@ -24,7 +24,6 @@ for every output element).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from kir.contract import Precision
@@ -50,7 +49,7 @@ from ..model import (
     Trait,
 )
 from ..rewrite import dead_code, rewrite_ops
-from . import Pass
+from . import Pass, PassContext
 from .enlarge import tile_elements
 
 GROUP_M = 8
@@ -466,24 +465,21 @@ class TileContraction(Pass):
                 out.append(f"group {g.id}: {exc}")
         return tuple(out)
 
-    def legal(self, program: Program) -> bool | str:
-        reasons = [r for r in self.plan(program) if isinstance(r, str)]  # type: ignore[attr-defined]
+    def legal(self, program: Program, ctx: PassContext | None = None) -> bool | str:
+        reasons = [r for r in self.plan(program, ctx) if isinstance(r, str)]  # type: ignore[attr-defined]
         if len(reasons) == len(program.groups):
             return "; ".join(reasons) or "the program has no groups"
         return True
 
-    def untileable(self, program: Program) -> Iterator[str]:
-        yield from (r for r in self.plan(program) if isinstance(r, str))  # type: ignore[attr-defined]
-
-    def profitable(self, program: Program) -> bool:
+    def profitable(self, program: Program, ctx: PassContext | None = None) -> bool:
         return True
 
-    def run(self, program: Program) -> Program:
+    def run(self, program: Program, ctx: PassContext | None = None) -> Program:
         consts = dict(program.constexprs)
         builder = Builder.after(program)
         groups: list[Group] = []
         warps: list[LaunchExpr] = []
-        for g, m in zip(program.groups, self.plan(program)):  # type: ignore[call-overload]
+        for g, m in zip(program.groups, self.plan(program, ctx)):  # type: ignore[call-overload]
             if isinstance(m, str):
                 groups.append(g)
                 warps.append(lmul(consts[g.block], tile_elements(program, g)))

@@ -40,7 +40,7 @@ from ..builder import Builder
 from ..construct import segments_for
 from ..launch_expr import LaunchExpr, LConst, LWarps, ldim, lmax, lmul
 from ..model import Fragment, Group, POp, PRegion, Program, TileAxis
-from . import Pass
+from . import Pass, PassContext
 from .enlarge import tile_elements
 from .tile_contract import (
     M,
@@ -169,21 +169,21 @@ class TileLayout(Pass):
                 out.append(f"group {g.id}: {exc}")
         return tuple(out)
 
-    def plans(self, program: Program) -> dict[int, Match]:
-        return {g.id: m for g, m in zip(program.groups, self.plan(program))  # type: ignore[call-overload]
+    def plans(self, program: Program, ctx: PassContext | None = None) -> dict[int, Match]:
+        return {g.id: m for g, m in zip(program.groups, self.plan(program, ctx))  # type: ignore[call-overload]
                 if isinstance(m, Match)}
 
-    def legal(self, program: Program) -> bool | str:
-        reasons = self.plan(program)
+    def legal(self, program: Program, ctx: PassContext | None = None) -> bool | str:
+        reasons = self.plan(program, ctx)
         if any(not isinstance(r, str) for r in reasons):  # type: ignore[attr-defined]
             return True
         return "; ".join(reasons) or "the program has no groups"  # type: ignore[arg-type]
 
-    def profitable(self, program: Program) -> bool:
-        return bool(self.plans(program))
+    def profitable(self, program: Program, ctx: PassContext | None = None) -> bool:
+        return bool(self.plans(program, ctx))
 
-    def run(self, program: Program) -> Program:
-        plans = self.plans(program)
+    def run(self, program: Program, ctx: PassContext | None = None) -> Program:
+        plans = self.plans(program, ctx)
         consts = dict(program.constexprs)
         builder = Builder.after(program)
         groups: list[Group] = []

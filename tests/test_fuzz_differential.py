@@ -244,3 +244,58 @@ def test_periodic_functions_of_reassociated_values_are_not_compared_by_value() -
   yield
 }""")
     assert periodic_of_reassociated_outputs(k) == {"a"}  # max is exact; the product itself is compared
+
+
+def test_divisions_by_reassociated_values_are_compared_at_their_conditioning() -> None:
+    """`1 / (sum + x)` near a cancellation: the sum's allowed error, moved through the cancellation and the
+    division, is the element's allowance; an element that a move within the allowed error takes across the
+    pole is not compared; other outputs keep the uniform rule (campaign case 9500031/46)."""
+    from kir.text import parse_kernel
+    from tests.diffcond import pole_of_reassociated_outputs, slack
+    from tests.differential import base_tolerance, check_outputs
+
+    k = parse_kernel("""kernel k(x: in f32[M, N], y: in f32[M], a: out f32[M], b: out f32[M], c: out f32[M])
+symbols(M, N) {
+  parallel (%i: i64) in (M) {
+    %r: f32[N] = load %x[%i, 0:N]
+    %s: f32 = reduce sum(%r) axes=(0)
+    %m: f32 = reduce max(%r) axes=(0)
+    %v: f32 = load %y[%i]
+    %d: f32 = binary add %s, %v
+    %one: f32 = constant 1.0 : f32
+    %q: f32 = binary div %one, %d
+    %dm: f32 = binary add %m, %v
+    %qm: f32 = binary div %one, %dm
+    %ps: f32 = binary div %s, %v
+    store %a[%i] = %q
+    store %b[%i] = %qm
+    store %c[%i] = %ps
+    yield
+  }
+  yield
+}""")
+    assert pole_of_reassociated_outputs(k) == {"a"}  # max is exact; dividing a sum is linear in it
+    env = {"M": 3, "N": 4}
+    x = np.float32([[1.0, 2.0, 3.0, 4.0]] * 3)
+    # sum 10 + y: far from the pole, 0.01 from it, on it (a move within the sum's allowed error leaves it)
+    y = np.float32([-5.0, -9.99, -10.0])
+    import oracle
+
+    want = oracle.run(k, {"x": x, "y": y, "a": np.zeros(3, np.float32), "b": np.zeros(3, np.float32),
+                          "c": np.zeros(3, np.float32)})
+    allowed = slack(k, env, {"x": x, "y": y, "a": np.zeros(3, np.float32), "b": np.zeros(3, np.float32),
+                             "c": np.zeros(3, np.float32)}, want)
+    assert set(allowed) == {"a"}
+    d = base_tolerance(k, env) * 10  # the sum's allowed error
+    assert allowed["a"][0] == pytest.approx(abs(1 / (5 + d) - 1 / 5), rel=0.05)  # rounded to f32
+    assert allowed["a"][1] == pytest.approx(1 / (0.01 - d) - 1 / 0.01, rel=1e-2)
+    assert np.isinf(allowed["a"][2])
+    # the sum one ulp off: 1 / 0.01 moves by far more than the uniform limit, within the conditioning
+    got = dict(want)
+    s = np.float32(10.0) + np.spacing(np.float32(10.0))
+    assert np.isinf(want["a"][2])
+    got["a"] = np.float32([want["a"][0], np.float32(1) / (s + y[1]), 12345.0])
+    assert check_outputs(k, env, got, want)  # the uniform rule alone flags it
+    assert check_outputs(k, env, got, want, slack=allowed) == []
+    got["a"] = np.float32([want["a"][0] * 1.01, want["a"][1], want["a"][2]])  # beyond its conditioning
+    assert check_outputs(k, env, got, want, slack=allowed)[0].startswith("a (f32): 1 element(s) differ")

@@ -343,16 +343,29 @@ def square_folded_outputs(kernel: Kernel) -> set[str]:
     subexpressions are merged, so two loads of one element are one `a`), which integer wrap-around
     contradicts (an i8 -83 * -83 wraps to -23), so StableHLO results of these outputs are not compared by
     value (docs/testing.md, Tolerances). Any signed product counts: telling a square from another product
-    would need XLA's own common-subexpression rules; so does an integer power (XLA expands `x ** 2` to `x * x`)."""
+    would need XLA's own common-subexpression rules; so does an integer power (XLA expands `x ** 2` to `x * x`).
+    A square stays one through what XLA simplifies away: a reduction over an axis of extent one (`min(s, axis=1,
+    keepdims=True)` of an (M, 1) square is the square), broadcasts, reshapes, transposes, selects and min/max."""
     squares = {o.results[0].id for o in kernel.walk() if o.NAME == "binary" and str(o.fn) in ("mul", "pow")
                and isinstance(o.results[0].type.dtype, DType)
                and o.results[0].type.dtype.is_int and o.results[0].type.dtype.is_signed}
+    while True:
+        before = len(squares)
+        squares |= {v.id for o in kernel.walk() if _keeps_a_square(o) and any(u.id in squares for u in o.operands())
+                    for v in o.results}
+        if len(squares) == before:
+            break
 
     def seeds(o: Op, values: set[int]) -> bool:
         return (o.NAME == "compare" or o.NAME == "unary" and str(o.fn) == "abs") and \
             any(v.id in squares for v in o.operands())
 
     return _outputs_fed_by(kernel, seeds)
+
+
+def _keeps_a_square(o: Op) -> bool:
+    return o.NAME in ("reduce", "broadcast", "reshape", "transpose", "select") or \
+        o.NAME == "binary" and str(o.fn) in ("maximum", "minimum")
 
 
 def inexact_outputs(kernel: Kernel) -> set[str]:

@@ -169,6 +169,10 @@ CAMPAIGN_CASES = [
     (9700012, 16, "XLA folds the constants of `(r - 0.5) - -3.0` first, one f16 rounding (reassociated_outputs)"),
     (9500037, 13, "a where of per-instance scalars with a row only in an unused draw was taken for a row, so the "
                   "reference summed the scalar over the row"),
+    (9500031, 46, "`(sum + x) ** -2` near a cancellation: the sum's allowed reassociation error, amplified by the "
+                  "cancellation and the reciprocal, exceeded the uniform limit (tests/diffcond.py)"),
+    (9500400, 17, "XLA drops a min over an axis of extent one, then folds abs() of the i32 square under it "
+                  "(square_folded_outputs)"),
 ]
 
 
@@ -201,6 +205,29 @@ def test_stablehlo_square_of_wrapping_integers_is_compared_by_shape(tmp_path: Pa
     assert square_folded_outputs(k.kir) == {"o"}
     outcome = run_case(Case(k.kir, (("M", 3), ("N", 33)), (("x", InputSpec("values", None, True)),), 3))
     assert outcome.kind == "ok" and outcome.stablehlo == "ok", outcome.text()
+
+
+def test_a_square_stays_one_through_what_xla_simplifies_away(tmp_path: Path) -> None:
+    """`abs(min((r ** 2) ** 2, axis=1, keepdims=True))` of an (M, 1) `r`: XLA drops the reduction over the axis
+    of extent one and folds abs() of the square beneath it (campaign case 9500400/17)."""
+    from tests.diffgen import square_folded_outputs
+
+    k = _kernel(
+        tmp_path,
+        """
+        import intent
+        from intent import Out, dims, i32
+        M, N = dims("M N")
+
+        @intent.kernel
+        def k(x: i32[M, N], o: Out[i32[M, N]], p: Out[i32[M, N]]):
+            r = intent.max(x, axis=1, keepdims=True)
+            s = intent.min((r ** 2) ** 2, axis=1, keepdims=True)
+            o[:, :] = intent.maximum(s, intent.abs(s))
+            p[:, :] = intent.maximum(r, intent.abs(r))
+    """,
+    )
+    assert square_folded_outputs(k.kir) == {"o"}
 
 
 def _kernel(tmp_path: Path, text: str):

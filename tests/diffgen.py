@@ -337,37 +337,6 @@ def reassociated_outputs(kernel: Kernel) -> set[str]:
     return _outputs_fed_by(kernel, seeds)
 
 
-def square_folded_outputs(kernel: Kernel) -> set[str]:
-    """Outputs fed by `abs` or a compare of a signed integer product: XLA's algebraic simplifier takes a square
-    `a * a` to be non-negative (`abs(x * x)` becomes `x * x`, `x * x >= 0` becomes true, after common
-    subexpressions are merged, so two loads of one element are one `a`), which integer wrap-around
-    contradicts (an i8 -83 * -83 wraps to -23), so StableHLO results of these outputs are not compared by
-    value (docs/testing.md, Tolerances). Any signed product counts: telling a square from another product
-    would need XLA's own common-subexpression rules; so does an integer power (XLA expands `x ** 2` to `x * x`).
-    A square stays one through what XLA simplifies away: a reduction over an axis of extent one (`min(s, axis=1,
-    keepdims=True)` of an (M, 1) square is the square), broadcasts, reshapes, transposes, selects and min/max."""
-    squares = {o.results[0].id for o in kernel.walk() if o.NAME == "binary" and str(o.fn) in ("mul", "pow")
-               and isinstance(o.results[0].type.dtype, DType)
-               and o.results[0].type.dtype.is_int and o.results[0].type.dtype.is_signed}
-    while True:
-        before = len(squares)
-        squares |= {v.id for o in kernel.walk() if _keeps_a_square(o) and any(u.id in squares for u in o.operands())
-                    for v in o.results}
-        if len(squares) == before:
-            break
-
-    def seeds(o: Op, values: set[int]) -> bool:
-        return (o.NAME == "compare" or o.NAME == "unary" and str(o.fn) == "abs") and \
-            any(v.id in squares for v in o.operands())
-
-    return _outputs_fed_by(kernel, seeds)
-
-
-def _keeps_a_square(o: Op) -> bool:
-    return o.NAME in ("reduce", "broadcast", "reshape", "transpose", "select") or \
-        o.NAME == "binary" and str(o.fn) in ("maximum", "minimum")
-
-
 def inexact_outputs(kernel: Kernel) -> set[str]:
     """Names of output parameters whose final contents are compared within a tolerance."""
     _, refs = inexact_values(kernel)

@@ -104,6 +104,29 @@ def test_shifts_follow_signedness() -> None:
     close(run_both(k, {"x": xu, "y": yu})["out"], xu >> yu)
 
 
+def test_signed_integer_results_wrap_where_xla_assumes_them_non_negative() -> None:
+    """`abs(x * x)`, `abs(x ** 2)` and `abs(x) < 0` of i32 values that wrap (campaign case 9500400/17: XLA
+    folded `abs((r ** 2) ** 2)` to `(r ** 2) ** 2` and gave -2118184960 for 2118184960)."""
+    x = np.array([50000, 60000, 46341, 3, -(2 ** 31), 40002], np.int32)
+    y = np.array([2, 2, 2, 2, 2, 4], np.int32)
+    x64 = x.astype(np.int64)
+
+    def wrapped(v: np.ndarray) -> np.ndarray:
+        return ((v + 2 ** 31) % 2 ** 32 - 2 ** 31).astype(np.int32)
+
+    square = K.elementwise(K.i32, lambda k, a, b: k.un(UnaryFn.abs, k.bin(BinaryFn.mul, a, a)))
+    assert "stablehlo.optimization_barrier" in shlo.emit(square, {"x": x, "y": y})
+    close(run_both(square, {"x": x, "y": y})["out"], wrapped(np.abs(wrapped(x64 * x64).astype(np.int64))))
+    power = K.elementwise(K.i32, lambda k, a, b: k.un(UnaryFn.abs, k.bin(BinaryFn.pow, a, b)))
+    close(run_both(power, {"x": x, "y": y})["out"], wrapped(np.abs(wrapped(x64 ** y).astype(np.int64))))
+
+    def below_zero(k: KB, a, b):
+        return k.add(Compare, lhs=k.un(UnaryFn.abs, a), rhs=k.bcast(k.const(0, K.i32), (N,)), fn=CmpFn.lt)
+
+    negative_abs = K.elementwise(K.i32, below_zero, out_dtype=DType.pred)
+    close(run_both(negative_abs, {"x": x, "y": y})["out"], x == -(2 ** 31))
+
+
 def test_compare_types_and_unsigned_order() -> None:
     x = np.array([0xFFFFFFFF, 1], np.uint32)
     y = np.array([1, 2], np.uint32)

@@ -26,21 +26,22 @@ estimate (`Counts.exact` is False): the loop body counted once, both branches co
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kir.dtypes import DType
 
 from .launch_expr import LaunchExpr, LBin, LConst, LConstexpr, LMinMax, LScalar, ladd, ldim, lmul, lprod, lsum
-from .model import AccessRelation, Fragment, POp, PRegion, Program, PValue
+from .model import AccessRelation, Fragment, POp, PRegion, Program, PValue, Trait
 from .ops import access as A
-from .ops import atomic as T
 from .ops import contract as C
 from .ops import control as F
 from .ops import lookback as K
 from .ops import pointwise as P
 from .ops import program as G
 from .ops import reduce as R
+from .ops import region as RG
 from .ops import scan as S
 from .ops import workspace as W
 
@@ -62,6 +63,8 @@ class _Walk:
     splits: str | None = None  # the constexpr of the programs that share each block (split-reductions)
     # a look-back group of rows (domain (rows..., programs of a row)): its rows and the programs of each
     rows: tuple[LaunchExpr, LaunchExpr] | None = None
+    # inside a fold or scan over data-dependent subregions: the positions all instances' subregions hold
+    subregions: LaunchExpr | None = None
 
 
 def operation_counts(program: Program) -> Counts:
@@ -117,8 +120,21 @@ def _runs(w: _Walk, frags: Iterable[Fragment], trips: LaunchExpr) -> LaunchExpr:
     """How many element-operations an op over these fragments performs: per instance or per program."""
     frags = list(frags)
     widest = max(frags, key=lambda f: len(f.tile))
+    if w.subregions is not None and widest.lanes and widest.tile:  # a chunk of every lane's subregion
+        return lmul(trips, w.subregions)
     per = w.instances if any(f.lanes for f in frags) else w.programs
     return lmul(lmul(trips, per), _elements(widest))
+
+
+def _subregion_positions(w: _Walk, op: RG.RegionFold | RG.RegionScan) -> LaunchExpr | None:
+    """The positions the subregions of every instance hold together: the elements of the tensor the fold
+    slices (the first load of its source), taken to be covered once (segments, CSR rows). A chunk's lanes x
+    block elements are no measure of them: short subregions leave most of a chunk masked off (no memory
+    touched), long ones take many chunks."""
+    load = next((o for o in op.source.ops if isinstance(o, A.Load)), None)
+    if load is None:
+        return None
+    return lprod(tuple(ldim(d) for d in w.program.buffer(load.access.buffer).shape))
 
 
 def _bytes(w: _Walk, access: AccessRelation, extra: Iterable[PValue], trips: LaunchExpr, times: int = 1
@@ -139,10 +155,8 @@ def _op(w: _Walk, op: POp, trips: LaunchExpr) -> tuple[LaunchExpr, LaunchExpr]:
         return _bytes(w, op.access, op.results, trips), zero
     if isinstance(op, A.Store):
         return _bytes(w, op.access, (op.value,), trips), zero
-    if isinstance(op, (T.AtomicRMW, T.AtomicCAS)):
-        return _bytes(w, op.access, (op.value,), trips, times=2), zero
-    if isinstance(op, W.Ticket):
-        return _bytes(w, op.access, op.results, trips, times=2), zero
+    if op.has(Trait.READS | Trait.WRITES):  # read-modify-write (atomics, tickets): each element read and written
+        return _bytes(w, op.access, op.operands() + op.results, trips, times=2), zero  # type: ignore[attr-defined]
     if isinstance(op, G.OwnedInstances) and op.ticket is not None:  # the ticket: an atomic on one i32
         return lmul(LConst(8), lmul(trips, w.programs)), zero
     if isinstance(op, K.PublishSlot):  # each program: its values, then its flag (an atomic exchange)
@@ -176,6 +190,13 @@ def _op(w: _Walk, op: POp, trips: LaunchExpr) -> tuple[LaunchExpr, LaunchExpr]:
         return _region(w, op.body, lmul(trips, inner))
     if isinstance(op, G.BlockLoop):  # the body once per block (`programs` counts blocks)
         return _region(w, op.body, trips)
+    if isinstance(op, RG.RegionFold | RG.RegionScan) and w.subregions is None:
+        positions = _subregion_positions(w, op)
+        if positions is not None:
+            w.exact = False
+            inner = dataclasses.replace(w, subregions=positions)
+            counted = [_region(inner, r, trips) for r in op.regions()]
+            return lsum(tuple(b for b, _ in counted)), lsum(tuple(f for _, f in counted))
     if op.regions():  # while, if (both branches), region folds: each region counted once
         w.exact = False
         counted = [_region(w, r, trips) for r in op.regions()]

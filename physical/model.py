@@ -172,6 +172,10 @@ class Trait(Flag):
     EFFECTS = auto()       # must run where it stands (memory effects, device checks, barriers, control holding them)
     INVARIANT = auto()     # computed once per program it gives every block of instances the same value (a load:
     #                        when no op of the kernel writes its memory); persistent programs may hoist it
+    CONTROL = auto()       # structured control flow (for, while, if): it runs the ops of its regions and has no
+    #                        effect of its own, so it is as free of effects as they are (`effect_free`)
+    LOOKBACK = auto()      # raises, waits for or retires the slot flags of a look-back sync buffer
+    #                        (physical/ops/lookback.py): the rule lookback-protocol checks every such op
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -209,6 +213,14 @@ class POp:
     def has(self, traits: Trait) -> bool:
         """Whether the op's class declares every trait of `traits`."""
         return traits in self.TRAITS
+
+
+def effect_free(ops: tuple[POp, ...]) -> bool:
+    """Whether running `ops` has no effect: none has effects of its own (control flow has none beyond its
+    regions'), nested regions included; such work may run again, in another program, without changing the
+    result."""
+    return all((not op.has_effects() or op.has(Trait.CONTROL)) and all(effect_free(r.ops) for r in op.regions())
+               for op in ops)
 
 
 def values_in(x: object) -> Iterator[PValue]:

@@ -171,3 +171,20 @@ def test_the_kernel_object_explains_a_call_at_its_shapes() -> None:
 def test_one_program_is_singular(capsys) -> None:
     code, out, _ = run(capsys, "explain", str(ACCEPTANCE / "softmax.py"), "--shape", "M=1", "N=1")
     assert code == 0 and "  grid = 1 program, num_warps = 4" in out and "(1 program);" in out
+
+
+
+@pytest.mark.parametrize("segments, values", [(65536, 131072), (64, 1 << 24)])
+def test_a_fold_over_segments_counts_each_value_once(segments: int, values: int) -> None:
+    """A segment sum reads each value once, whatever the segments' lengths: a chunk of BLOCK_C elements per
+    segment (most of it masked off when segments are short, one of many when they are long) is not what it
+    moves. The rest is per program sharing a segment (split-segments): its two offsets, its partial written
+    and read back, its ticket (read and written), the counter's reset and the result (counted for each)."""
+    from physical.counts import operation_counts
+    from physical.explain import launch_environment
+
+    program = physical.lower(samples.segment_sum())
+    counts = operation_counts(program)
+    env = launch_environment(program, {"S": segments, "E": values}, 132)
+    assert not counts.exact
+    assert counts.bytes.evaluate(env) == 4 * values + (2 * 8 + 4 + 4 + 8 + 4 + 4) * env["SPLITS_0"] * segments

@@ -47,6 +47,49 @@ def test_trait_laws(name):
         assert t & (T.PURE | T.READS) and not t & (T.WRITES | T.EFFECTS), f"{name}: invariant ops compute a value"
     if cls.TERMINATOR:
         assert T.PURE in t
+    if T.CONTROL in t:
+        assert T.EFFECTS in t and _region_fields(cls), f"{name}: control runs regions and orders their effects"
+        assert not t & (T.READS | T.WRITES | T.LOOKBACK) and not _holds_an_access_relation(cls), \
+            f"{name}: control has no effect of its own"
+    if T.LOOKBACK in t:
+        assert T.EFFECTS in t, f"{name}: a flag raised or waited for is an effect"
+
+
+def _region_fields(cls: type[POp]) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls) if "PRegion" in str(f.type)]
+
+
+def _names_a_sync_buffer(cls: type[POp]) -> bool:
+    return any(f.name == "sync" for f in dataclasses.fields(cls))
+
+
+def test_lookback_ops_are_the_ops_naming_a_sync_buffer_and_the_rule_knows_each():
+    """The lookback-protocol rule finds the groups to check by the trait and checks each op by its class: an op
+    using a sync buffer's flags without the trait, or without the rule's entry, fails here."""
+    from physical.verifier import lookback
+
+    declared = {c for c in P.OP_CLASSES.values() if T.LOOKBACK in c.TRAITS}
+    assert declared == {c for c in P.OP_CLASSES.values() if _names_a_sync_buffer(c)}
+    assert declared == {P.PublishSlot, P.FoldSlots, P.RetireTicket}
+    assert set(lookback._USES_FLAGS) == declared
+
+
+def test_control_is_as_free_of_effects_as_its_regions():
+    from kir.dtypes import DType
+    from physical.model import AccessRelation, PRegion, Proven, PValue, effect_free, scalar_type
+
+    assert {n for n, c in P.OP_CLASSES.items() if T.CONTROL in c.TRAITS} == {"for", "while", "if"}
+    i = PValue(1, scalar_type(DType.i32, index=True))
+    pure = PRegion((i,), (P.Const(results=(PValue(2, scalar_type(DType.f32)),), value=1.0, dtype=DType.f32),
+                          P.Yield()))
+    store = P.Store(access=AccessRelation(0, (i,), None, Proven("ok")), value=PValue(3, scalar_type(DType.f32)))
+    writes = PRegion((i,), (store, P.Yield()))
+    loop = P.For(start=i, stop=i, step=i, inits=(), body=pure)
+    assert effect_free((loop,)) and not effect_free((P.For(start=i, stop=i, step=i, inits=(), body=writes),))
+    assert effect_free((P.If(cond=i, then_=pure, else_=pure),))
+    assert not effect_free((P.If(cond=i, then_=pure, else_=writes),))
+    # an effect of its own is not excused by pure regions
+    assert not effect_free((P.BlockLoop(group=0, flag="F", blocks=i, resident=i, body=pure),))  # type: ignore
 
 
 def _holds_an_access_relation(cls: type[POp]) -> bool:

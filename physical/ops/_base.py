@@ -14,6 +14,7 @@ OP_CLASSES: dict[str, type[POp]] = {}
 # Shorthands for the declarations (`@pop("binary", ARITH)`).
 PURE, ELEMENTWISE, POSITIONWISE, UNIFORM = Trait.PURE, Trait.ELEMENTWISE, Trait.POSITIONWISE, Trait.UNIFORM
 READS, WRITES, EFFECTS, INVARIANT = Trait.READS, Trait.WRITES, Trait.EFFECTS, Trait.INVARIANT
+CONTROL, LOOKBACK = Trait.CONTROL, Trait.LOOKBACK
 NO_TRAITS = Trait(0)
 ARITH = PURE | ELEMENTWISE | POSITIONWISE | INVARIANT  # pointwise arithmetic
 

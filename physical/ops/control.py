@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..model import POp, PRegion, PValue
-from ._base import EFFECTS, PURE, no_results, pop, typed_elsewhere, typing_rule
+from ._base import CONTROL, EFFECTS, PURE, no_results, pop, typed_elsewhere, typing_rule
 
 
 @pop("yield", PURE)
@@ -12,7 +12,7 @@ class Yield(POp):
     TERMINATOR = True
 
 
-@pop("for", EFFECTS)
+@pop("for", EFFECTS | CONTROL)
 class For(POp):
     """`for iv in range(start, stop, step)` in order, body args (iv, *carried).
 
@@ -28,7 +28,7 @@ class For(POp):
     body: PRegion
 
 
-@pop("while", EFFECTS)
+@pop("while", EFFECTS | CONTROL)
 class While(POp):
     """`cond` (args: carried) yields one pred; `body` (args: carried, active) yields the carried values.
 
@@ -41,7 +41,7 @@ class While(POp):
     body: PRegion
 
 
-@pop("if", EFFECTS)
+@pop("if", EFFECTS | CONTROL)
 class If(POp):
     """A uniform condition branches; a lane-varying one is lowered to predication by construction."""
 

@@ -16,7 +16,7 @@ from kir.dtypes import DType
 
 from ..launch_expr import LaunchExpr
 from ..model import Literal, POp, PRegion, PValue
-from ._base import EFFECTS, pop, typing_rule
+from ._base import EFFECTS, LOOKBACK, pop, typing_rule
 
 SYNC_TICKET = 0   # sync buffer element: the next ticket
 SYNC_DONE = 1     # ... the programs that have finished with the workspace
@@ -33,7 +33,7 @@ def slot_dtype(acc: DType) -> DType:
     return acc
 
 
-@pop("publish_slot", EFFECTS)
+@pop("publish_slot", EFFECTS | LOOKBACK)
 class PublishSlot(POp):
     """Write `values[k]` into slot `slot` of slot buffer `slots[k]`, then set the slot's flag (release, after
     a barrier: every thread's writes of the program precede the flag)."""
@@ -44,7 +44,7 @@ class PublishSlot(POp):
     values: tuple[PValue, ...]
 
 
-@pop("fold_slots", EFFECTS)
+@pop("fold_slots", EFFECTS | LOOKBACK)
 class FoldSlots(POp):
     """Wait until the flags of slots `first <= s < upto` are set (acquire), then fold their values with
     `combine` in index order (`reverse`: from `upto - 1` down to `first`), `block` slots per step: each step
@@ -62,7 +62,7 @@ class FoldSlots(POp):
     combine: PRegion
 
 
-@pop("retire_ticket", EFFECTS)
+@pop("retire_ticket", EFFECTS | LOOKBACK)
 class RetireTicket(POp):
     """Count this program as finished with the workspace (acq_rel); the last of the `programs` programs
     restores the ticket counter, the finished counter and the `programs` slot flags to zero."""

@@ -45,7 +45,7 @@ from ..launch_expr import (
     lprod,
     lsum,
 )
-from ..model import Fragment, Group, POp, Program, PValue, Trait
+from ..model import Fragment, Group, POp, Program, PValue, effect_free
 from ..workspace import (
     INDEX,
     add_slot_array,
@@ -74,16 +74,6 @@ class SplitPlan:
     lane_ok: PValue | None  # the lane-validity test of the looped body
 
 
-def _pure_region(ops: tuple[POp, ...]) -> bool:
-    for op in ops:
-        if op.has(Trait.EFFECTS) and not isinstance(op, P.For):  # a for loop is as pure as its body
-            return False
-        for r in op.regions():
-            if not _pure_region(r.ops):
-                return False
-    return True
-
-
 def plan_split(program: Program, g: Group) -> SplitPlan | str:
     """The plan for group `g`, or why it keeps one program per block."""
     if g.looped is None:
@@ -110,7 +100,7 @@ def plan_split(program: Program, g: Group) -> SplitPlan | str:
         return "its result is not folded by the chunk loop or a reduce after it"
     if [v.type.dtype for v in ops[d].results] != list(red.acc_dtypes):
         return "its fold does not give the accumulators"
-    if not _pure_region(ops[:d]) or not _pure_region(loop.body.ops):
+    if not effect_free(ops[:d]) or not effect_free(loop.body.ops):
         return "it has effects before its reduction completes"
     for op in ops[d + 1:]:
         if op.regions() or (op.has_effects() and not isinstance(op, P.Store)):

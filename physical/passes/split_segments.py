@@ -51,7 +51,7 @@ from ..launch_expr import (
     lprod,
     lsum,
 )
-from ..model import Fragment, Group, POp, Program, PValue
+from ..model import Fragment, Group, POp, Program, PValue, effect_free
 from ..rewrite import map_operands, used_values
 from ..workspace import (
     INDEX,
@@ -68,8 +68,6 @@ from . import GroupPass, PassContext
 
 MIN_CHUNKS_PER_SPLIT = 2  # a split folds at least this many chunks of the average block's values
 PROGRAMS_PER_SLOT = 2     # programs per resident program slot: the pieces of one long segment spread wide
-_EFFECTS = (P.Store, P.AtomicRMW, P.AtomicCAS, P.Ticket, P.RegionScan, P.AllocBuffer, P.Check, P.Barrier, P.While,
-            P.If)
 _SPLITTABLE = (ReduceKind.sum, ReduceKind.prod, ReduceKind.max, ReduceKind.min, ReduceKind.custom)
 
 
@@ -81,10 +79,6 @@ class SegmentPlan:
     owned: int | None  # position of owned_instances (None: a single-instance group)
     lane_ok: PValue | None  # the lane-validity test
     values: LaunchExpr  # elements of the folded tensors (the largest)
-
-
-def _pure(ops: tuple[POp, ...]) -> bool:
-    return all(not isinstance(op, _EFFECTS) and all(_pure(r.ops) for r in op.regions()) for op in ops)
 
 
 def _read_buffers(ops: tuple[POp, ...]) -> set[int]:
@@ -130,7 +124,7 @@ def plan_segments(program: Program, g: Group) -> SegmentPlan | str:
                 return "a fold's result feeds more than pointwise work and stores before its last fold"
             after.add(n)
             derived |= {v.id for v in op.results}
-        elif not _pure((op,)):
+        elif not effect_free((op,)):
             return "it has effects before its folds complete"
     if used_values(tuple(ops[n] for n in folds)) & derived:
         return "a fold reads another fold's result"

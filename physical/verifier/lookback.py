@@ -17,18 +17,11 @@ from kir.core import Kernel
 from kir.dtypes import DType
 
 from .. import ops as P
-from ..model import BufferInit, BufferScope, Group, Program
+from ..model import BufferInit, BufferScope, Group, POp, Program, Trait
 from .base import Reporter, rule
 from .index import evaluate, index_of, product
 
 slot_dtype = P.slot_dtype
-
-LOOKBACK_OPS = (P.PublishSlot, P.FoldSlots, P.RetireTicket)
-
-
-slot_dtype = P.slot_dtype
-
-LOOKBACK_OPS = (P.PublishSlot, P.FoldSlots, P.RetireTicket)
 
 
 @rule("lookback-protocol")
@@ -39,7 +32,7 @@ def check_lookback(program: Program, kernel: Kernel | None, report: Reporter) ->
     used: dict[int, int] = {}  # lookback buffer -> group
     for g in program.groups:
         ops = [pl.op for pl in ix.group_ops(g.id)]
-        if any(isinstance(op, LOOKBACK_OPS) for op in ops):
+        if any(op.has(Trait.LOOKBACK) for op in ops):
             _group(program, ix, g, report, used)
     for site in ix.accesses:
         if site.access.buffer in used:
@@ -49,7 +42,7 @@ def check_lookback(program: Program, kernel: Kernel | None, report: Reporter) ->
 
 def _group(program: Program, ix, g: Group, report: Reporter, used: dict[int, int]) -> None:  # noqa: C901
     top = list(P.instance_ops(g.body))
-    nested = [pl.op for pl in ix.group_ops(g.id) if pl.nested and isinstance(pl.op, LOOKBACK_OPS)]
+    nested = [pl.op for pl in ix.group_ops(g.id) if pl.nested and pl.op.has(Trait.LOOKBACK)]
     for op in nested:
         report(f"group {g.id}: {op.NAME} runs inside a nested region; every program must run it exactly once, "
                f"at the group's top level", op, g.id)
@@ -78,42 +71,15 @@ def _group(program: Program, ix, g: Group, report: Reporter, used: dict[int, int
                None, g.id)
     published: set[int] = set()
     for op in publishes:
-        if op.sync != sync.id:
-            report(f"group {g.id}: publish_slot raises flags in buffer {op.sync}, not the ticket's {sync.name}", op,
-                   g.id)
-        if op.slot != ticket.result:
-            report(f"group {g.id}: publish_slot writes a slot other than the program's own instance (its ownership "
-                   f"slice)", op, g.id)
-        for bid, v in zip(op.slots, op.values):
-            b = ix.buffers.get(bid)
-            if b is None or b.scope is not BufferScope.INVOCATION_WORKSPACE or b.owner_group != g.id:
-                report(f"group {g.id}: slot buffer {bid} is not an invocation workspace of the group", op, g.id)
-                continue
-            if b.dtype != slot_dtype(v.type.dtype):
-                report(f"group {g.id}: {b.name} holds {b.dtype}, but the published value is {v.type.dtype}", op, g.id)
-            used[bid] = g.id
-            published.add(bid)
+        _slot_op(ix, g, op, op.values, (sync, ticket), report, used, published)
     for op in folds:
-        if op.sync != sync.id:
-            report(f"group {g.id}: fold_slots waits for flags in buffer {op.sync}, not the ticket's {sync.name}", op,
-                   g.id)
-        if op.upto != ticket.result:
-            report(f"group {g.id}: fold_slots must stop at the program's own ticket (it may wait only for lower "
-                   f"tickets, which have started)", op, g.id)
-        for bid, dt in zip(op.slots, op.acc_dtypes):
-            b = ix.buffers.get(bid)
-            if bid not in published:
-                report(f"group {g.id}: fold_slots reads {b.name if b else bid}, which no publish_slot of the group "
-                       f"writes before its flag", op, g.id)
-            elif b is not None and b.dtype != slot_dtype(dt):
-                report(f"group {g.id}: fold_slots reads {b.name} ({b.dtype}) as {dt}", op, g.id)
+        _slot_op(ix, g, op, op.acc_dtypes, (sync, ticket), report, used, published)
     length = next((s.length for s in program.segments if s.group == g.id), None)
     if len(retires) != 1:
         report(f"group {g.id}: every program retires its ticket exactly once, found {len(retires)} retire_ticket "
                f"(the last one restores {sync.name})", None, g.id)
     for op in retires:
-        if op.sync != sync.id:
-            report(f"group {g.id}: retire_ticket counts in buffer {op.sync}, not the ticket's {sync.name}", op, g.id)
+        _slot_op(ix, g, op, (), (sync, ticket), report, used, published)
         if length is None or any(a != b for a, b in zip(ix.values(op.programs), ix.values(length))):
             report(f"group {g.id}: retire_ticket counts {op.programs} programs, but the segment launches {length}",
                    op, g.id)
@@ -140,4 +106,44 @@ def _group(program: Program, ix, g: Group, report: Reporter, used: dict[int, int
                 break
 
 
-__all__ = ["check_lookback", "LOOKBACK_OPS"]
+# what each look-back op does with the sync buffer, and which of its operands must be the program's own ticket
+_USES_FLAGS = {P.PublishSlot: "raises flags", P.FoldSlots: "waits for flags", P.RetireTicket: "counts"}
+_OWN_TICKET = {
+    P.PublishSlot: ("slot", "writes a slot other than the program's own instance (its ownership slice)"),
+    P.FoldSlots: ("upto", "must stop at the program's own ticket (it may wait only for lower tickets, which have "
+                          "started)")}
+
+
+def _slot_op(ix, g: Group, op: POp, held: tuple, protocol: tuple, report: Reporter, used: dict[int, int],
+             published: set[int]) -> None:
+    """One look-back op of group `g` against the group's ticket and sync buffer (`protocol`): it uses that
+    buffer's flags, its position is the program's own ticket, and its slot buffers (one per value or dtype in
+    `held`) are the group's workspaces holding the slot form of what it publishes, or published ones it reads
+    back as such."""
+    sync, ticket = protocol
+    if op.sync != sync.id:  # type: ignore[attr-defined]
+        report(f"group {g.id}: {op.NAME} {_USES_FLAGS[type(op)]} in buffer {op.sync}, not the ticket's "  # type: ignore
+               f"{sync.name}", op, g.id)
+    own = _OWN_TICKET.get(type(op))
+    if own is not None and getattr(op, own[0]) != ticket.result:
+        report(f"group {g.id}: {op.NAME} {own[1]}", op, g.id)
+    publishes = isinstance(op, P.PublishSlot)
+    for bid, x in zip(getattr(op, "slots", ()), held):
+        b = ix.buffers.get(bid)
+        dt = x.type.dtype if publishes else x
+        if publishes:
+            if b is None or b.scope is not BufferScope.INVOCATION_WORKSPACE or b.owner_group != g.id:
+                report(f"group {g.id}: slot buffer {bid} is not an invocation workspace of the group", op, g.id)
+                continue
+            if b.dtype != slot_dtype(dt):
+                report(f"group {g.id}: {b.name} holds {b.dtype}, but the published value is {dt}", op, g.id)
+            used[bid] = g.id
+            published.add(bid)
+        elif bid not in published:
+            report(f"group {g.id}: {op.NAME} reads {b.name if b else bid}, which no publish_slot of the group "
+                   f"writes before its flag", op, g.id)
+        elif b is not None and b.dtype != slot_dtype(dt):
+            report(f"group {g.id}: {op.NAME} reads {b.name} ({b.dtype}) as {dt}", op, g.id)
+
+
+__all__ = ["check_lookback"]

@@ -36,6 +36,7 @@ from . import ops as P
 from .analysis import Effects, captured, conflict, effects_of, instances_independent, variant_values
 from .launch_expr import LaunchExpr, LConst, LConstexpr, lcdiv, ldim, lprod, lsum
 from .lower import Lowerer, ProgramState, lower_ops
+from .lower.context import group_block
 from .lower.control import decode, note_loop_writes
 from .model import (
     Access,
@@ -303,7 +304,7 @@ def _same_domain(kernel: K.Kernel, a: tuple[Dim, ...], b: tuple[Dim, ...]) -> bo
 
 
 def _lower_group(state: ProgramState, gid: int, comp: list[Statement], top: list[K.Op], kernel: K.Kernel) -> Group:
-    block = f"BLOCK_I{gid}"
+    block = group_block(gid)
     mapped = all(st.parallel is not None and st.independent for st in comp) and \
         all(_same_domain(kernel, comp[0].parallel.domain, st.parallel.domain) for st in comp)  # type: ignore
     if mapped and len(comp) > 1:

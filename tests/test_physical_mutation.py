@@ -698,6 +698,16 @@ def segment_length_refers_to_a_constexpr():
                        "not referenced")
 
 
+@more("constexpr_defined_twice", "launch-extent")
+def a_constexpr_defined_twice():
+    from physical.launch_expr import LConst
+
+    k = samples.vector_add()
+    p = physical.lower(k)
+    broken = p.replace(constexprs=p.constexprs + (("BLOCK_I0", LConst(2)),))
+    return k, broken, "[launch-extent] constexpr BLOCK_I0 defined twice (the kernel and the launcher would disagree)"
+
+
 @mutation("loop-invariant")
 def owned_instances_decoded_before_the_loop():
     k = scale_rows()

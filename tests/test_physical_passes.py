@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import intent
 import physical
+from intent import Out, f32, parallel
 from physical.launch_expr import LConst
 from physical.passes import PIPELINE, EnlargeOwnership
 from tests import samples as S
+
+M, I0 = intent.dims("M I0")
+
+
+@intent.kernel
+def row_sums(x: f32[M, I0], out: Out[f32[M]]):
+    for i in parallel(M):
+        out[i] = intent.sum(x[i, :])
 
 
 def blocks(program, env):
@@ -107,3 +117,16 @@ def test_a_pass_asked_alone_plans_for_that_call() -> None:
     step.legal(program, ctx)
     step.profitable(program, ctx)
     assert len(calls) == 3
+
+
+def test_a_shape_symbol_named_like_a_group_block_gets_its_own_constexpr() -> None:
+    """A row of extent I0 is held in a tile block of its own, not in group 0's BLOCK_I0 (the program held the
+    name twice, and the launcher and the kernel took different definitions)."""
+    import torch
+
+    program = physical.lower(row_sums.kir, verify=True)
+    names = [n for n, _ in program.constexprs]
+    assert len(names) == len(set(names)) and names[:2] == ["BLOCK_I0", "BLOCK_I0_0"]
+    x, out = torch.randn(5, 3), torch.empty(5)
+    row_sums(x, out)
+    torch.testing.assert_close(out, x.sum(1))

@@ -8,6 +8,7 @@ affine accesses get a Z3-checked bounds proof.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -37,6 +38,13 @@ from ..model import (
     PValue,
     TileAxis,
 )
+
+GROUP_BLOCK = re.compile(r"BLOCK_I\d+")  # the constexpr of group g's instances per program is BLOCK_I<g>
+
+
+def group_block(gid: int) -> str:
+    """The constexpr naming how many instances a program of group `gid` owns."""
+    return f"BLOCK_I{gid}"
 
 
 class ProgramState:
@@ -90,7 +98,8 @@ class ProgramState:
         else:
             base = f"BLOCK_E{len(self.block_of)}"
         name = base
-        while name in self.blocks:
+        # a group's own block (`BLOCK_I<g>`, named by construction) is no tile block: a shape symbol I0 is not it
+        while name in self.blocks or GROUP_BLOCK.fullmatch(name):
             name = f"{base}_{len(self.blocks)}"
         self.block_of[extent] = name
         self.blocks[name] = LTileBlock(ldim(extent), what=what or f"axis of extent {extent}")

@@ -163,7 +163,12 @@ def launch_expressions(program: Program) -> Iterator[tuple[str, LE.LaunchExpr, b
 @rule("launch-extent")
 def check_launch_extents(program: Program, kernel: Kernel | None, report: Reporter) -> None:
     """every runtime program-space extent depends only on launch-visible values: shape symbols, integer ABI scalars and
-    constants (never device data)"""
+    constants (never device data); each constexpr is defined once"""
+    names: set[str] = set()
+    for name, _ in program.constexprs:
+        if name in names:
+            report(f"constexpr {name} defined twice (the kernel and the launcher would disagree)", None)
+        names.add(name)
     ix = index_of(program)
     symbols = set(program.symbols)
     params = {q.name: q for q in program.params}

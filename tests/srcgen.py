@@ -55,6 +55,15 @@ SIZES = (1, 2, 3, 5, 7, 8, 13, 16, 17, 31, 33, 64, 65)
 EXACT_CONSTS = ("0.5", "2.0", "1.5", "-3.0", "0.25")
 
 
+
+def multiplied_power(ref: str, n: int, dt: str) -> str:
+    """The reference of float `x ** n` for a constant `1 <= |n| <= 4`: `x * x`, `(x * x) * x`, `(x * x) * (x * x)`
+    and `1 / x ** -n`, each product and the quotient rounded to `dt` as the kernel rounds them (one rounding of
+    the exact power differs where a rounded square lands on a subnormal or overflows: fp8 `x ** -2`)."""
+    square = f"rnd({ref} * {ref}, {dt!r})"
+    power = {1: ref, 2: square, 3: f"rnd({square} * {ref}, {dt!r})", 4: f"rnd({square} * {square}, {dt!r})"}[abs(n)]
+    return f"rnd(1.0 / {power}, {dt!r})" if n < 0 else power
+
 @dataclass(frozen=True)
 class SrcParam:
     """A kernel parameter: `shape` None for a runtime scalar; `view` how the launch passes it
@@ -281,9 +290,10 @@ class Gen:
             if e in small:
                 self.notes.append("float ** small int")
             base, bref = (f"intent.abs({a.src})", f"{a.ref}.abs()") if "." in e and e != "2.0" else (a.src, a.ref)
-            if e == "2" and "float_pow_small_int" not in self.avoid:  # x * x: exact where IEEE multiplication is
-                return Val(f"({a.src} ** 2)", f"rnd({a.ref} * {a.ref}, {dt!r})", dt, a.exact, a.scalar)
             e_src = f"({e})" if e.startswith("-") else e
+            if e in small:  # the language's multiplications, each rounded to the dtype (docs/language.md, Powers)
+                return Val(f"({a.src} ** {e_src})", multiplied_power(a.ref, int(float(e)), dt),
+                           dt, a.exact and e in ("2", "2.0", "3", "4"), a.scalar)
             return Val(f"({base} ** {e_src})", f"rnd({bref} ** {float(e)}, {dt!r})", dt, False, a.scalar)
         if roll < 0.85:  # division by something away from zero
             b = self.expr(leaves, dt, depth - 1, exact)

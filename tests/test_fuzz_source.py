@@ -169,6 +169,8 @@ CAMPAIGN_CASES = [
     (9700012, 16, "XLA folds the constants of `(r - 0.5) - -3.0` first, one f16 rounding (reassociated_outputs)"),
     (9500400, 17, "XLA drops a min over an axis of extent one, then folded abs() of the i32 square under it "
                   "(barrier in the exit)"),
+    (9500405, 17, "the reference rounded an f8e4m3 `x ** -2` once; the language writes it 1 / (x * x), and the "
+                  "square rounded to a subnormal made the quotient overflow to NaN"),
     (9500037, 13, "a where of per-instance scalars with a row only in an unused draw was taken for a row, so the "
                   "reference summed the scalar over the row"),
     (9500031, 46, "`(sum + x) ** -2` near a cancellation: the sum's allowed reassociation error, amplified by the "

@@ -439,8 +439,7 @@ def emit(program: Program, sanitize: bool = False) -> EmittedKernel:
         em.lanes_block = g.block
         em.group = g
         dom = ", ".join(str(d) for d in g.domain) if g.domain else "single instance"
-        owns = f"one {' x '.join(g.tiles)} tile" if g.tiles else f"{g.block} instances"
-        em.line(f"# {comment_text(f'group {g.id}: {g.name} over ({dom}), {owns} per program')}")
+        em.line(f"# {comment_text(f'group {g.id}: {g.name} over ({dom}), {g.ownership} per program')}")
         if len(program.segments) > 1:
             off, length = f"seg{g.id}_offset", f"seg{g.id}_length"
             assert off in seg_args and length in seg_args

@@ -34,7 +34,7 @@ from kir.pointwise import CmpFn
 
 from . import ops as P
 from .analysis import Effects, captured, conflict, effects_of, instances_independent, variant_values
-from .launch_expr import LaunchExpr, LConst, LConstexpr, lcdiv, ldim, lprod, lsum
+from .launch_expr import LaunchExpr, LConst, LConstexpr, ldim, lprod, lsum
 from .lower import Lowerer, ProgramState, lower_ops
 from .lower.context import group_block
 from .lower.control import decode, note_loop_writes
@@ -48,6 +48,7 @@ from .model import (
     KirOpInfo,
     Lifetime,
     Origin,
+    Ownership,
     ParamKind,
     Program,
     ProgramParam,
@@ -114,15 +115,11 @@ def segments_for(groups: list[Group] | tuple[Group, ...], constexprs: dict[str, 
                  ) -> tuple[tuple[Segment, ...], LaunchExpr]:
     """Segment g: L_g = cdiv(prod(domain), BLOCK_I) (1 for a single instance), O_g = sum of earlier L.
 
-    A tile-owning group (`tiles`) has prod(leading extents) * prod(cdiv(D_k, B_k)) programs."""
+    A tile-owning group has prod(leading extents) * prod(cdiv(D_k, B_k)) programs (`Ownership.programs`)."""
     segs = []
     lengths: list[LaunchExpr] = []
     for g in groups:
-        lead = len(g.domain) - len(g.tiles)
-        length = LConst(1) if g.single_instance else \
-            lcdiv(lprod(tuple(ldim(d) for d in g.domain)), constexprs[g.block]) if not g.tiles else \
-            lprod(tuple(ldim(d) for d in g.domain[:lead]) +
-                  tuple(lcdiv(ldim(d), constexprs[b]) for d, b in zip(g.domain[lead:], g.tiles)))
+        length = g.ownership.programs(g.domain, constexprs)
         segs.append(Segment(g.id, length, lsum(tuple(lengths))))
         lengths.append(length)
     return tuple(segs), lsum(tuple(lengths))
@@ -333,7 +330,7 @@ def _lower_group(state: ProgramState, gid: int, comp: list[Statement], top: list
                 lw.bind(ka, pa)
             lower_ops(lw, par.body.ops)
         body = lw.finish(())
-        return Group(gid, _group_name(comp), domain, block, body, False, tuple(state.origins.get(id(s.orig))
+        return Group(gid, _group_name(comp), domain, Ownership(block), body, False, tuple(state.origins.get(id(s.orig))
                                                                               for s in comp), first.loc)
     serial = len(comp) > 1 or any(st.parallel is not None and not st.independent for st in comp)
     if len(comp) > 1:
@@ -356,8 +353,8 @@ def _lower_group(state: ProgramState, gid: int, comp: list[Statement], top: list
             else:
                 _serial_parallel(lw, st.parallel, st.independent, block, _author_names(st))
     body = lw.finish(())
-    return Group(gid, _group_name(comp), (), block, body, serial, tuple(state.origins.get(id(s.orig)) for s in comp),
-                 first.loc)
+    return Group(gid, _group_name(comp), (), Ownership(block), body, serial,
+                 tuple(state.origins.get(id(s.orig)) for s in comp), first.loc)
 
 
 def _enter_lanes(lw: Lowerer, flat, domain: tuple[Dim, ...]) -> None:

@@ -70,7 +70,7 @@ def _contiguous_walks(p: Program, g: Group) -> list[str]:
     loads and stores of a permute each name theirs, so the reader sees both sides walk memory in order."""
     if any(isinstance(op, P.MatMul) for op in g.body.walk()):
         return []  # a contraction's operands also walk its reduced axis, which is no tile of the domain
-    tiled = g.domain[len(g.domain) - len(g.tiles):]
+    tiled = g.ownership.axes(g.domain)[1]
     follows: dict[int, frozenset[int]] = {}
     out: list[str] = []
     for op in g.body.walk():
@@ -92,10 +92,10 @@ def _contiguous_walks(p: Program, g: Group) -> list[str]:
 def _group_lines(p: Program, g: Group, consts: dict, f: _Formulas) -> list[str]:
     seg = next((s for s in p.segments if s.group == g.id), None)
     where = f" at {g.loc.file.rsplit('/', 1)[-1]}:{g.loc.line}" if g.loc else ""
-    if g.domain and g.tiles:
+    if g.domain and g.ownership.tiled:
         dom = ", ".join(str(d) for d in g.domain)
-        lead, tiled = g.domain[:len(g.domain) - len(g.tiles)], g.domain[len(g.domain) - len(g.tiles):]
-        shape = " x ".join(f"{b}" for b in g.tiles)
+        lead, tiled = g.ownership.axes(g.domain)
+        shape = " x ".join(f"{b}" for b in g.ownership.tiles)
         lines = [f"group {g.id} ({g.name}{where}): workset over ({dom})",
                  f"  each program owns one tile {shape} of ({', '.join(map(str, tiled))})"
                  + (f" and one coordinate of each of ({', '.join(map(str, lead))})" if lead else "")]
@@ -319,8 +319,9 @@ def launch_environment(program: Program, shapes: Mapping[str, int], sms: int) ->
 
 
 def _form(g: Group, env: Mapping[str, int]) -> str:
-    if g.tiles:
-        return "tiled: each program owns one tile " + " x ".join(f"{b} = {env.get(b, '?')}" for b in g.tiles)
+    if g.ownership.tiled:
+        return "tiled: each program owns one tile " + " x ".join(f"{b} = {env.get(b, '?')}"
+                                                                  for b in g.ownership.tiles)
     split = _split_at(g, env)
     if not g.domain:
         return "a single instance" + (f", {split}" if split else "")

@@ -32,7 +32,7 @@ from kir.dims import DConst, Dim
 from kir.dtypes import DType, SpelledEnum
 from kir.errors import Loc
 
-from .launch_expr import LaunchExpr
+from .launch_expr import LaunchExpr, LConst, lcdiv, ldim, lprod
 
 Literal = int | float | bool
 
@@ -446,17 +446,50 @@ class LoopedBody:
 
 
 @dataclass(frozen=True)
+class Ownership:
+    """What one program of a group owns.
+
+    Blocks of instances (`tiles` empty): `block` (a constexpr) consecutive instances of the row-major
+    flattened domain; the values that vary across them carry the lanes axis. Tiles: one tile of the trailing
+    `len(tiles)` domain axes, `tiles[k]` (constexprs) consecutive coordinates along each, and one coordinate
+    of every leading axis, decoded by one `owned_tile`; `block` is then 1.
+    """
+
+    block: str
+    tiles: tuple[str, ...] = ()
+
+    @property
+    def tiled(self) -> bool:
+        return bool(self.tiles)
+
+    def axes(self, domain: tuple[Dim, ...]) -> tuple[tuple[Dim, ...], tuple[Dim, ...]]:
+        """`domain` split into its leading axes (one coordinate per program) and its tiled ones."""
+        lead = len(domain) - len(self.tiles)
+        return domain[:lead], domain[lead:]
+
+    def programs(self, domain: tuple[Dim, ...], constexprs: dict[str, LaunchExpr]) -> LaunchExpr:
+        """How many programs own `domain` (1 for a single instance): cdiv(prod(domain), block), or for tiles
+        prod(leading extents) * prod(cdiv(extent_k, tiles_k))."""
+        if not domain:
+            return LConst(1)
+        if not self.tiled:
+            return lcdiv(lprod(tuple(ldim(d) for d in domain)), constexprs[self.block])
+        lead, tiled = self.axes(domain)
+        return lprod(tuple(ldim(d) for d in lead) +
+                     tuple(lcdiv(ldim(d), constexprs[b]) for d, b in zip(tiled, self.tiles)))
+
+    def __str__(self) -> str:
+        return f"one {' x '.join(self.tiles)} tile" if self.tiled else f"{self.block} instances"
+
+
+@dataclass(frozen=True)
 class Group:
     """An execution group: a launch-visible instance `domain` (flattened row-major) and its body.
 
-    A program owns `BLOCK_I` consecutive flattened instances (`block` names that constexpr). A
-    group with `domain == ()` is a single-instance group. `serial` is set when the group runs work
-    whose independence could not be proven: everything then runs in order inside its one instance.
-
-    `tiles` (tile ownership): when set, a program instead owns one tile of the trailing
-    `len(tiles)` domain axes, `tiles[k]` consecutive coordinates along each (constexprs), and one
-    coordinate of every leading axis; it decodes them with one `owned_tile`. The segment then has
-    prod(leading extents) * prod(cdiv(extent, block)) programs, and `block` is 1.
+    `ownership` says what a program owns: `BLOCK_I` consecutive flattened instances (`block` names that
+    constexpr), or one tile of the trailing axes. A group with `domain == ()` is a single-instance group.
+    `serial` is set when the group runs work whose independence could not be proven: everything then runs in
+    order inside its one instance.
 
     A group whose programs walk its blocks of instances (persistent programs) says so in its body: a
     `block_loop` op holds the per-block work, after what runs once per program.
@@ -465,17 +498,26 @@ class Group:
     id: int
     name: str
     domain: tuple[Dim, ...]
-    block: str
+    ownership: Ownership
     body: PRegion
     serial: bool = False
     origins: tuple[Origin, ...] = ()
     loc: Loc | None = None
-    tiles: tuple[str, ...] = ()
     looped: LoopedBody | None = None
 
     @property
     def single_instance(self) -> bool:
         return not self.domain
+
+    @property
+    def block(self) -> str:
+        """The constexpr of the instances a program owns (1 for tiles)."""
+        return self.ownership.block
+
+    @property
+    def tiles(self) -> tuple[str, ...]:
+        """The tile blocks of a tile-owning group's ownership (empty for blocks of instances)."""
+        return self.ownership.tiles
 
 
 @dataclass(frozen=True)

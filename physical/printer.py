@@ -87,7 +87,7 @@ class _Printer:
         for g in p.groups:
             dom = f"({', '.join(str(d) for d in g.domain)})" if g.domain else "single instance"
             flags = " serial" if g.serial else ""
-            owns = f"tiles {' x '.join(g.tiles)}" if g.tiles else g.block
+            owns = f"tiles {' x '.join(g.ownership.tiles)}" if g.ownership.tiled else g.ownership.block
             self.lines.append(f"group {g.id} {g.name} domain {dom} owns {owns}{flags} {{")
             self.region(g.body, 1)
             if g.looped is not None:

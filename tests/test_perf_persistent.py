@@ -22,6 +22,7 @@ from emit_triton.targets import simulated_multiprocessors
 from intent import InOut, Out, dims, f32, i32, parallel
 from physical import ops as P
 from physical.launch_expr import DEVICE_SMS, LConst, LResidentPrograms, walk
+from physical.model import Ownership
 from physical.passes import PIPELINE, PersistentPrograms
 from physical.passes.persistent import eligible, hoisted_positions
 from physical.verifier import check
@@ -150,7 +151,7 @@ def test_only_the_group_with_shared_data_walks_its_blocks():
 def test_tile_groups_and_single_instances_are_not_eligible():
     program = lowered(scale_rows, scale_args(3, 5))
     g = program.groups[0]
-    assert eligible(dataclasses.replace(g, tiles=("BLOCK_M",))) is not None
+    assert eligible(dataclasses.replace(g, ownership=Ownership(g.block, ("BLOCK_M",)))) is not None
     assert eligible(dataclasses.replace(g, domain=())) is not None
     assert eligible(g) is not None  # already persistent
 

@@ -17,6 +17,7 @@ import physical
 from bench.traffic import TrafficCounter
 from emit_triton.compile import clear_emitted
 from physical.launch_expr import LConst
+from physical.model import Ownership
 from physical.passes import PIPELINE
 from physical.passes.looped import BUDGET_VARIABLE, LoopRows, budget, plan_group, row_axis
 from tests import perf_reduce_kernels as K
@@ -226,7 +227,7 @@ def test_the_looped_form_compiles_for_sm_90_without_spills(small_budget) -> None
 
 def test_a_group_already_tiled_is_left_alone() -> None:
     program = physical.lower(K.softmax.specialize(softmax_args(2, 5)))
-    group = dataclasses.replace(program.groups[0], tiles=("BLOCK_N",), looped=None)
+    group = dataclasses.replace(program.groups[0], ownership=Ownership("BLOCK_I0", ("BLOCK_N",)), looped=None)
     assert plan_group(program.replace(groups=(group,)), group) == "the group already has its own tiling"
 
 

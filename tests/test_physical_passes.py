@@ -130,3 +130,21 @@ def test_a_shape_symbol_named_like_a_group_block_gets_its_own_constexpr() -> Non
     x, out = torch.randn(5, 3), torch.empty(5)
     row_sums(x, out)
     torch.testing.assert_close(out, x.sum(1))
+
+
+def test_ownership_blocks_of_instances_or_tiles() -> None:
+    from kir.dims import DSym
+    from physical.launch_expr import LConstexpr
+    from physical.model import Ownership
+
+    B, M, N = DSym("B"), DSym("M"), DSym("N")
+    consts = {"BLOCK_I0": LConstexpr("BLOCK_I0"), "TM": LConst(64), "TN": LConst(32)}
+    env = {"B": 3, "M": 100, "N": 70, "BLOCK_I0": 16}
+    blocks, tiles = Ownership("BLOCK_I0"), Ownership("BLOCK_I0", ("TM", "TN"))
+    assert not blocks.tiled and tiles.tiled and tiles.axes((B, M, N)) == ((B,), (M, N))
+    assert blocks.programs((B, M, N), consts).evaluate(env) == 1313  # cdiv(21000, 16)
+    assert tiles.programs((B, M, N), consts).evaluate(env) == 3 * 2 * 3
+    assert blocks.programs((), consts) == LConst(1)
+    assert (str(blocks), str(tiles)) == ("BLOCK_I0 instances", "one TM x TN tile")
+    g = physical.lower(S.softmax()).groups[0]
+    assert g.block == g.ownership.block and not g.ownership.tiled

@@ -10,7 +10,7 @@ import physical.ops as P
 from kir.dtypes import DType
 from kir.pointwise import BinaryFn, CmpFn
 from physical.builder import Builder, max_value_id
-from physical.model import AccessRelation, AssumeInBounds, Fragment, Group, LoopedBody, PRegion, Program
+from physical.model import AccessRelation, AssumeInBounds, Fragment, Group, LoopedBody, Ownership, PRegion, Program
 from physical.rewrite import Patterns, Replace, dead_code, map_operands, rewrite_ops
 
 I32 = Fragment(DType.i32)
@@ -35,7 +35,7 @@ def test_builder_numbers_values_in_order_and_nests_regions():
 
 def _program(body: PRegion, looped: PRegion | None = None) -> Program:
     lb = LoopedBody("F", looped, None, None, 1) if looped is not None else None  # type: ignore[arg-type]
-    g = Group(0, "g", (), "BLOCK_I", body, looped=lb)
+    g = Group(0, "g", (), Ownership("BLOCK_I"), body, looped=lb)
     return Program("p", (), (), (), (), (g,), (), (), None)  # type: ignore[arg-type]
 
 

@@ -65,7 +65,7 @@ def _used(group: Group) -> set[int]:
 
 def candidates(program: Program, group: Group) -> list[P.AtomicRMW]:
     """The atomics of `group` that may be aggregated per program."""
-    if group.tiles or group.serial or not any(isinstance(op, P.OwnedInstances) for op in group.body.ops):
+    if group.ownership.tiled or group.serial or not any(isinstance(op, P.OwnedInstances) for op in group.body.ops):
         return []
     used = _used(group)
     out = []
@@ -118,7 +118,7 @@ class AggregateAtomics(Pass):
                     ops += _aggregated(program, builder, g, op, TileAxis(DConst(BLOCK_BINS), block))
                 else:
                     ops.append(op)
-            if g.domain and not g.tiles and light(g):
+            if g.domain and not g.ownership.tiled and light(g):
                 lanes = lmin(LConst(AGGREGATE_LANES), LNextPow2(lprod(tuple(ldim(d) for d in g.domain))))
                 widest.append((consts[g.block], lanes))
                 consts[g.block] = lanes

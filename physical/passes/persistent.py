@@ -88,7 +88,7 @@ def held_values(program: Program, group: Group, once: tuple[POp, ...], each: tup
 
 def eligible(group: Group) -> str | None:
     """Why the group's programs may not walk its blocks (None when they may)."""
-    if group.single_instance or group.tiles or group.serial or P.block_loop(group.body.ops) is not None:
+    if group.single_instance or group.ownership.tiled or group.serial or P.block_loop(group.body.ops) is not None:
         return "it does not own blocks of instances one per program"
     if sum(isinstance(op, P.OwnedInstances) for op in group.body.ops) != 1:
         return "it does not decode its instances once at its top"

@@ -78,7 +78,7 @@ def plan_split(program: Program, g: Group) -> SplitPlan | str:
     """The plan for group `g`, or why it keeps one program per block."""
     if g.looped is None:
         return "its rows are held whole (no looped body)"
-    if g.tiles or P.block_loop(g.body.ops) is not None or g.serial:
+    if g.ownership.tiled or P.block_loop(g.body.ops) is not None or g.serial:
         return "it owns tiles, loops over blocks or runs in order"
     if g.looped.loops != 1:
         return "its looped body walks the row more than once"

@@ -2,7 +2,7 @@
 
 Construction maps a whole-tensor contraction `c[...] = dot(a, b)` per output element: the batch and
 free axes (B.., M, N) are the workset and each lane sums its products over the whole K tile. This
-pass gives such a group tile ownership instead (`Group.tiles`): every program owns one coordinate of
+pass gives such a group tile ownership instead (`Group.ownership`, tiles): every program owns one coordinate of
 each batch axis and a BLOCK_M x BLOCK_N tile of (M, N), visited in bands of GROUP_M tile rows for
 cache reuse, and walks K in BLOCK_K chunks:
 
@@ -40,6 +40,7 @@ from ..model import (
     Fragment,
     Group,
     Guard,
+    Ownership,
     POp,
     PRegion,
     Program,
@@ -151,7 +152,7 @@ def _fail(message: str) -> NotTileable:
 
 def match(group: Group) -> Match:
     """The tileable structure of `group`, or NotTileable with the reason."""
-    if len(group.domain) < 2 or group.tiles or group.serial:
+    if len(group.domain) < 2 or group.ownership.tiled or group.serial:
         raise _fail("the group does not map two or more free axes to instances")
     ops = [op for op in group.body.ops if not isinstance(op, P.Yield)]
     if any(op.regions() for op in ops):
@@ -493,7 +494,7 @@ class TileContraction(Pass):
                        and all(not m.deps.get(r.id, frozenset()) for r in op.results) and op.results
                        and not any(r.type.lanes or r.type.tile for r in op.results)]
             body = tiler.body(uniform)
-            groups.append(dataclasses.replace(g, body=body, tiles=blocks[:2]))
+            groups.append(dataclasses.replace(g, body=body, ownership=Ownership(g.block, blocks[:2])))
             # LWarps gives 4 warps below 4096 elements and 8 from there: 512 per warp picks the tile's own.
             warps.append(LConst(512 * TILE_SHAPES[(m.contract.lhs.type.dtype, m.contract.precision)][3]))
         order = [n for n, _ in program.constexprs] + [n for n in consts if n not in dict(program.constexprs)]

@@ -4,7 +4,7 @@ Construction maps a multi-axis workset row-major onto the lanes of a program: co
 consecutive instances of the last domain axis. An access whose unit-stride (last) coordinate follows
 an earlier domain axis instead, the store of `out[c, r] = x[r, c]` or the load of
 `out[b, c, h, w] = x[b, h, w, c]` (NHWC to NCHW), then touches one 32-byte sector per lane. This pass
-gives such a group tile ownership (`Group.tiles`) over two domain axes: the one that access's
+gives such a group tile ownership (`Group.ownership`, tiles) over two domain axes: the one that access's
 unit-stride coordinate follows (m) and the last one (n), which the other accesses walk contiguously.
 Every program owns one coordinate of each other axis and a BLOCK_LM x BLOCK_LN tile of m and n, and
 every value becomes a tile over both, so each access walks contiguous memory along whichever tile
@@ -39,7 +39,7 @@ from .. import ops as P
 from ..builder import Builder
 from ..construct import segments_for
 from ..launch_expr import LaunchExpr, LConst, LWarps, ldim, lmax, lmul
-from ..model import Fragment, Group, POp, PRegion, Program, TileAxis
+from ..model import Fragment, Group, Ownership, POp, PRegion, Program, TileAxis
 from . import Pass, PassContext
 from .enlarge import tile_elements
 from .tile_contract import (
@@ -60,7 +60,7 @@ TILE = 64  # BLOCK_LM = BLOCK_LN: 4096 elements, the element budget of a program
 def match_layout(group: Group, tiled: tuple[int, int] | None = None) -> Match:
     """The element-wise structure of `group` with domain axes `tiled` (default: the two trailing ones)
     named m and n, or NotTileable with the reason."""
-    if len(group.domain) < 2 or group.tiles or group.serial or group.looped is not None or \
+    if len(group.domain) < 2 or group.ownership.tiled or group.serial or group.looped is not None or \
             P.block_loop(group.body.ops) is not None:
         raise NotTileable("the group does not map two or more free axes to blocks of instances")
     ops = [op for op in group.body.ops if not isinstance(op, P.Yield)]
@@ -203,7 +203,8 @@ class TileLayout(Pass):
                        and op.results and not m.deps.get(op.results[0].id) and not op.results[0].type.lanes]
             assert m.tiled is not None
             domain = tuple(g.domain[j] for j in tiled_domain(len(g.domain), m.tiled))
-            groups.append(dataclasses.replace(g, domain=domain, body=tiler.layout_body(uniform), tiles=blocks))
+            groups.append(dataclasses.replace(g, domain=domain, body=tiler.layout_body(uniform),
+                                              ownership=Ownership(g.block, blocks)))
             warps.append(LConst(TILE * TILE))
         order = [n for n, _ in program.constexprs] + [n for n in consts if n not in dict(program.constexprs)]
         segments, grid = segments_for(groups, consts)

@@ -135,13 +135,13 @@ def check_ownership(program: Program, kernel: Kernel | None, report: Reporter) -
                 got = want
             if any(w is not None and v is not None and w != v for w, v in zip(want, got)):
                 need = "1 (a single instance)" if g.single_instance else \
-                    f"cdiv({' * '.join(str(d) for d in g.domain)}, {g.block})" if not g.tiles else \
+                    f"cdiv({' * '.join(str(d) for d in g.domain)}, {g.block})" if not g.ownership.tiled else \
                     tile_programs_text(g)
                 if group_splits(g) is not None:
                     need = f"{need} x {group_splits(g)} (the programs that share each block)"
                 report(f"segment of group {g.id} ({g.name}) has {seg.length} programs, but its domain needs {need}",
                        group=g.id)
-        if g.tiles:
+        if g.ownership.tiled:
             for message, op in check_tile_group(ix, g):
                 report(message, op, g.id)
             continue

@@ -47,10 +47,9 @@ def check_loop_invariant(program: Program, kernel: Kernel | None, report: Report
         if loop.group != g.id:
             report(f"group {g.id} ({g.name}) holds the loop over the blocks of group {loop.group}", loop, g.id)
             continue
-        if g.single_instance or g.tiles or g.serial:
-            report(f"group {g.id} ({g.name}) loops over blocks of instances, but it "
-                   f"{'is a single instance' if g.single_instance else 'owns tiles' if g.tiles else 'is serial'}",
-                   loop, g.id)
+        if g.single_instance or g.ownership.tiled or g.serial:
+            why = "is a single instance" if g.single_instance else "owns tiles" if g.ownership.tiled else "is serial"
+            report(f"group {g.id} ({g.name}) loops over blocks of instances, but it {why}", loop, g.id)
             continue
         if loop.flag not in dict(program.constexprs):
             report(f"group {g.id} ({g.name}) loops over blocks of instances while {loop.flag}, which is no "

@@ -222,7 +222,7 @@ def domain_programs(ix, group: Group) -> list[int | None]:
     splits = group_splits(group)
     if group.single_instance:
         out = [1] * len(ix.envs)
-    elif group.tiles:
+    elif group.ownership.tiled:
         from .tiles import tile_programs
 
         out = tile_programs(ix, group)

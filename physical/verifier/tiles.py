@@ -29,11 +29,12 @@ def constant_block(ix: ProgramIndex, name: str) -> int | None:
 
 def tile_domain(ix: ProgramIndex, group: Group) -> tuple[Dim, ...] | None:
     """The domain of the tiles: leading extents, then cdiv(D_k, B_k) per tiled axis (constant blocks)."""
-    nt = len(group.tiles)
-    if nt == 0 or nt > len(group.domain):
+    own = group.ownership
+    if not own.tiled or len(own.tiles) > len(group.domain):
         return None
-    out = list(group.domain[:len(group.domain) - nt])
-    for d, name in zip(group.domain[len(group.domain) - nt:], group.tiles):
+    lead, tiled = own.axes(group.domain)
+    out = list(lead)
+    for d, name in zip(tiled, own.tiles):
         b = constant_block(ix, name)
         if b is None or b < 1:
             return None
@@ -44,13 +45,13 @@ def tile_domain(ix: ProgramIndex, group: Group) -> tuple[Dim, ...] | None:
 def tile_programs(ix: ProgramIndex, group: Group) -> list[int | None]:
     """prod(leading extents) * prod(cdiv(D_k, B_k)) on every sample."""
     out: list[int | None] = []
-    nt = len(group.tiles)
+    nt = len(group.ownership.tiles)
     for env in ix.envs:
         n: int | None = 1
         for k, d in enumerate(group.domain):
             v = evaluate(d, env)
             j = k - (len(group.domain) - nt)
-            b = env.get(group.tiles[j]) if j >= 0 else 1
+            b = env.get(group.ownership.tiles[j]) if j >= 0 else 1
             if v is None or n is None or not b:
                 n = None
                 break
@@ -60,9 +61,9 @@ def tile_programs(ix: ProgramIndex, group: Group) -> list[int | None]:
 
 
 def tile_programs_text(group: Group) -> str:
-    lead = len(group.domain) - len(group.tiles)
-    parts = [str(d) for d in group.domain[:lead]]
-    parts += [f"cdiv({d}, {b})" for d, b in zip(group.domain[lead:], group.tiles)]
+    lead, tiled = group.ownership.axes(group.domain)
+    parts = [str(d) for d in lead]
+    parts += [f"cdiv({d}, {b})" for d, b in zip(tiled, group.ownership.tiles)]
     return " * ".join(parts)
 
 
@@ -82,19 +83,21 @@ def check_tile_group(ix: ProgramIndex, group: Group) -> list[tuple[str, POp | No
         return out + [(f"tile group {group.id} ({group.name}) has {len(top)} owned_tile; its programs must decode "
                        f"their tile exactly once", None)]
     tile_op = top[0]
-    if tile_op.group != group.id or tile_op.blocks != group.tiles or len(tile_op.results) != len(group.domain):
+    if tile_op.group != group.id or tile_op.blocks != group.ownership.tiles or \
+            len(tile_op.results) != len(group.domain):
         return out + [(f"owned_tile in group {group.id} decodes group {tile_op.group} in blocks "
                        f"{list(tile_op.blocks)}; it must decode its own {len(group.domain)} axes in blocks "
-                       f"{list(group.tiles)}", tile_op)]
+                       f"{list(group.ownership.tiles)}", tile_op)]
     if any(isinstance(pl.op, P.OwnedInstances) for pl in ix.group_ops(group.id)):
         out.append((f"tile group {group.id} also decodes owned_instances", None))
     forms = forms_of(ix, group)
     forms.form(tile_op.results[0])
     src = forms.sources.get(id(tile_op))
     if src is None:
-        return out + [(f"tile group {group.id}: its blocks {list(group.tiles)} are no constants, so its tiles "
+        return out + [(f"tile group {group.id}: its blocks {list(group.ownership.tiles)} are no constants, so its "
+                       f"tiles "
                        f"cannot be checked", tile_op)]
-    nt = len(group.tiles)
+    nt = len(group.ownership.tiles)
     lead = len(group.domain) - nt
     for pl in ix.group_ops(group.id):
         op = pl.op
@@ -104,7 +107,7 @@ def check_tile_group(ix: ProgramIndex, group: Group) -> list[tuple[str, POp | No
         fact = forms.fact(op.access.mask)
         hyps = forms.base_facts() + ([fact] if fact is not None else [])
         for j in range(nt):
-            block = constant_block(ix, group.tiles[j]) or 1
+            block = constant_block(ix, group.ownership.tiles[j]) or 1
             axis = tile_op.results[lead + j].type.tile[0]
             where = [t for t, ax in enumerate(tile) if ax == axis]
             if not where:
@@ -131,7 +134,7 @@ def owned_tile_form(forms, op: P.OwnedTile, k: int, v: PValue) -> Dim:
     group: Group = forms.group
     src = forms.sources.get(id(op))
     if src is None:
-        tdom = tile_domain(ix, group) if op.blocks == group.tiles else None
+        tdom = tile_domain(ix, group) if op.blocks == group.ownership.tiles else None
         if tdom is None:
             return forms.opaque(v)
         flat = forms.atom("f")

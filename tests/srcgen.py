@@ -29,6 +29,7 @@ documented tolerance.
 
 from __future__ import annotations
 
+import hashlib
 import random
 from dataclasses import dataclass, field
 
@@ -49,7 +50,7 @@ FLOATS = ("f32", "f16", "bf16", "f64")
 FP8 = ("f8e4m3", "f8e5m2")  # computed in f32, rounded to the format after every op
 ALL_FLOATS = FLOATS + FP8
 INTS = ("i32", "i64", "i8", "u8", "i16", "u16", "u32", "u64")
-SIGNED = {"i8", "i16", "i32", "i64"}
+SIGNED = {"i4", "i8", "i16", "i32", "i64"}
 DTYPES = FLOATS + INTS + ("pred",) + FP8
 SIZES = (1, 2, 3, 5, 7, 8, 13, 16, 17, 31, 33, 64, 65)
 EXACT_CONSTS = ("0.5", "2.0", "1.5", "-3.0", "0.25")
@@ -138,6 +139,7 @@ class Gen:
         self.unordered: set[str] = set()
         self.shapes: dict[str, int] = {}
         self.notes: list[str] = []
+        self.requires: list[str] = []  # the kernel's `requires=[...]` facts
         self.counter = 0
 
     # ------------------------------------------------------------------ names, shapes, parameters
@@ -435,10 +437,13 @@ def random_source_case(
 ) -> SourceCase:
     """One random kernel module (kernel and torch reference); deterministic for the state of `rng`."""
     from tests.srcblocks import BLOCKS
+    from tests.srclayout import EXTRA_BLOCKS, EXTRA_SHARE
 
     g = Gen(rng, avoid, small)
-    kinds = list(blocks or BLOCKS)
-    chosen = [rng.choice(kinds) for _ in range(rng.choice((1, 1, 2, 2, 3)))]
+    kinds = [k for k in blocks or BLOCKS if k in BLOCKS]
+    # the extra blocks draw from a stream of their own: the other blocks' kernel for a seed stays as it was
+    extra = random.Random(hashlib.sha1(repr(rng.getstate()).encode()).hexdigest())
+    chosen = [rng.choice(kinds) for _ in range(rng.choice((1, 1, 2, 2, 3)))] if kinds else []
     # one block per symbol family: blocks sharing M/N or E would fight over their sizes
     seen: set[str] = set()
     for kind in chosen:
@@ -448,11 +453,18 @@ def random_source_case(
         seen.add(family)
         BLOCKS[kind](g)
         g.notes.append(f"block {kind}")
+    wanted = [k for k in blocks or EXTRA_BLOCKS if k in EXTRA_BLOCKS]
+    if wanted and (blocks or extra.random() < EXTRA_SHARE):
+        kind, g.r = extra.choice(wanted), extra
+        EXTRA_BLOCKS[kind](g)
+        g.r = rng
+        g.notes.append(f"block {kind}")
     return assemble(g, name, rng.randrange(1 << 30))
 
 
 def assemble(g: Gen, name: str, seed: int) -> SourceCase:
-    symbols = [s for s in ("M", "N", "E", "K", "S") if s in g.shapes]
+    symbols = [s for s in ("M", "N", "E", "K", "S", "B", "T", "H", "D", "C") if s in g.shapes]
+    requires = (["E >= 0"] if "E" in g.shapes else []) + g.requires
     params = tuple(g.params.values())
     sig = ", ".join(f"{p.name}: {p.annotation()}" for p in params)
     ref_body = ["out = {}", *g.ref, "return out"]
@@ -461,12 +473,12 @@ def assemble(g: Gen, name: str, seed: int) -> SourceCase:
             '"""A generated kernel (tests/srcgen.py) and its torch reference."""',
             "import intent",
             "from intent import Out, InOut, dims, parallel, pred, f16, bf16, f32, f64",
-            "from intent import i8, i16, i32, i64, u8, u16, u32, u64, f8e4m3, f8e5m2",
+            "from intent import i4, i8, i16, i32, i64, u8, u16, u32, u64, f8e4m3, f8e5m2",
             PRELUDE,
             f"{', '.join(symbols)}{',' if len(symbols) == 1 else ''} = dims({' '.join(symbols)!r})",
             "",
             "",
-            "@intent.kernel(requires=[E >= 0])" if "E" in g.shapes else "@intent.kernel",
+            f"@intent.kernel(requires=[{', '.join(requires)}])" if requires else "@intent.kernel",
             f"def {name}({sig}):",
             *_indent(g.body),
             "",

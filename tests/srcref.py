@@ -17,7 +17,7 @@ import torch as _torch
 # significand bits (with the implicit one), smallest normal exponent, largest finite value
 _FLOAT = {"f16": (11, -14, 65504.0), "bf16": (8, -126, 3.3895313892515355e38),
           "f32": (24, -126, 3.4028234663852886e38), "f8e4m3": (4, -6, 448.0), "f8e5m2": (3, -14, 57344.0)}
-_INT = {"i8": (8, True), "i16": (16, True), "i32": (32, True), "i64": (64, True),
+_INT = {"i4": (4, True), "i8": (8, True), "i16": (16, True), "i32": (32, True), "i64": (64, True),
         "u8": (8, False), "u16": (16, False), "u32": (32, False), "u64": (64, False)}
 
 

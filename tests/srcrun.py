@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from emit_triton.sanitize import SanitizerError, sanitizing
+from kir.dtypes import i4_packed, i4_unpacked
 from kir.errors import DiagnosticError, IntentError, LaunchError
 from tests.diffcond import slack as conditioning
 from tests.differential import (
@@ -55,6 +56,7 @@ TORCH = {
     "bf16": torch.bfloat16,
     "f32": torch.float32,
     "f64": torch.float64,
+    "i4": torch.int8,  # two values a byte (kir.dtypes.I4_PACKING)
     "i8": torch.int8,
     "i16": torch.int16,
     "i32": torch.int32,
@@ -120,19 +122,28 @@ def as_torch(value: Arg, p: SrcParam) -> Any:
     if p.shape is None:
         return value
     arr = np.asarray(value)
-    base = torch.from_numpy(np.ascontiguousarray(arr)).to(TORCH[p.dtype]).clone()  # never the input's memory
-    if p.view == "t" and arr.ndim == 2:
+    if p.dtype == "i4":  # the packed bytes (the runner passes every side i4 arguments packed)
+        arr = arr if arr.dtype == np.uint8 else arr.view(np.uint8)
+        return _laid_out(torch.from_numpy(np.ascontiguousarray(arr)).view(torch.int8).clone(), p)
+    return _laid_out(torch.from_numpy(np.ascontiguousarray(arr)).to(TORCH[p.dtype]).clone(), p)
+
+
+def _laid_out(base: torch.Tensor, p: SrcParam) -> torch.Tensor:
+    """`base` (a fresh tensor) passed as `p.view` asks."""
+    if p.view == "t" and base.dim() == 2:
         return base.t().contiguous().t()  # the same values, transposed storage
-    if p.view == "s" and arr.ndim >= 1:
-        big = torch.zeros(arr.shape[:-1] + (2 * arr.shape[-1] + 1,), dtype=base.dtype)
+    if p.view == "s" and base.dim() >= 1:
+        big = torch.zeros(base.shape[:-1] + (2 * base.shape[-1] + 1,), dtype=base.dtype)
         view = big[..., 1::2]
         view.copy_(base)
         return view
     return base
 
 
-def from_torch(t: torch.Tensor) -> np.ndarray:
+def from_torch(t: torch.Tensor, dtype: str = "") -> np.ndarray:
     t = t.detach().contiguous()
+    if dtype == "i4":
+        return i4_unpacked(t.numpy())
     narrow = (torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2)
     return t.float().numpy() if t.dtype in narrow else t.numpy()
 
@@ -179,20 +190,23 @@ def run_source_case(case: SourceCase, stablehlo: bool = True, folder: Path | Non
     except Exception as exc:
         return SourceOutcome(**vars(_crash("frontend", exc)))
     env = case.env
+    by_name = {p.name: p for p in case.params}
     specs = tuple((p.name, p.spec) for p in case.params)
     inputs = make_inputs(kernel, env, dict(specs), case.seed)
     for p in case.params:  # fp8 values are drawn as f32: every side sees them rounded as torch rounds them
         if p.dtype in FP8 and p.shape is not None:
             inputs[p.name] = torch.from_numpy(np.asarray(inputs[p.name])).to(TORCH[p.dtype]).float().numpy()
+    # i4 arguments are packed bytes on every side (the reference reads the values)
+    packed = {k: (i4_packed(v) if by_name[k].dtype == "i4" and by_name[k].shape is not None else v)
+              for k, v in inputs.items()}
     try:
-        want = oracle.run(kernel, _copy(inputs))
+        want = oracle.run(kernel, _copy(packed))
     except Exception as exc:
         return SourceOutcome("oracle_error", "oracle", f"{type(exc).__name__}: {exc}".splitlines()[0][:300])
-    by_name = {p.name: p for p in case.params}
-    args = {name: as_torch(value, by_name[name]) for name, value in inputs.items()}
+    args = {name: as_torch(value, by_name[name]) for name, value in packed.items()}
     try:
         kobj(**args)
-        got = {p.name: from_torch(args[p.name]) for p in kernel.outputs}
+        got = {p.name: from_torch(args[p.name], by_name[p.name].dtype) for p in kernel.outputs}
     except DiagnosticError as exc:
         kind = "crash" if exc.message.startswith("internal") else "refused"
         return SourceOutcome(kind, "lower", exc.message.splitlines()[0][:300])
@@ -206,11 +220,11 @@ def run_source_case(case: SourceCase, stablehlo: bool = True, folder: Path | Non
         return SourceOutcome(**vars(_crash("launch", exc)))
     want_c, got_c = _canonical(want, case.unordered), _canonical(got, case.unordered)
     # unordered outputs are compared as sorted multisets: their elements have no place to be ill-conditioned at
-    allowed = {k: v for k, v in conditioning(kernel, env, inputs, want).items() if k not in case.unordered}
+    allowed = {k: v for k, v in conditioning(kernel, env, packed, want).items() if k not in case.unordered}
     problems = check_outputs(kernel, env, got_c, want_c, slack=allowed)
     outcome = SourceOutcome("mismatch", "launch", problems[0], problems[1:]) if problems else SourceOutcome("ok")
     if stablehlo and not case.unordered:
-        outcome.stablehlo, extra = _stablehlo(Case(kernel, case.shapes, specs, case.seed), inputs, want, allowed)
+        outcome.stablehlo, extra = _stablehlo(Case(kernel, case.shapes, specs, case.seed), packed, want, allowed)
         outcome.details += extra
     outcome.reference, extra = _reference(case, kernel, module, inputs, want, allowed)
     outcome.details += extra
@@ -247,6 +261,7 @@ def _reference(
 def _np_dtype(dt: str) -> np.dtype:
     return np.dtype(
         {
+            "i4": np.int8,
             "i8": np.int8,
             "i16": np.int16,
             "i32": np.int32,

@@ -83,6 +83,43 @@ def test_the_generator_reaches_what_authors_write() -> None:
     assert sum(n for k, n in notes.items() if k.startswith("cast ")) > 100
 
 
+def test_the_layout_and_sort_blocks_reach_every_form() -> None:
+    from tests.srclayout import ORDERED
+
+    notes: Counter = Counter()
+    for i in range(400):
+        notes.update(random_source_case(random.Random(f"reach-layout/{i}"), blocks=("layout", "sort")).notes)
+    wanted = [f"layout {k}" for k in ("split", "merge", "permute", "transpose", "reshape", "unflatten")]
+    wanted += [f"layout {dt}" for dt in ORDERED] + [f"{k} i4" for k in ("sort", "sort indices", "argsort", "topk")]
+    missing = [w for w in wanted if not notes[w]]
+    assert not missing, f"never generated: {missing}"
+    assert notes["block layout"] + notes["block sort"] == 400 and min(notes["block layout"], notes["block sort"]) > 150
+
+
+def test_the_extra_blocks_leave_the_other_blocks_kernel_as_it_was() -> None:
+    """The layout and sort blocks draw from a stream of their own: a seed's kernel from the other blocks (and
+    its input seed) is the same with or without them, so the campaign cases below keep their kernels."""
+    extended = 0
+    for i in range(60):
+        both = random_source_case(random.Random(f"source/9500031/{i}"))
+        alone = random_source_case(random.Random(f"source/9500031/{i}"), blocks=tuple(BLOCKS))
+        assert both.seed == alone.seed
+        lines = iter(both.source.splitlines())  # the same lines in the same order, some added
+        assert all(any(line == other for other in lines) for line in alone.source.splitlines()
+                   if not line.startswith(("def k(", "@intent.kernel")) and " = dims(" not in line)
+        extended += both.source != alone.source
+    assert 8 < extended < 35  # about EXTRA_SHARE of the cases
+
+
+def test_a_head_split_of_i4_values_and_a_sort_of_them(tmp_path: Path) -> None:
+    """i4 arguments go to every side as packed bytes (two values a byte); the reference reads the values."""
+    for name, blocks in (("split", ("layout",)), ("topk", ("sort",))):
+        case = next(c for c in (random_source_case(random.Random(f"i4/{name}/{i}"), blocks=blocks) for i in range(400))
+                    if "layout i4" in c.notes and f"layout {name}" in c.notes or f"{name} i4" in c.notes)
+        outcome = run_source_case(case, folder=tmp_path)
+        assert outcome.kind == "ok" and outcome.reference == "ok", outcome.text()
+
+
 def test_a_case_replays_from_its_saved_files(tmp_path: Path) -> None:
     from tests.srcrun import save_source_case
 

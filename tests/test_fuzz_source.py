@@ -196,16 +196,18 @@ def test_saved_source_case_agrees(path: Path) -> None:
 
 # Campaign cases (seed, index) that failed once; each note says why. They must pass now.
 CAMPAIGN_CASES = [
-    (5180001, 162, "XLA folded abs(x * x) to x * x for i8 (the exit now puts wrapping results behind a barrier)"),
+    (5180001, 162, "XLA folded abs(x * x) to x * x for i8 (the exit now multiplies signed values on their bits)"),
     (5180001, 169, "the reference broadcast a keepdims (M, 1) value to (M, N) before summing it"),
     (9200020, 20, "the StableHLO exit had no 8-bit unsigned type for an fp8 -> pred cast (KeyError)"),
     (9500002, 0, "the StableHLO exit had no 8-bit unsigned type for an fp8 -> pred cast (KeyError)"),
     (9200022, 16, "the reference kept an infinity as an f8e4m3 result (f8e4m3's rounding gives NaN)"),
     (9200032, 31, "a chunked f8e4m3 min started from +inf rounded to f8e4m3, a NaN"),
-    (9700011, 21, "XLA expands an i8 `t ** 2` to `t * t` and folded abs() of the square (barrier in the exit)"),
+    (9700011, 21, "XLA expands an i8 `t ** 2` to `t * t` and folded abs() of the square (now on the bits)"),
     (9700012, 16, "XLA folds the constants of `(r - 0.5) - -3.0` first, one f16 rounding (reassociated_outputs)"),
     (9500400, 17, "XLA drops a min over an axis of extent one, then folded abs() of the i32 square under it "
-                  "(barrier in the exit)"),
+                  "(the exit multiplies on the bits)"),
+    (9500417, 23, "XLA's CPU compiler crashed (SIGSEGV) on a module holding an optimization_barrier of an i32 power "
+                  "next to a segmented max; the exit no longer needs a barrier there"),
     (9500405, 17, "the reference rounded an f8e4m3 `x ** -2` once; the language writes it 1 / (x * x), and the "
                   "square rounded to a subnormal made the quotient overflow to NaN"),
     (9500037, 13, "a where of per-instance scalars with a row only in an unused draw was taken for a row, so the "
@@ -223,7 +225,7 @@ def test_campaign_case_passes_now(seed: int, index: int, why: str) -> None:
 
 def test_stablehlo_square_of_wrapping_integers_is_exact(tmp_path: Path) -> None:
     """XLA's simplifier takes `x * x` to be non-negative: `abs(x * x)` of an i8 -83 gave -23 there, 23 by
-    wrap-around (found by the source-level generator); the exit's barrier makes the outputs compare exactly."""
+    wrap-around (found by the source-level generator); the exit's wrapping forms make the outputs compare exactly."""
     from tests.differential import run_case
     from tests.diffinputs import Case, InputSpec
 
@@ -246,7 +248,7 @@ def test_stablehlo_square_of_wrapping_integers_is_exact(tmp_path: Path) -> None:
 
 def test_a_square_under_a_reduction_of_extent_one_stays_exact(tmp_path: Path) -> None:
     """`abs(min((r ** 2) ** 2, axis=1, keepdims=True))` of an (M, 1) `r`: XLA drops the reduction over the axis
-    of extent one and folded abs() of the square beneath it (campaign case 9500400/17); the exit's barrier keeps
+    of extent one and folded abs() of the square beneath it (campaign case 9500400/17); the exit's wrapping forms keep
     the wrapped value, so StableHLO agrees exactly with the oracle."""
     from tests.differential import run_case
     from tests.diffinputs import Case, InputSpec

@@ -26,12 +26,47 @@ def int_divide(ctx: Ctx, name: str, a: Val, b: Val) -> Val:
     return s.select(zero, ctx.splat_like(0, a), s.binary(name, a, safe))
 
 
+# Signed integer `abs`, products and powers wrap (`abs(-2**31) == -2**31`, `50000 * 50000 < 0` in i32), but
+# XLA's algebraic simplifier takes `abs(x)`, `x * x` and `x ** 2k` of signed integers to be non-negative: it
+# folds `abs(x * x)` to `x * x` and `x * x < 0` to false, also through reductions over an axis of extent one.
+# So the exit never hands it those ops on signed values: products and powers are computed on the unsigned bit
+# patterns (two's complement makes them the same bits) and `abs` as `(x ^ m) - m` with `m = x >> (bits - 1)`.
+# (An `optimization_barrier` would hide them too, but XLA's CPU compiler crashes on some modules holding one.)
+_UNSIGNED = {DType.i8: DType.u8, DType.i16: DType.u16, DType.i32: DType.u32, DType.i64: DType.u64}
+
+
+def _on_bits(ctx: Ctx, name: str, a: Val, b: Val) -> Val:
+    """`a <name> b` of signed integers (`multiply`, `power` with b >= 0) on their unsigned bit patterns."""
+    s = ctx.ssa
+    dt = a.dtype
+    wide = DType.i8 if dt is DType.i4 else dt  # i4 computes in i8: the low four bits are the same
+    a, b = s.convert(a, wide), s.convert(b, wide)
+    u = _UNSIGNED[wide]
+    result = s.bitcast(s.binary(name, s.bitcast(a, u), s.bitcast(b, u)), wide)
+    return s.convert(result, dt)
+
+
+def int_multiply(ctx: Ctx, a: Val, b: Val) -> Val:
+    """Wrapping integer `a * b`."""
+    return _on_bits(ctx, "multiply", a, b) if a.dtype.is_signed else ctx.ssa.binary("multiply", a, b)
+
+
+def int_abs(ctx: Ctx, x: Val) -> Val:
+    """Wrapping `abs` of a signed integer: `(x ^ m) - m` with `m = x >> (bits - 1)` (all ones where x < 0)."""
+    s = ctx.ssa
+    dt = x.dtype
+    wide = DType.i8 if dt is DType.i4 else dt
+    x = s.convert(x, wide)
+    m = s.binary("shift_right_arithmetic", x, ctx.splat_like(wide.bits - 1, x))
+    return s.convert(s.binary("subtract", s.binary("xor", x, m), m), dt)
+
+
 def int_power(ctx: Ctx, a: Val, b: Val) -> Val:
     s = ctx.ssa
     if not a.dtype.is_signed:
         return s.binary("power", a, b)
     negative = s.compare("LT", b, ctx.splat_like(0, b))
-    raised = s.binary("power", a, s.select(negative, ctx.splat_like(0, b), b))
+    raised = _on_bits(ctx, "power", a, s.select(negative, ctx.splat_like(0, b), b))
     one, minus = ctx.splat_like(1, a), ctx.splat_like(-1, a)
     odd = s.compare("NE", s.binary("and", b, ctx.splat_like(1, b)), ctx.splat_like(0, b))
     inverse = s.select(s.compare("EQ", a, one), one,

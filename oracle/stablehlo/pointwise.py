@@ -21,7 +21,7 @@ from kir.dtypes import DType
 from kir.pointwise import BinaryFn, CmpFn, UnaryFn
 
 from .context import Ctx
-from .numerics import cast, int_divide, int_power, shift
+from .numerics import cast, int_abs, int_divide, int_multiply, int_power, shift
 from .registry import emits
 from .values import Val
 
@@ -74,7 +74,7 @@ def unary(ctx: Ctx, fn: UnaryFn, x: Val) -> Val:
     if fn is UnaryFn.abs and x.dtype.is_int and not x.dtype.is_signed:
         return x  # StableHLO's abs takes signless integers only; |x| of an unsigned value is x
     if fn is UnaryFn.abs and x.dtype.is_int:
-        return wrapping(ctx, s.unary("abs", x))
+        return int_abs(ctx, x)
     if fn in _SIMPLE_UNARY:
         return s.unary(_SIMPLE_UNARY[fn], x)
     if fn is UnaryFn.exp2:
@@ -156,16 +156,6 @@ def binary_op_name(fn: BinaryFn) -> str:
     return _SIMPLE_BINARY[fn]
 
 
-def wrapping(ctx: Ctx, x: Val) -> Val:
-    """A signed integer result that may have wrapped (`abs`, `*`, `**`), behind a barrier.
-
-    XLA's algebraic simplifier takes `abs(x)`, `x * x` and `x ** 2k` of signed integers to be non-negative, as
-    if they could not overflow: it folds `abs(x * x)` to `x * x` and `x * x < 0` to false. Kernels wrap on
-    overflow (`abs(-2**31) == -2**31`, `50000 * 50000 < 0` in i32), so the exit hides where such a value came
-    from; the barrier costs only the fusion across it."""
-    return ctx.ssa.optimization_barrier(x) if x.dtype.is_int and x.dtype.is_signed else x
-
-
 def float_divide(ctx: Ctx, a: Val, b: Val) -> Val:
     """IEEE division. The barrier keeps XLA from rewriting `a / broadcast(b)`, `a / sqrt(b)` and the like
     into multiplications by a reciprocal, which round differently."""
@@ -237,9 +227,9 @@ def binary(ctx: Ctx, fn: BinaryFn, a: Val, b: Val) -> Val:
     if fn in (BinaryFn.floordiv, BinaryFn.mod) and not dt.is_float:
         return int_divide(ctx, "divide" if fn is BinaryFn.floordiv else "remainder", a, b)
     if fn is BinaryFn.pow and dt.is_int:
-        return wrapping(ctx, int_power(ctx, a, b))
+        return int_power(ctx, a, b)
     if fn is BinaryFn.mul and dt.is_int:
-        return wrapping(ctx, s.binary("multiply", a, b))
+        return int_multiply(ctx, a, b)
     if fn is BinaryFn.shl:
         return shift(ctx, "shift_left", a, b)
     if fn is BinaryFn.shr:

@@ -27,22 +27,30 @@ estimate (`Counts.exact` is False): the loop body counted once, both branches co
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
+from kir.core import registrar
 from kir.dtypes import DType
 
 from .launch_expr import LaunchExpr, LBin, LConst, LConstexpr, LMinMax, LScalar, ladd, ldim, lmul, lprod, lsum
-from .model import AccessRelation, Fragment, POp, PRegion, Program, PValue, Trait
+from .model import AccessRelation, Fragment, POp, PRegion, Program, PValue
 from .ops import access as A
+from .ops import atomic as T
+from .ops import buffers as B
 from .ops import contract as C
 from .ops import control as F
+from .ops import histogram as H
+from .ops import layout as L
 from .ops import lookback as K
 from .ops import pointwise as P
 from .ops import program as G
 from .ops import reduce as R
 from .ops import region as RG
+from .ops import rng as RN
 from .ops import scan as S
+from .ops import sort as SO
 from .ops import workspace as W
 
 
@@ -146,62 +154,140 @@ def _bytes(w: _Walk, access: AccessRelation, extra: Iterable[PValue], trips: Lau
     return lmul(LConst(dtype.bits // 8 * times), runs)
 
 
-def _op(w: _Walk, op: POp, trips: LaunchExpr) -> tuple[LaunchExpr, LaunchExpr]:
-    zero = LConst(0)
-    if isinstance(op, A.Load):
-        if w.splits is not None and op.access.copy is not None and op.access.copy.type.tile:
-            # every slot of a block, read by the one program that draws its last ticket
-            return LBin("//", _bytes(w, op.access, op.results, trips), LConstexpr(w.splits)), zero
-        return _bytes(w, op.access, op.results, trips), zero
-    if isinstance(op, A.Store):
-        return _bytes(w, op.access, (op.value,), trips), zero
-    if op.has(Trait.READS | Trait.WRITES):  # read-modify-write (atomics, tickets): each element read and written
-        return _bytes(w, op.access, op.operands() + op.results, trips, times=2), zero  # type: ignore[attr-defined]
-    if isinstance(op, G.OwnedInstances) and op.ticket is not None:  # the ticket: an atomic on one i32
-        return lmul(LConst(8), lmul(trips, w.programs)), zero
-    if isinstance(op, K.PublishSlot):  # each program: its values, then its flag (an atomic exchange)
-        size = sum(w.program.buffer(b).dtype.bits // 8 for b in op.slots)
-        return lmul(LConst(size + 8), lmul(trips, w.programs)), zero
-    if isinstance(op, K.FoldSlots):  # program t reads the flag and the values of the slots before it in its row
-        size = 4 + sum(w.program.buffer(b).dtype.bits // 8 for b in op.slots)
-        rows, per = w.rows if w.rows is not None else (LConst(1), w.programs)
-        pairs = lmul(rows, LBin("//", lmul(per, LBin("-", per, LConst(1))), LConst(2)))
-        return lmul(LConst(size), lmul(trips, pairs)), zero
-    if isinstance(op, K.RetireTicket):  # each program's finished count; the last restores the flags and counters
-        return ladd(lmul(LConst(8), lmul(trips, w.programs)), lmul(LConst(4), ladd(w.programs, LConst(2)))), zero
-    if isinstance(op, (P.Unary, P.Binary)):
-        frag = op.result.type
-        if frag.dtype.is_float and not frag.index:
-            return zero, _runs(w, [frag], trips)
-        return zero, zero
-    if isinstance(op, (R.Reduce, S.Scan)):
-        inputs = [v.type for v in op.inputs if v.type.dtype.is_float]
-        return zero, _runs(w, inputs, lmul(trips, LConst(len(inputs)))) if inputs else zero
-    if isinstance(op, C.Contract):
-        return zero, lmul(LConst(2), _runs(w, [op.lhs.type], trips))
-    if isinstance(op, C.MatMul):
-        cols = op.rhs.type.tile[-1].extent if op.rhs.type.tile else 1
-        return zero, lmul(LConst(2), lmul(ldim(cols), _runs(w, [op.lhs.type], trips)))
-    if isinstance(op, F.For):
-        inner = _trip_count(w, op)
-        if inner is None:
-            w.exact = False
-            inner = LConst(1)
-        return _region(w, op.body, lmul(trips, inner))
-    if isinstance(op, G.BlockLoop):  # the body once per block (`programs` counts blocks)
-        return _region(w, op.body, trips)
-    if isinstance(op, RG.RegionFold | RG.RegionScan) and w.subregions is None:
-        positions = _subregion_positions(w, op)
-        if positions is not None:
-            w.exact = False
-            inner = dataclasses.replace(w, subregions=positions)
-            counted = [_region(inner, r, trips) for r in op.regions()]
-            return lsum(tuple(b for b, _ in counted)), lsum(tuple(f for _, f in counted))
-    if op.regions():  # while, if (both branches), region folds: each region counted once
+# ---------------------------------------------------------------------------------------------- per op class
+#
+# Every op class has an entry (tests/test_physical_counts.py checks it): what one execution of the op moves and
+# computes, given the trips of the loops around it. An op class without one would be counted as nothing,
+# silently; `costs_nothing` says so explicitly for the ops that touch no memory and do no float arithmetic.
+
+Cost = tuple[LaunchExpr, LaunchExpr]  # (bytes moved, float operations)
+COST: dict[type[POp], Callable[[_Walk, Any, LaunchExpr], Cost]] = {}
+counts = registrar(COST, "operation count for {key}")
+_ZERO = LConst(0)
+
+
+def _op(w: _Walk, op: POp, trips: LaunchExpr) -> Cost:
+    return COST[type(op)](w, op, trips)
+
+
+def _nothing(w: _Walk, op: POp, trips: LaunchExpr) -> Cost:
+    return _ZERO, _ZERO
+
+
+def costs_nothing(*classes: type[POp]) -> None:
+    counts(*classes)(_nothing)
+
+
+costs_nothing(G.OwnedTile, G.ChunkLanes, G.ShapeValue, G.TileIndex, G.ScalarParam, G.Barrier, W.SplitIndex,
+              A.Check, P.Const, P.Compare, P.Select, P.Cast, P.Bitcast, F.Yield, B.AllocBuffer, H.Histogram,
+              H.BinCount, L.Broadcast, L.Permute, L.ExpandDims, L.Squeeze, L.TileSlice, L.TileConcat,
+              L.TileReshape, RN.Random, SO.Sort)
+
+
+@counts(A.Load)
+def _load(w: _Walk, op: A.Load, trips: LaunchExpr) -> Cost:
+    if w.splits is not None and op.access.copy is not None and op.access.copy.type.tile:
+        # every slot of a block, read by the one program that draws its last ticket
+        return LBin("//", _bytes(w, op.access, op.results, trips), LConstexpr(w.splits)), _ZERO
+    return _bytes(w, op.access, op.results, trips), _ZERO
+
+
+@counts(A.Store)
+def _store(w: _Walk, op: A.Store, trips: LaunchExpr) -> Cost:
+    return _bytes(w, op.access, (op.value,), trips), _ZERO
+
+
+@counts(T.AtomicRMW, T.AtomicCAS, W.Ticket)
+def _read_modify_write(w: _Walk, op: POp, trips: LaunchExpr) -> Cost:
+    """Atomics and tickets read and write each element (twice the bytes)."""
+    return _bytes(w, op.access, op.operands() + op.results, trips, times=2), _ZERO  # type: ignore[attr-defined]
+
+
+@counts(G.OwnedInstances)
+def _owned(w: _Walk, op: G.OwnedInstances, trips: LaunchExpr) -> Cost:
+    if op.ticket is None:
+        return _ZERO, _ZERO
+    return lmul(LConst(8), lmul(trips, w.programs)), _ZERO  # the ticket: an atomic on one i32
+
+
+@counts(K.PublishSlot)
+def _publish(w: _Walk, op: K.PublishSlot, trips: LaunchExpr) -> Cost:
+    """Each program: its values, then its flag (an atomic exchange)."""
+    size = sum(w.program.buffer(b).dtype.bits // 8 for b in op.slots)
+    return lmul(LConst(size + 8), lmul(trips, w.programs)), _ZERO
+
+
+@counts(K.FoldSlots)
+def _fold_slots(w: _Walk, op: K.FoldSlots, trips: LaunchExpr) -> Cost:
+    """Program t reads the flag and the values of the slots before it in its row."""
+    size = 4 + sum(w.program.buffer(b).dtype.bits // 8 for b in op.slots)
+    rows, per = w.rows if w.rows is not None else (LConst(1), w.programs)
+    pairs = lmul(rows, LBin("//", lmul(per, LBin("-", per, LConst(1))), LConst(2)))
+    return lmul(LConst(size), lmul(trips, pairs)), _ZERO
+
+
+@counts(K.RetireTicket)
+def _retire(w: _Walk, op: K.RetireTicket, trips: LaunchExpr) -> Cost:
+    """Each program's finished count; the last restores the flags and counters."""
+    return ladd(lmul(LConst(8), lmul(trips, w.programs)), lmul(LConst(4), ladd(w.programs, LConst(2)))), _ZERO
+
+
+@counts(P.Unary, P.Binary)
+def _arithmetic(w: _Walk, op: P.Unary | P.Binary, trips: LaunchExpr) -> Cost:
+    frag = op.result.type
+    if frag.dtype.is_float and not frag.index:
+        return _ZERO, _runs(w, [frag], trips)
+    return _ZERO, _ZERO
+
+
+@counts(R.Reduce, S.Scan)
+def _combines(w: _Walk, op: R.Reduce | S.Scan, trips: LaunchExpr) -> Cost:
+    inputs = [v.type for v in op.inputs if v.type.dtype.is_float]
+    return _ZERO, _runs(w, inputs, lmul(trips, LConst(len(inputs)))) if inputs else _ZERO
+
+
+@counts(C.Contract)
+def _contract(w: _Walk, op: C.Contract, trips: LaunchExpr) -> Cost:
+    return _ZERO, lmul(LConst(2), _runs(w, [op.lhs.type], trips))
+
+
+@counts(C.MatMul)
+def _matmul(w: _Walk, op: C.MatMul, trips: LaunchExpr) -> Cost:
+    cols = op.rhs.type.tile[-1].extent if op.rhs.type.tile else 1
+    return _ZERO, lmul(LConst(2), lmul(ldim(cols), _runs(w, [op.lhs.type], trips)))
+
+
+@counts(F.For)
+def _for(w: _Walk, op: F.For, trips: LaunchExpr) -> Cost:
+    inner = _trip_count(w, op)
+    if inner is None:
         w.exact = False
-        counted = [_region(w, r, trips) for r in op.regions()]
-        return lsum(tuple(b for b, _ in counted)), lsum(tuple(f for _, f in counted))
-    return zero, zero
+        inner = LConst(1)
+    return _region(w, op.body, lmul(trips, inner))
+
+
+@counts(G.BlockLoop)
+def _block_loop(w: _Walk, op: G.BlockLoop, trips: LaunchExpr) -> Cost:
+    return _region(w, op.body, trips)  # the body once per block (`programs` counts blocks)
+
+
+@counts(RG.RegionFold, RG.RegionScan)
+def _subregions(w: _Walk, op: RG.RegionFold | RG.RegionScan, trips: LaunchExpr) -> Cost:
+    positions = _subregion_positions(w, op) if w.subregions is None else None
+    if positions is None:
+        return _regions(w, op, trips)
+    inner = dataclasses.replace(w, subregions=positions)
+    cost = _regions(inner, op, trips)
+    w.exact = False
+    return cost
+
+
+@counts(F.While, F.If)
+def _regions(w: _Walk, op: POp, trips: LaunchExpr) -> Cost:
+    """While and if (both branches), and region folds: each region counted once, so the count is an estimate."""
+    w.exact = False
+    counted = [_region(w, r, trips) for r in op.regions()]
+    return lsum(tuple(b for b, _ in counted)), lsum(tuple(f for _, f in counted))
 
 
 def _trip_count(w: _Walk, op: F.For) -> LaunchExpr | None:

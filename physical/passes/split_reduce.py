@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from kir.dtypes import DType
 from kir.pointwise import BinaryFn
-from kir.reduce import ReduceKind
 
 from .. import ops as P
 from ..analysis import producer
@@ -41,25 +39,25 @@ from ..launch_expr import (
     ldim,
     lmax,
     lmin,
-    lmul,
     lprod,
-    lsum,
 )
-from ..model import Fragment, Group, POp, Program, PValue, effect_free
+from ..model import Group, POp, Program, PValue, effect_free
 from ..workspace import (
     INDEX,
-    add_slot_array,
-    add_ticket_counter,
-    conjoin,
-    draw_ticket,
-    last_ticket,
-    read_slots,
-    reset_counter,
     restate_workspaces,
-    write_slot,
 )
 from . import GroupPass, PassContext
 from .looped import pick, substitute
+from .partials import (
+    Partial,
+    add_partial_slots,
+    combine_in_last,
+    finish_in_last,
+    instance_coordinate,
+    lane_test,
+    pointwise_or_store,
+    split_launch,
+)
 
 MIN_CHUNKS_PER_SPLIT = 1  # each program folds at least one chunk of its row
 
@@ -102,20 +100,15 @@ def plan_split(program: Program, g: Group) -> SplitPlan | str:
         return "its fold does not give the accumulators"
     if not effect_free(ops[:d]) or not effect_free(loop.body.ops):
         return "it has effects before its reduction completes"
-    for op in ops[d + 1:]:
-        if op.regions() or (op.has_effects() and not isinstance(op, P.Store)):
-            return "its reduction's result feeds more than pointwise work and stores"
-    owned = [n for n, op in enumerate(ops) if isinstance(op, P.OwnedInstances)]
+    if not all(pointwise_or_store(op) for op in ops[d + 1:]):
+        return "its reduction's result feeds more than pointwise work and stores"
     if g.single_instance:
         return SplitPlan(g, red, d, loops[0], None, None)
-    if len(owned) != 1:
-        return "it does not decode its instances once"
-    flat = ops[owned[0]].results[0]
-    lane_ok = next((op.results[0] for op in ops if isinstance(op, P.Compare) and op.fn.value == "lt"
-                    and op.lhs.id == flat.id and isinstance(producer(ops, op.rhs), P.ShapeValue)), None)
-    if lane_ok is None:
-        return "its looped body has no lane-validity test"
-    return SplitPlan(g, red, d, loops[0], owned[0], lane_ok)
+    found = lane_test(ops)
+    if isinstance(found, str):
+        return found
+    owned, lane_ok = found
+    return SplitPlan(g, red, d, loops[0], owned, lane_ok)
 
 
 def _fold_position(ops: tuple[POp, ...], red: P.Reduce) -> int | str:
@@ -160,7 +153,6 @@ def _split(program: Program, plan: SplitPlan) -> Program:
     g, red = plan.group, plan.reduce
     assert g.looped is not None
     gid = g.id
-    splits, block_s = f"SPLITS_{gid}", f"BLOCK_SPLITS_{gid}"
     consts = dict(program.constexprs)
     ops = g.looped.body.ops
     loop = ops[plan.loop]
@@ -185,27 +177,16 @@ def _split(program: Program, plan: SplitPlan) -> Program:
     count = pick(runs, raw, LConst(1))
     consts = {n: substitute(e, flag_expr, runs) for n, e in consts.items()}
     consts[g.looped.flag] = runs
-    consts[splits] = count
-    consts[block_s] = LNextPow2(count)
-    order = [n for n, _ in program.constexprs] + [splits, block_s]
     num_warps = substitute(program.num_warps, flag_expr, runs)
-    lengths = []
-    for seg in program.segments:
-        length = as_launch(substitute(seg.length, flag_expr, runs))
-        lengths.append(lmul(length, count) if seg.group == gid else length)
-    segments = tuple(dataclasses.replace(seg, length=n, offset=lsum(tuple(lengths[:k])))
-                     for k, (seg, n) in enumerate(zip(program.segments, lengths)))
-
-    # ---- workspace: one slot array per accumulator component, one ticket counter per instance (the earlier
-    # splits' workspaces keep the terms of their constexprs, which now read `runs` for the flag)
+    # the earlier splits' workspaces keep the terms of their constexprs, which now read `runs` for the flag
     program = restate_workspaces(program, flag_expr, runs)
-    program = dataclasses.replace(program, constexprs=tuple((n, consts[n]) for n in order))
-    slot_bufs = []
-    for k, dt in enumerate(red.acc_dtypes):
-        program, buf = add_slot_array(program, gid, f"partial{k}" if len(red.acc_dtypes) > 1 else "partial", dt,
-                                      splits)
-        slot_bufs.append(buf)
-    program, counter = add_ticket_counter(program, gid, "arrivals")
+    program, splits, block_s, segments, grid = split_launch(
+        program, gid, count, consts, lambda seg: as_launch(substitute(seg.length, flag_expr, runs)))
+
+    # ---- workspace: one slot array per accumulator component, one ticket counter per instance
+    many = len(red.acc_dtypes) > 1
+    program, slots, counter = add_partial_slots(program, gid, [red.acc_dtypes], splits,
+                                                lambda j, k: f"partial{k}" if many else "partial")
 
     # ---- the body
     w = Builder.after(program)
@@ -232,30 +213,10 @@ def _split(program: Program, plan: SplitPlan) -> Program:
             partial = tuple(w.fresh(v.type, f"partial{k}") for k, v in enumerate(folded))
             op = dataclasses.replace(op, results=partial)
         new_ops.append(op)
-    if plan.owned is not None:
-        inst = ops[plan.owned].results[0]
-    else:
-        inst = w.add(P.Const, Fragment(DType.i64), origin, value=0, dtype=DType.i64)
-    lane_ok = plan.lane_ok
-    for buf, v in zip(slot_bufs, partial):
-        write_slot(w, buf, s, inst, v, lane_ok, origin)
-    ticket = draw_ticket(w, counter, inst, lane_ok, origin)
-    last = last_ticket(w, ticket, splits, lane_ok, origin)
-    parts = tuple(read_slots(w, buf, inst, splits, block_s, last, lane_ok, ident, origin)
-                  for buf, ident in zip(slot_bufs, red.identity))
-    # argmax/argmin fold (value, index) pairs with their combine: the native forms would return positions
-    kind = red.kind if red.kind not in (ReduceKind.argmax, ReduceKind.argmin) else ReduceKind.custom
-    w.put(P.Reduce(results=folded, origin=origin, inputs=parts, axes=(0,), kind=kind, identity=red.identity,
-                   acc_dtypes=red.acc_dtypes, member=None, combine=w.copy_region(red.combine)))
-    for op in ops[plan.define + 1:]:
-        if isinstance(op, P.Yield):
-            continue
-        if isinstance(op, P.Store):
-            mask = conjoin(w, op.access.mask, last, op.origin)
-            op = dataclasses.replace(op, access=dataclasses.replace(op.access, mask=mask))
-        w.put(op)
-    reset_counter(w, counter, inst, last, lane_ok, origin)
-    w.put(P.Yield(values=()))
+    inst = instance_coordinate(w, ops, plan.owned, origin)
+    fold = Partial(partial, folded, red.kind, red.identity, red.acc_dtypes, red.combine, origin)
+    last = combine_in_last(w, [fold], slots, counter, s, inst, plan.lane_ok, (splits, block_s), origin)
+    finish_in_last(w, list(ops[plan.define + 1:]), counter, inst, last, plan.lane_ok, origin)
     new_ops += w.frames[0].ops
     body = dataclasses.replace(g.looped.body, ops=tuple(new_ops))
     group = dataclasses.replace(g, looped=dataclasses.replace(g.looped, body=body))
@@ -263,8 +224,7 @@ def _split(program: Program, plan: SplitPlan) -> Program:
     notes = tuple(n for n in program.notes
                   if not (info is not None and n.loc == info.loc and "runs in one program instance" in n.message))
     return dataclasses.replace(program, groups=tuple(group if x.id == gid else x for x in program.groups),
-                               constexprs=tuple((n, consts[n]) for n in order), segments=segments,
-                               grid=lsum(tuple(lengths)), num_warps=num_warps, notes=notes)
+                               segments=segments, grid=grid, num_warps=num_warps, notes=notes)
 
 
 def _from_start(loop: P.For, first: PValue) -> object:

@@ -29,11 +29,10 @@ from __future__ import annotations
 import dataclasses
 
 from kir.dtypes import DType
-from kir.pointwise import BinaryFn, CmpFn
+from kir.pointwise import BinaryFn
 from kir.reduce import ReduceKind
 
 from .. import ops as P
-from ..analysis import producer
 from ..builder import Builder
 from ..launch_expr import (
     LaunchExpr,
@@ -49,22 +48,23 @@ from ..launch_expr import (
     lmin,
     lmul,
     lprod,
-    lsum,
 )
 from ..model import Fragment, Group, POp, Program, PValue, effect_free
 from ..rewrite import map_operands, used_values
 from ..workspace import (
     INDEX,
-    add_slot_array,
-    add_ticket_counter,
-    conjoin,
-    draw_ticket,
-    last_ticket,
-    read_slots,
-    reset_counter,
-    write_slot,
 )
 from . import GroupPass, PassContext
+from .partials import (
+    Partial,
+    add_partial_slots,
+    combine_in_last,
+    finish_in_last,
+    instance_coordinate,
+    lane_test,
+    pointwise_or_store,
+    split_launch,
+)
 
 MIN_CHUNKS_PER_SPLIT = 2  # a split folds at least this many chunks of the average block's values
 PROGRAMS_PER_SLOT = 2     # programs per resident program slot: the pieces of one long segment spread wide
@@ -120,7 +120,7 @@ def plan_segments(program: Program, g: Group) -> SegmentPlan | str:
         if isinstance(op, P.RegionFold):
             continue
         if isinstance(op, P.Store) or used_values((op,)) & derived:
-            if op.regions() or (op.has_effects() and not isinstance(op, P.Store)):
+            if not pointwise_or_store(op):
                 return "a fold's result feeds more than pointwise work and stores before its last fold"
             after.add(n)
             derived |= {v.id for v in op.results}
@@ -131,21 +131,16 @@ def plan_segments(program: Program, g: Group) -> SegmentPlan | str:
     written = {ops[n].access.buffer for n in after if isinstance(ops[n], P.Store)}
     if written & _read_buffers(tuple(op for n, op in enumerate(ops[:last + 1]) if n not in after)):
         return "a fold or the work before it reads what a store before the last fold writes"
-    for op in ops[last + 1:]:
-        if op.regions() or (op.has_effects() and not isinstance(op, P.Store)):
-            return "its folds' results feed more than pointwise work and stores"
+    if not all(pointwise_or_store(op) for op in ops[last + 1:]):
+        return "its folds' results feed more than pointwise work and stores"
     size = lmax(*values) if len(values) > 1 else values[0]
     if g.single_instance:
         return SegmentPlan(g, folds, frozenset(after), None, None, size)
-    owned = [k for k, op in enumerate(ops) if isinstance(op, P.OwnedInstances)]
-    if len(owned) != 1:
-        return "it does not decode its instances once"
-    flat = ops[owned[0]].results[0]
-    lane_ok = next((op.results[0] for op in ops if isinstance(op, P.Compare) and op.fn is CmpFn.lt
-                    and op.lhs.id == flat.id and isinstance(producer(ops, op.rhs), P.ShapeValue)), None)
-    if lane_ok is None:
-        return "it has no lane-validity test"
-    return SegmentPlan(g, folds, frozenset(after), owned[0], lane_ok, size)
+    found = lane_test(ops)
+    if isinstance(found, str):
+        return found
+    owned, lane_ok = found
+    return SegmentPlan(g, folds, frozenset(after), owned, lane_ok, size)
 
 
 class SplitSegments(GroupPass):
@@ -183,29 +178,14 @@ def _split(program: Program, plan: SegmentPlan) -> Program:
     ops = g.body.ops
     folds = [ops[n] for n in plan.folds]
     assert all(isinstance(f, P.RegionFold) for f in folds)
-    splits, block_s = f"SPLITS_{gid}", f"BLOCK_SPLITS_{gid}"
     count = split_count(program, g, plan.values, folds[0].block)  # type: ignore[attr-defined]
-    consts = dict(program.constexprs)
-    consts[splits] = count
-    consts[block_s] = LNextPow2(count)
-    order = [n for n, _ in program.constexprs] + [splits, block_s]
-    lengths = [lmul(as_launch(seg.length), count) if seg.group == gid else as_launch(seg.length)
-               for seg in program.segments]
-    segments = tuple(dataclasses.replace(seg, length=n, offset=lsum(tuple(lengths[:k])))
-                     for k, (seg, n) in enumerate(zip(program.segments, lengths)))
-    program = dataclasses.replace(program, constexprs=tuple((n, consts[n]) for n in order))
+    program, splits, block_s, segments, grid = split_launch(program, gid, count, dict(program.constexprs))
 
     # ---- workspace: one slot array per accumulator of each fold, one ticket counter per instance
-    slot_bufs: list[list] = []
-    for j, fold in enumerate(folds):
-        bufs = []
-        for k, dt in enumerate(fold.acc_dtypes):  # type: ignore[attr-defined]
-            name = "partial" + (f"{j}" if len(folds) > 1 else "") + \
-                (f"_{k}" if len(fold.acc_dtypes) > 1 else "")  # type: ignore[attr-defined]
-            program, buf = add_slot_array(program, gid, name, dt, splits)
-            bufs.append(buf)
-        slot_bufs.append(bufs)
-    program, counter = add_ticket_counter(program, gid, "arrivals")
+    dtypes = [fold.acc_dtypes for fold in folds]  # type: ignore[attr-defined]
+    program, slots, counter = add_partial_slots(
+        program, gid, dtypes, splits,
+        lambda j, k: "partial" + (f"{j}" if len(folds) > 1 else "") + (f"_{k}" if len(dtypes[j]) > 1 else ""))
 
     # ---- the body: each fold folds this split's piece of its subregions
     w = Builder.after(program)
@@ -228,41 +208,15 @@ def _split(program: Program, plan: SegmentPlan) -> Program:
             partials.append(partial)
             op = dataclasses.replace(piece, results=partial)
         w.put(op)
-    if plan.owned is not None:
-        inst = ops[plan.owned].results[0]
-    else:
-        inst = w.add(P.Const, Fragment(DType.i64), origin, value=0, dtype=DType.i64)
-    lane_ok = plan.lane_ok
-    for fold, bufs, partial in zip(folds, slot_bufs, partials):
-        for buf, v in zip(bufs, partial):
-            write_slot(w, buf, s, inst, v, lane_ok, fold.origin)
-    ticket = draw_ticket(w, counter, inst, lane_ok, origin)
-    last = last_ticket(w, ticket, splits, lane_ok, origin)
-    for fold, bufs in zip(folds, slot_bufs):
-        assert isinstance(fold, P.RegionFold)
-        parts = tuple(read_slots(w, buf, inst, splits, block_s, last, lane_ok, ident, fold.origin)
-                      for buf, ident in zip(bufs, fold.identity))
-        folded = tuple(v if v.type == Fragment(dt, inst.type.lanes) else w.fresh(Fragment(dt, inst.type.lanes),
-                                                                                 "total")
-                       for v, dt in zip(fold.results, fold.acc_dtypes))
-        w.put(P.Reduce(results=folded, origin=fold.origin, inputs=parts, axes=(0,), kind=fold.kind,
-                       identity=fold.identity, acc_dtypes=fold.acc_dtypes, member=None,
-                       combine=w.copy_region(fold.combine)))
-        for v, total in zip(fold.results, folded):
-            if v.id != total.id:  # back to the fold's result dtype, as its own fold converts its accumulator
-                w.put(P.Cast(results=(v,), origin=fold.origin, x=total, dtype=v.type.dtype))
-    for op in [ops[n] for n in sorted(plan.after)] + list(ops[plan.folds[-1] + 1:]):
-        if isinstance(op, P.Yield):
-            continue
-        if isinstance(op, P.Store):
-            mask = conjoin(w, op.access.mask, last, op.origin)
-            op = dataclasses.replace(op, access=dataclasses.replace(op.access, mask=mask))
-        w.put(op)
-    reset_counter(w, counter, inst, last, lane_ok, origin)
-    w.put(P.Yield(values=()))
+    inst = instance_coordinate(w, ops, plan.owned, origin)
+    shared = [Partial(partial, fold.results, fold.kind, fold.identity, fold.acc_dtypes, fold.combine,  # type: ignore
+                      fold.origin) for fold, partial in zip(folds, partials)]
+    last = combine_in_last(w, shared, slots, counter, s, inst, plan.lane_ok, (splits, block_s), origin)
+    after = [ops[n] for n in sorted(plan.after)] + list(ops[plan.folds[-1] + 1:])
+    finish_in_last(w, after, counter, inst, last, plan.lane_ok, origin)
     group = dataclasses.replace(g, body=dataclasses.replace(g.body, ops=tuple(w.ops)))
     return dataclasses.replace(program, groups=tuple(group if x.id == gid else x for x in program.groups),
-                               segments=segments, grid=lsum(tuple(lengths)))
+                               segments=segments, grid=grid)
 
 
 def _piece(w: Builder, fold: P.RegionFold, s: PValue, splits: str) -> tuple[PValue, PValue]:

@@ -1,0 +1,154 @@
+"""Partials of one block of instances computed by S cooperating programs and combined by the last of them.
+
+What split-reductions (split_reduce.py) and split-segments (split_segments.py) share: how their plans find a
+group's lane-validity test and check the work after the combine, how the segment of the split group grows
+S-fold with the constexprs `SPLITS_g` and `BLOCK_SPLITS_g`, the workspace of partials (one slot array per
+accumulator, one ticket counter per instance), and the end of the split body written with the protocol of
+physical/workspace.py: each program publishes its partials and draws its ticket; the holder of the last ticket
+reads the S slots in slot order, folds them with each fold's own kind and combine (the same partials meet in
+the same order on every run), runs the work that needs the results with its stores under that ticket and
+resets the counter.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from kir.dtypes import DType
+from kir.pointwise import CmpFn
+from kir.reduce import ReduceKind
+
+from .. import ops as P
+from ..analysis import producer
+from ..builder import Builder
+from ..launch_expr import LaunchExpr, LNextPow2, as_launch, lmul, lsum
+from ..model import Buffer, Fragment, Origin, POp, PRegion, Program, PValue, Segment
+from ..workspace import (
+    add_slot_array,
+    add_ticket_counter,
+    conjoin,
+    draw_ticket,
+    last_ticket,
+    read_slots,
+    reset_counter,
+    write_slot,
+)
+
+
+def lane_test(ops: tuple[POp, ...]) -> tuple[int, PValue] | str:
+    """The position of the one `owned_instances` among `ops` and the lane-validity test `flat < instances`
+    (a comparison with a launch value), or why the programs of a block could not share its instances."""
+    owned = [n for n, op in enumerate(ops) if isinstance(op, P.OwnedInstances)]
+    if len(owned) != 1:
+        return "it does not decode its instances once"
+    flat = ops[owned[0]].results[0]
+    lane_ok = next((op.results[0] for op in ops if isinstance(op, P.Compare) and op.fn is CmpFn.lt
+                    and op.lhs.id == flat.id and isinstance(producer(ops, op.rhs), P.ShapeValue)), None)
+    if lane_ok is None:
+        return "it has no lane-validity test"
+    return owned[0], lane_ok
+
+
+def pointwise_or_store(op: POp) -> bool:
+    """Whether `op` may run after the combine, in the last ticket's holder only: a store (its mask then takes
+    the last ticket) or work with neither regions nor effects."""
+    return isinstance(op, P.Store) or not (op.regions() or op.has_effects())
+
+
+def split_launch(program: Program, gid: int, count: LaunchExpr, consts: dict[str, LaunchExpr],
+                 length: Callable[[Segment], LaunchExpr] = lambda seg: as_launch(seg.length)
+                 ) -> tuple[Program, str, str, tuple[Segment, ...], LaunchExpr]:
+    """`program` with the constexprs `consts` plus SPLITS_g = `count` and BLOCK_SPLITS_g (its next power of
+    two) after them, and the segments with group `gid`'s `count` times as long (`length`: a segment's length
+    before that); also the two names, the segments and the grid, which the caller sets with its groups."""
+    splits, block_s = f"SPLITS_{gid}", f"BLOCK_SPLITS_{gid}"
+    consts = {**consts, splits: count, block_s: LNextPow2(count)}
+    order = [n for n, _ in program.constexprs] + [splits, block_s]
+    lengths = [lmul(length(seg), count) if seg.group == gid else length(seg) for seg in program.segments]
+    segments = tuple(dataclasses.replace(seg, length=n, offset=lsum(tuple(lengths[:k])))
+                     for k, (seg, n) in enumerate(zip(program.segments, lengths)))
+    program = dataclasses.replace(program, constexprs=tuple((n, consts[n]) for n in order))
+    return program, splits, block_s, segments, lsum(tuple(lengths))
+
+
+@dataclasses.dataclass(frozen=True)
+class Partial:
+    """One fold shared by the programs of a block: `values` is a program's partial (accumulator dtypes),
+    `results` what combining every program's partial gives (the fold's own values, read by later work)."""
+
+    values: tuple[PValue, ...]
+    results: tuple[PValue, ...]
+    kind: ReduceKind
+    identity: tuple
+    acc_dtypes: tuple[DType, ...]
+    combine: PRegion
+    origin: Origin | None
+
+
+def add_partial_slots(program: Program, gid: int, folds: list[tuple[DType, ...]], splits: str,
+                      name: Callable[[int, int], str]) -> tuple[Program, list[list[Buffer]], Buffer]:
+    """A slot array per accumulator `k` of each fold `j` (named `name(j, k)`, one copy per split) and the
+    instances' ticket counter."""
+    slots: list[list[Buffer]] = []
+    for j, dtypes in enumerate(folds):
+        bufs = []
+        for k, dt in enumerate(dtypes):
+            program, buf = add_slot_array(program, gid, name(j, k), dt, splits)
+            bufs.append(buf)
+        slots.append(bufs)
+    program, counter = add_ticket_counter(program, gid, "arrivals")
+    return program, slots, counter
+
+
+def combine_in_last(w: Builder, partials: list[Partial], slots: list[list[Buffer]], counter: Buffer,
+                    split: PValue, inst: PValue, lane_ok: PValue | None, sizes: tuple[str, str],
+                    origin: Origin | None) -> PValue:
+    """Publish this program's partials, draw the instance's ticket and, in the holder of the last one, fold
+    the slots of every split into each fold's results (`sizes`: SPLITS_g and BLOCK_SPLITS_g). Gives the
+    last-ticket mask."""
+    splits, block_s = sizes
+    for p, bufs in zip(partials, slots):
+        for buf, v in zip(bufs, p.values):
+            write_slot(w, buf, split, inst, v, lane_ok, p.origin)
+    last = last_ticket(w, draw_ticket(w, counter, inst, lane_ok, origin), splits, lane_ok, origin)
+    for p, bufs in zip(partials, slots):
+        parts = tuple(read_slots(w, buf, inst, splits, block_s, last, lane_ok, ident, p.origin)
+                      for buf, ident in zip(bufs, p.identity))
+        lanes = inst.type.lanes
+        folded = tuple(v if v.type == Fragment(dt, lanes) else w.fresh(Fragment(dt, lanes), "total")
+                       for v, dt in zip(p.results, p.acc_dtypes))
+        # argmax/argmin fold (value, index) pairs with their combine: the native forms would return positions
+        kind = ReduceKind.custom if p.kind in (ReduceKind.argmax, ReduceKind.argmin) else p.kind
+        w.put(P.Reduce(results=folded, origin=p.origin, inputs=parts, axes=(0,), kind=kind, identity=p.identity,
+                       acc_dtypes=p.acc_dtypes, member=None, combine=w.copy_region(p.combine)))
+        for v, total in zip(p.results, folded):
+            if v.id != total.id:  # back to the fold's result dtype, as its own fold converts its accumulator
+                w.put(P.Cast(results=(v,), origin=p.origin, x=total, dtype=v.type.dtype))
+    return last
+
+
+def finish_in_last(w: Builder, after: list[POp], counter: Buffer, inst: PValue, last: PValue,
+                   lane_ok: PValue | None, origin: Origin | None) -> None:
+    """The work after the combine (its stores only in the last ticket's holder), then the counter's reset
+    and the body's end."""
+    for op in after:
+        if isinstance(op, P.Yield):
+            continue
+        if isinstance(op, P.Store):
+            mask = conjoin(w, op.access.mask, last, op.origin)
+            op = dataclasses.replace(op, access=dataclasses.replace(op.access, mask=mask))
+        w.put(op)
+    reset_counter(w, counter, inst, last, lane_ok, origin)
+    w.put(P.Yield(values=()))
+
+
+def instance_coordinate(w: Builder, ops: tuple[POp, ...], owned: int | None, origin: Origin | None) -> PValue:
+    """The flattened instance of each lane (`owned_instances` at `owned`), or 0 for a single-instance group."""
+    if owned is not None:
+        return ops[owned].results[0]
+    return w.add(P.Const, Fragment(DType.i64), origin, value=0, dtype=DType.i64)
+
+
+__all__ = ["lane_test", "pointwise_or_store", "split_launch", "Partial", "add_partial_slots", "combine_in_last",
+           "finish_in_last", "instance_coordinate"]

@@ -54,10 +54,20 @@ class Pass:
 
 class GroupPass(Pass):
     """A pass that plans each group on its own (`plan_group`: a plan, or the reason the group has none); it is
-    legal where some group has a plan and profitable where one does, and `run` applies `plans(program, ctx)`."""
+    legal where some group has a plan and profitable where one does, and `run` applies each of
+    `plans(program, ctx)` in turn (`apply`)."""
 
     def plan_group(self, program: Program, group: Group) -> object:
         raise NotImplementedError
+
+    def apply(self, program: Program, plan: object) -> Program:
+        """`program` with one group's plan carried out."""
+        raise NotImplementedError
+
+    def run(self, program: Program, ctx: PassContext | None = None) -> Program:
+        for plan in self.plans(program, ctx):
+            program = self.apply(program, plan)
+        return program
 
     def make_plan(self, program: Program) -> tuple[object, ...]:
         return tuple(self.plan_group(program, g) for g in program.groups)

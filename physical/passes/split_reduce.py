@@ -46,18 +46,9 @@ from ..workspace import (
     INDEX,
     restate_workspaces,
 )
-from . import GroupPass, PassContext
+from . import GroupPass
+from . import partials as shared
 from .looped import pick, substitute
-from .partials import (
-    Partial,
-    add_partial_slots,
-    combine_in_last,
-    finish_in_last,
-    instance_coordinate,
-    lane_test,
-    pointwise_or_store,
-    split_launch,
-)
 
 MIN_CHUNKS_PER_SPLIT = 1  # each program folds at least one chunk of its row
 
@@ -100,11 +91,11 @@ def plan_split(program: Program, g: Group) -> SplitPlan | str:
         return "its fold does not give the accumulators"
     if not effect_free(ops[:d]) or not effect_free(loop.body.ops):
         return "it has effects before its reduction completes"
-    if not all(pointwise_or_store(op) for op in ops[d + 1:]):
+    if not all(shared.pointwise_or_store(op) for op in ops[d + 1:]):
         return "its reduction's result feeds more than pointwise work and stores"
     if g.single_instance:
         return SplitPlan(g, red, d, loops[0], None, None)
-    found = lane_test(ops)
+    found = shared.lane_test(ops)
     if isinstance(found, str):
         return found
     owned, lane_ok = found
@@ -143,10 +134,8 @@ class SplitReductions(GroupPass):
     def plan_group(self, program: Program, group: Group) -> SplitPlan | str:
         return plan_split(program, group)
 
-    def run(self, program: Program, ctx: PassContext | None = None) -> Program:
-        for plan in self.plans(program, ctx):
-            program = _split(program, plan)
-        return program
+    def apply(self, program: Program, plan: SplitPlan) -> Program:  # type: ignore[override]
+        return _split(program, plan)
 
 
 def _split(program: Program, plan: SplitPlan) -> Program:
@@ -180,12 +169,12 @@ def _split(program: Program, plan: SplitPlan) -> Program:
     num_warps = substitute(program.num_warps, flag_expr, runs)
     # the earlier splits' workspaces keep the terms of their constexprs, which now read `runs` for the flag
     program = restate_workspaces(program, flag_expr, runs)
-    program, splits, block_s, segments, grid = split_launch(
+    program, splits, block_s, segments, grid = shared.split_launch(
         program, gid, count, consts, lambda seg: as_launch(substitute(seg.length, flag_expr, runs)))
 
     # ---- workspace: one slot array per accumulator component, one ticket counter per instance
     many = len(red.acc_dtypes) > 1
-    program, slots, counter = add_partial_slots(program, gid, [red.acc_dtypes], splits,
+    program, slots, counter = shared.add_partial_slots(program, gid, [red.acc_dtypes], splits,
                                                 lambda j, k: f"partial{k}" if many else "partial")
 
     # ---- the body
@@ -213,10 +202,10 @@ def _split(program: Program, plan: SplitPlan) -> Program:
             partial = tuple(w.fresh(v.type, f"partial{k}") for k, v in enumerate(folded))
             op = dataclasses.replace(op, results=partial)
         new_ops.append(op)
-    inst = instance_coordinate(w, ops, plan.owned, origin)
-    fold = Partial(partial, folded, red.kind, red.identity, red.acc_dtypes, red.combine, origin)
-    last = combine_in_last(w, [fold], slots, counter, s, inst, plan.lane_ok, (splits, block_s), origin)
-    finish_in_last(w, list(ops[plan.define + 1:]), counter, inst, last, plan.lane_ok, origin)
+    inst = shared.instance_coordinate(w, ops, plan.owned, origin)
+    fold = shared.Partial(partial, folded, red.kind, red.identity, red.acc_dtypes, red.combine, origin)
+    last = shared.combine_in_last(w, [fold], slots, counter, s, inst, plan.lane_ok, (splits, block_s), origin)
+    shared.finish_in_last(w, list(ops[plan.define + 1:]), counter, inst, last, plan.lane_ok, origin)
     new_ops += w.frames[0].ops
     body = dataclasses.replace(g.looped.body, ops=tuple(new_ops))
     group = dataclasses.replace(g, looped=dataclasses.replace(g.looped, body=body))

@@ -51,20 +51,9 @@ from ..launch_expr import (
 )
 from ..model import Fragment, Group, POp, Program, PValue, effect_free
 from ..rewrite import map_operands, used_values
-from ..workspace import (
-    INDEX,
-)
-from . import GroupPass, PassContext
-from .partials import (
-    Partial,
-    add_partial_slots,
-    combine_in_last,
-    finish_in_last,
-    instance_coordinate,
-    lane_test,
-    pointwise_or_store,
-    split_launch,
-)
+from ..workspace import INDEX
+from . import GroupPass
+from . import partials as shared
 
 MIN_CHUNKS_PER_SPLIT = 2  # a split folds at least this many chunks of the average block's values
 PROGRAMS_PER_SLOT = 2     # programs per resident program slot: the pieces of one long segment spread wide
@@ -120,7 +109,7 @@ def plan_segments(program: Program, g: Group) -> SegmentPlan | str:
         if isinstance(op, P.RegionFold):
             continue
         if isinstance(op, P.Store) or used_values((op,)) & derived:
-            if not pointwise_or_store(op):
+            if not shared.pointwise_or_store(op):
                 return "a fold's result feeds more than pointwise work and stores before its last fold"
             after.add(n)
             derived |= {v.id for v in op.results}
@@ -131,12 +120,12 @@ def plan_segments(program: Program, g: Group) -> SegmentPlan | str:
     written = {ops[n].access.buffer for n in after if isinstance(ops[n], P.Store)}
     if written & _read_buffers(tuple(op for n, op in enumerate(ops[:last + 1]) if n not in after)):
         return "a fold or the work before it reads what a store before the last fold writes"
-    if not all(pointwise_or_store(op) for op in ops[last + 1:]):
+    if not all(shared.pointwise_or_store(op) for op in ops[last + 1:]):
         return "its folds' results feed more than pointwise work and stores"
     size = lmax(*values) if len(values) > 1 else values[0]
     if g.single_instance:
         return SegmentPlan(g, folds, frozenset(after), None, None, size)
-    found = lane_test(ops)
+    found = shared.lane_test(ops)
     if isinstance(found, str):
         return found
     owned, lane_ok = found
@@ -151,10 +140,8 @@ class SplitSegments(GroupPass):
     def plan_group(self, program: Program, group: Group) -> SegmentPlan | str:
         return plan_segments(program, group)
 
-    def run(self, program: Program, ctx: PassContext | None = None) -> Program:
-        for plan in self.plans(program, ctx):
-            program = _split(program, plan)
-        return program
+    def apply(self, program: Program, plan: SegmentPlan) -> Program:  # type: ignore[override]
+        return _split(program, plan)
 
 
 
@@ -179,11 +166,12 @@ def _split(program: Program, plan: SegmentPlan) -> Program:
     folds = [ops[n] for n in plan.folds]
     assert all(isinstance(f, P.RegionFold) for f in folds)
     count = split_count(program, g, plan.values, folds[0].block)  # type: ignore[attr-defined]
-    program, splits, block_s, segments, grid = split_launch(program, gid, count, dict(program.constexprs))
+    program, splits, block_s, segments, grid = shared.split_launch(program, gid, count,
+                                                                   dict(program.constexprs))
 
     # ---- workspace: one slot array per accumulator of each fold, one ticket counter per instance
     dtypes = [fold.acc_dtypes for fold in folds]  # type: ignore[attr-defined]
-    program, slots, counter = add_partial_slots(
+    program, slots, counter = shared.add_partial_slots(
         program, gid, dtypes, splits,
         lambda j, k: "partial" + (f"{j}" if len(folds) > 1 else "") + (f"_{k}" if len(dtypes[j]) > 1 else ""))
 
@@ -208,12 +196,12 @@ def _split(program: Program, plan: SegmentPlan) -> Program:
             partials.append(partial)
             op = dataclasses.replace(piece, results=partial)
         w.put(op)
-    inst = instance_coordinate(w, ops, plan.owned, origin)
-    shared = [Partial(partial, fold.results, fold.kind, fold.identity, fold.acc_dtypes, fold.combine,  # type: ignore
-                      fold.origin) for fold, partial in zip(folds, partials)]
-    last = combine_in_last(w, shared, slots, counter, s, inst, plan.lane_ok, (splits, block_s), origin)
+    inst = shared.instance_coordinate(w, ops, plan.owned, origin)
+    combined = [shared.Partial(partial, fold.results, fold.kind, fold.identity, fold.acc_dtypes,  # type: ignore
+                               fold.combine, fold.origin) for fold, partial in zip(folds, partials)]
+    last = shared.combine_in_last(w, combined, slots, counter, s, inst, plan.lane_ok, (splits, block_s), origin)
     after = [ops[n] for n in sorted(plan.after)] + list(ops[plan.folds[-1] + 1:])
-    finish_in_last(w, after, counter, inst, last, plan.lane_ok, origin)
+    shared.finish_in_last(w, after, counter, inst, last, plan.lane_ok, origin)
     group = dataclasses.replace(g, body=dataclasses.replace(g.body, ops=tuple(w.ops)))
     return dataclasses.replace(program, groups=tuple(group if x.id == gid else x for x in program.groups),
                                segments=segments, grid=grid)

@@ -128,17 +128,17 @@ def _runs(w: _Walk, frags: Iterable[Fragment], trips: LaunchExpr) -> LaunchExpr:
     """How many element-operations an op over these fragments performs: per instance or per program."""
     frags = list(frags)
     widest = max(frags, key=lambda f: len(f.tile))
-    if w.subregions is not None and widest.lanes and widest.tile:  # a chunk of every lane's subregion
-        return lmul(trips, w.subregions)
+    if w.subregions is not None and widest.tile:  # a chunk of the subregions: together they hold each position once
+        return w.subregions
     per = w.instances if any(f.lanes for f in frags) else w.programs
     return lmul(lmul(trips, per), _elements(widest))
 
 
 def _subregion_positions(w: _Walk, op: RG.RegionFold | RG.RegionScan) -> LaunchExpr | None:
-    """The positions the subregions of every instance hold together: the elements of the tensor the fold
-    slices (the first load of its source), taken to be covered once (segments, CSR rows). A chunk's lanes x
-    block elements are no measure of them: short subregions leave most of a chunk masked off (no memory
-    touched), long ones take many chunks."""
+    """The positions the subregions of every execution of the fold hold together, in every instance and every
+    trip of the loops around it: the elements of the tensor the fold slices (the first load of its source),
+    taken to be covered once (segments, CSR rows). A chunk's lanes x block elements per trip are no measure of
+    them: short subregions leave most of a chunk masked off (no memory touched), long ones take many chunks."""
     load = next((o for o in op.source.ops if isinstance(o, A.Load)), None)
     if load is None:
         return None

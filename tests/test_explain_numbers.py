@@ -188,3 +188,15 @@ def test_a_fold_over_segments_counts_each_value_once(segments: int, values: int)
     env = launch_environment(program, {"S": segments, "E": values}, 132)
     assert not counts.exact
     assert counts.bytes.evaluate(env) == 4 * values + (2 * 8 + 4 + 4 + 8 + 4 + 4) * env["SPLITS_0"] * segments
+
+
+def test_a_scan_over_segments_counts_each_value_once_read_and_once_written() -> None:
+    """A segment scan that runs its segments in order (its writes are not proven disjoint): each trip folds one
+    segment, and the trips together read and write each value once, not a chunk per segment."""
+    from physical.counts import operation_counts
+    from tests.perf_reduce_kernels import seg_last_nz_scan
+
+    counts = operation_counts(physical.lower(seg_last_nz_scan.kir))
+    for segments, values in ((65536, 131072), (64, 1 << 24)):
+        env = {"S": segments, "E": values}
+        assert counts.bytes.evaluate(env) == (4 + 4) * values + 4 * 8 * segments  # the offsets each segment reads

@@ -128,6 +128,48 @@ def test_signed_integer_results_wrap_where_xla_assumes_them_non_negative() -> No
     close(run_both(negative_abs, {"x": x, "y": y})["out"], x == -(2 ** 31))
 
 
+NARROWED_BITWISE = """
+import numpy as np
+import intent
+import oracle
+import oracle.stablehlo as shlo
+from intent import Out, dims, i8, i16, i32, i64
+N = dims("N")
+
+
+@intent.kernel
+def k(w: i64[N], x: i32[N], v: i32[N], y: i16[N], u: i16[N], z: i8[N], a: Out[i32[N]], b: Out[i16[N]],
+      c: Out[i8[N]]):
+    a[:] = w.to(i32) | x
+    b[:] = v.to(i16) & y
+    c[:] = u.to(i8) | z
+
+
+rng = np.random.default_rng(5)
+args = {n: rng.integers(-2 ** 40, 2 ** 40, 9).astype(t) for n, t in
+        (("w", np.int64), ("x", np.int32), ("v", np.int32), ("y", np.int16), ("u", np.int16), ("z", np.int8))}
+args.update(a=np.zeros(9, np.int32), b=np.zeros(9, np.int16), c=np.zeros(9, np.int8))
+got, want = shlo.run(k.kir, args), oracle.run(k.kir, args)
+assert all((got[n] == want[n]).all() for n in "abc"), (got, want)
+assert (want["a"] == (args["w"].astype(np.int32) | args["x"])).all()
+print("agree")
+"""
+
+
+def test_a_signed_narrowing_convert_feeding_and_or_compiles(tmp_path) -> None:
+    """`y.to(i32) | x` with y an i64 crashed XLA's CPU compiler (a segfault, campaign batch 9500417, case 23);
+    the exit truncates signed integers through the unsigned types. Run apart: a regression kills the process."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "narrowed.py").write_text(NARROWED_BITWISE, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-W", "ignore", str(tmp_path / "narrowed.py")], capture_output=True,
+                          text=True, timeout=300, env=env)
+    assert done.returncode == 0 and "agree" in done.stdout, (done.returncode, done.stdout, done.stderr[-2000:])
+
+
 def test_compare_types_and_unsigned_order() -> None:
     x = np.array([0xFFFFFFFF, 1], np.uint32)
     y = np.array([1, 2], np.uint32)

@@ -41,6 +41,9 @@ def cmp_type(dtype: DType) -> str:
     return "SIGNED"
 
 
+_UNSIGNED = {DType.i8: DType.u8, DType.i16: DType.u16, DType.i32: DType.u32, DType.i64: DType.u64}
+
+
 class SSA:
     """Accumulates the lines of one function body."""
 
@@ -134,6 +137,13 @@ class SSA:
         return r
 
     def convert(self, x: Val, dtype: DType, hint: str | None = None) -> Val:
+        unsigned = _UNSIGNED.get(x.dtype), _UNSIGNED.get(dtype)
+        if unsigned[0] is not None and unsigned[1] is not None and dtype.bits < x.dtype.bits:
+            # A signed narrowing convert (i64 -> i32) feeding a bitwise and/or crashes XLA's CPU compiler
+            # (jaxlib 0.10.2 segfaults on `or(convert(y: i64 -> i32), x)`, with or without a barrier
+            # between); the same truncation through the unsigned types compiles: bits in, bits out.
+            wide = self._retyped("bitcast_convert", x, unsigned[0], hint)
+            return self._retyped("bitcast_convert", self._retyped("convert", wide, unsigned[1], hint), dtype, hint)
         return self._retyped("convert", x, dtype, hint)
 
     def bitcast(self, x: Val, dtype: DType, hint: str | None = None) -> Val:

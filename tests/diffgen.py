@@ -304,8 +304,10 @@ def contracted_outputs(kernel: Kernel) -> set[str]:
     """Outputs fed by a float add or subtract of a float product: XLA's CPU compiler contracts the two into
     one fused multiply-add (one rounding instead of two; `jax.jit(lambda a, x: a + x * 1.5)` differs from
     NumPy in the last bit), so StableHLO results of these outputs are compared within the tolerance
-    (docs/testing.md, Tolerances)."""
-    products = {v.id for o in kernel.walk() if o.NAME == "binary" and str(o.fn) == "mul"
+    (docs/testing.md, Tolerances). A uniform `random rand` value is such a product too: Philox's bits, as
+    a float, times the f32 literal 4.6566127342e-10 (Triton's `uint_to_uniform_float`)."""
+    products = {v.id for o in kernel.walk() if (o.NAME == "binary" and str(o.fn) == "mul"
+                                                 or o.NAME == "random" and str(o.kind) == "rand")
                 for v in o.results if _is_float(v)}
 
     def seeds(o: Op, values: set[int]) -> bool:

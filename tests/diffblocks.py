@@ -16,6 +16,7 @@ Every block writes its results to fresh output parameters, so each output elemen
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 from kir import (
@@ -58,6 +59,7 @@ from kir import (
     Scatter,
     Slice,
     SliceOp,
+    Sort,
     Squeeze,
     Store,
     TensorType,
@@ -576,22 +578,40 @@ def block_tensor(g: Gen) -> None:
 
 
 def step_layout(g: Gen) -> None:
-    kind = g.choose(("transpose", "broadcast", "reshape", "slice", "concat", "expand"))
-    x = g.pick(ok=lambda v: rank(v) >= (2 if kind == "transpose" else 1) and (kind != "broadcast" or rank(v) <= 2))
+    kind = g.choose(("transpose", "broadcast", "reshape", "slice", "concat", "expand", "sort"))
+    if kind == "sort":  # an order: only of exact values (an allowed ulp must not reorder)
+        x = g.pick(exact=True, ok=lambda v: rank(v) >= 1 and v.type.dtype != DType.pred)  # type: ignore[union-attr]
+    elif kind == "transpose":  # 3-D and 4-D permutes first, where a broadcast made such values
+        x = g.pick(ok=lambda v: rank(v) >= 3) if g.flip(0.7) else None
+        x = x or g.pick(ok=lambda v: rank(v) >= 2)
+    else:  # up to 4-D: a broadcast adds a leading axis to a value of rank 3 at most
+        x = g.pick(ok=lambda v: rank(v) >= 1 and (kind != "broadcast" or rank(v) <= 3))
     if x is None:
         return
     t = x.type
     shape = t.shape
     if kind == "transpose":
-        g.add(Transpose, x=x, perm=tuple(reversed(range(rank(x)))))
+        perms = [p for p in itertools.permutations(range(rank(x))) if p != tuple(range(rank(x)))]
+        g.add(Transpose, x=x, perm=g.choose(perms))
+        g.features.add(f"layout:transpose rank {rank(x)}")
     elif kind == "broadcast":
         lead = g.choose((M, DConst(3), N))
         g.add(Broadcast, x=x, shape=(lead, *shape), dims=tuple(range(1, rank(x) + 1)))
     elif kind == "reshape":
-        if rank(x) == 2 and g.flip():
-            g.add(Reshape, x=x, shape=(DBin("*", shape[0], shape[1]),))
+        form = g.choose(("merge", "regroup", "unit")) if rank(x) >= 2 else "unit"
+        if form == "merge":  # two neighbouring axes into one (a head merge after a transpose, flattening)
+            a = g.int(0, rank(x) - 2)
+            g.add(Reshape, x=x, shape=(*shape[:a], DBin("*", shape[a], shape[a + 1]), *shape[a + 2:]))
+        elif form == "regroup":  # (A, B) -> (B, A): the same count, not a transpose
+            g.add(Reshape, x=x, shape=(*shape[:-2], shape[-1], shape[-2]))
         else:
             g.add(Reshape, x=x, shape=(*shape, DConst(1)) if g.flip() else (DConst(1), *shape))
+        g.features.add(f"layout:reshape {form}")
+    elif kind == "sort":
+        axis = g.int(0, rank(x) - 1)
+        k = 1 if g.flip(0.3) else None  # topk: 1 is within every extent the generator draws
+        g.make(Sort, x=x, axis=axis, descending=g.flip(), k=k)
+        g.features.add(f"sort{' topk' if k else ''} rank {rank(x)}")
     elif kind == "slice":
         starts, stops, steps = [], [], []
         for d in shape:

@@ -73,7 +73,8 @@ REQUIRED = (
     ("region_fold:argmax", "region_fold:argmin"), "region_scan:custom", "scan:custom", "buffer:full",
     "buffer:empty", ("atomic:add", "atomic:or", "atomic:max", "atomic:min"),
     tuple(f"atomic:{k}:unique" for k in ("add", "max", "min", "and", "or", "xor", "xchg")),
-    "dot:f32", "dot:i8", "loop",
+    "dot:f32", "dot:i8", "loop", "sort", tuple(f"sort topk rank {r}" for r in (1, 2, 3, 4)), "layout:reshape merge",
+    "layout:reshape regroup",
 )
 
 

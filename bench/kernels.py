@@ -82,6 +82,12 @@ def segment_sum(values: f32[E], offsets: i64[S + 1], out: Out[f32[S]]):
 
 
 @intent.kernel
+def segment_cumsum(values: f32[E], offsets: i64[S + 1], out: Out[f32[E]]):
+    for s in parallel(S):
+        out[offsets[s]:offsets[s + 1]] = intent.cumsum(values[offsets[s]:offsets[s + 1]])
+
+
+@intent.kernel
 def histogram(x: i32[E], counts: InOut[i32[B]]):
     for e in parallel(E):
         intent.atomic_add(counts, x[e], 1)
@@ -471,6 +477,26 @@ def skewed_segment_sum_case(e: int, segments: int = 64) -> BenchCase:
                      tol={"atol": 1e-2, "rtol": 1e-4}, contiguous_f32=False)
 
 
+def skewed_segment_cumsum_case(e: int, segments: int = 64) -> BenchCase:
+    """A segmented cumsum; segment 0 holds half of the `e` values, the other half is spread evenly over the rest."""
+
+    def build(dev: torch.device, g: torch.Generator) -> Args:
+        lengths = torch.full((segments,), (e // 2) // (segments - 1), dtype=torch.int64)
+        lengths[0] = e - int(lengths[1:].sum())
+        offsets = torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(lengths, 0)])
+        return {"values": _randn((e,), dev, g), "offsets": offsets.to(dev), "out": torch.empty(e, device=dev)}
+
+    def eager(a: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+        v, offsets = a["values"].double(), a["offsets"]
+        total = torch.cumsum(v, 0)
+        starts = offsets[:-1]
+        base = torch.where(starts > 0, total[(starts - 1).clamp(min=0)], torch.zeros_like(total[:1]))
+        return {"out": (total - torch.repeat_interleave(base, offsets[1:] - starts)).float()}
+
+    return BenchCase("segment_cumsum_skewed", f"{segments}seg/{_count(e)}", segment_cumsum, build, eager,
+                     tol={"atol": 1e-1, "rtol": 1e-3}, contiguous_f32=False)
+
+
 def _count(n: int) -> str:
     for unit, size in (("M", 1 << 20), ("k", 1 << 10)):
         if n >= size and n % size == 0:
@@ -507,7 +533,8 @@ def model_cases(scale: str) -> list[BenchCase]:
                 row_sums_case(3, 2000), row_cumsums_case(3, 2000),
                 transpose_case(40, 24), head_split_case(2, 12, 16), flatten_case(2, 12, 16),
                 permute_3d_case(3, 5, 70), nhwc_to_nchw_case(2, 3, 5, 70),
-                subtract_row_max_case(20, 30), skewed_segment_sum_case(4000, 8), histogram_case(5000, 16)]
+                subtract_row_max_case(20, 30), skewed_segment_sum_case(4000, 8), skewed_segment_cumsum_case(4000, 8),
+                histogram_case(5000, 16)]
     if scale == "quick":
         return [total_sum_case(1 << 18), total_max_case(1 << 18), total_argmax_case(1 << 18),
                 scan_1d_case("cumsum", 1 << 18), scan_1d_case("cumsum_exclusive", 1 << 18),
@@ -515,7 +542,7 @@ def model_cases(scale: str) -> list[BenchCase]:
                 row_sums_case(4, 1 << 16), row_cumsums_case(4, 1 << 16), transpose_case(256, 256),
                 head_split_case(2, 128, 256), flatten_case(2, 128, 256), permute_3d_case(16, 12, 256),
                 nhwc_to_nchw_case(4, 16, 16, 64), subtract_row_max_case(256, 256),
-                skewed_segment_sum_case(1 << 17), histogram_case(1 << 18, 256)]
+                skewed_segment_sum_case(1 << 17), skewed_segment_cumsum_case(1 << 17), histogram_case(1 << 18, 256)]
     if scale == "full":
         return [total_sum_case(1 << 22), total_max_case(1 << 22), total_argmax_case(1 << 22),
                 scan_1d_case("cumsum", 1 << 22), scan_1d_case("cumsum_exclusive", 1 << 22),
@@ -525,7 +552,7 @@ def model_cases(scale: str) -> list[BenchCase]:
                 head_split_case(8, 512, 1024), flatten_case(8, 512, 1024), permute_3d_case(64, 48, 256),
                 nhwc_to_nchw_case(8, 32, 32, 64), subtract_row_max_case(4096, 1024),
                 skewed_segment_sum_case(1 << 21), skewed_segment_sum_case(1 << 21, 1 << 16),
-                histogram_case(1 << 22, 256)]
+                skewed_segment_cumsum_case(1 << 21), histogram_case(1 << 22, 256)]
     raise ValueError(f"scale: expected one of {', '.join(SCALES[:3])}, got {scale!r}")
 
 

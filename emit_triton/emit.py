@@ -88,6 +88,7 @@ class Emitter:
         self.group: Group | None = None
         self.block_index: str | None = None  # the block a persistent group's loop is at (else program_index)
         self.program_index = "pid"  # pid - O_g: the program's index within its group's segment
+        self.ticket: str | None = None  # a ticket group's position (its program's ticket), once drawn
         self.last_origin: object = None
         self.buffers = {b.id: b for b in program.buffers}
         self.symbol_arg: dict[str, str] = {}
@@ -438,6 +439,7 @@ def emit(program: Program, sanitize: bool = False) -> EmittedKernel:
     for g in program.groups:
         em.lanes_block = g.block
         em.group = g
+        em.ticket = None
         dom = ", ".join(str(d) for d in g.domain) if g.domain else "single instance"
         em.line(f"# {comment_text(f'group {g.id}: {g.name} over ({dom}), {g.ownership} per program')}")
         if len(program.segments) > 1:

@@ -41,8 +41,10 @@ def emit_ticket(em: Emitter, op: P.OwnedInstances) -> None:
     sync, _ = _slot_ptr(em, op.ticket)  # type: ignore[arg-type]
     t = em.fresh("ticket")
     em.line(f"{t} = tl.atomic_add({sync} + {P.SYNC_TICKET}, 1, sem=\"acq_rel\", scope=\"gpu\").to(pid.dtype)")
+    em.ticket = t
     n = em.define(op.result, "flat")
-    em.line(f"{n} = {t} * {op.block} + tl.arange(0, {op.block}).to(pid.dtype)")
+    block = t if op.splits is None else f"({t} // {op.splits})"  # `splits` consecutive tickets share a block
+    em.line(f"{n} = {block} * {op.block} + tl.arange(0, {op.block}).to(pid.dtype)")
 
 
 @emits(P.PublishSlot)

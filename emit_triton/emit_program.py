@@ -46,7 +46,7 @@ def emit_block_loop(em: Emitter, op: P.BlockLoop) -> None:
 @emits(P.SplitIndex)
 def emit_split_index(em: Emitter, op: P.SplitIndex) -> None:
     n = em.define(op.result, "split")
-    em.line(f"{n} = {em.program_index} % {op.splits}")
+    em.line(f"{n} = {em.ticket or em.program_index} % {op.splits}")  # a ticket group's position is its ticket
 
 
 @emits(P.ChunkLanes)

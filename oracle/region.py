@@ -253,11 +253,11 @@ def _region_scan(frame: Frame, op: RegionScan) -> tuple[()]:
     scanned = inc[slot - 1] if op.exclusive else inc[slot]
     result = np.empty_like(scanned)
     result[order] = scanned
-    _write_segments(dst, d, to_storage(result, dst.mem.dtype), op)
+    _write_segments(dst, d, to_storage(result, dst.mem.dtype), op, frame.run.checks)
     return ()
 
 
-def _write_segments(dst: MemView, d: Segments, values: np.ndarray, op: Op) -> None:
+def _write_segments(dst: MemView, d: Segments, values: np.ndarray, op: Op, checks: bool = False) -> None:
     mem = dst.mem
     _, _, coords = d.elements()
     valid = within(coords, mem.data.shape)
@@ -265,6 +265,10 @@ def _write_segments(dst: MemView, d: Segments, values: np.ndarray, op: Op) -> No
         coords = tuple(c[valid] for c in coords)
         values = values[valid]
     keep = last_writers(np.ravel_multi_index(coords, mem.data.shape)) if coords[0].size else None
+    if keep is not None and checks and isinstance(op, RegionScan):
+        # parallel instances' segments are disjoint (non-decreasing offsets): the compiler runs them at once
+        raise IntentError(f"region_scan{at(op)}: the target subregions of several instances overlap in "
+                          f"{mem.name}; segment offsets must be non-decreasing")
     if keep is not None:
         coords = tuple(c[keep] for c in coords)
         values = values[keep]

@@ -295,6 +295,9 @@ def instances_independent(kernel: K.Kernel, par: KC.Parallel) -> tuple[bool, str
     for x, y in pairs:
         if isinstance(x, KA.Scatter | KA.Store) and x is y and x.unique:
             continue
+        if isinstance(x, KG.RegionScan) and isinstance(y, KG.RegionScan) and \
+                _segments_disjoint(x, y, par.body, fa, fb, differ, solver, written):
+            continue
         ix, iy = _index_of(x), _index_of(y)
         if ix is None or iy is None:
             return False, f"{_what(x if ix is None else y)} writes through a tensor of indices"
@@ -317,6 +320,55 @@ def instances_independent(kernel: K.Kernel, par: KC.Parallel) -> tuple[bool, str
         if cex is not None:
             return False, _collision(x, y, par, cex)
     return True, ""
+
+
+def _segment_bounds(op: KG.RegionScan, producers: dict[int, K.Op], written: set[int]
+                    ) -> tuple[int, KA.Load, KA.Load, K.Index] | None:
+    """(axis, the loads of `offsets[i]` and `offsets[j]`, the target's other index items) of a region scan whose
+    target subregion is bounded by two elements of one tensor the loop does not write, else None."""
+    dyn = [k for k, it in enumerate(op.dst_index) if isinstance(it, K.DynSlice)]
+    if len(dyn) != 1:
+        return None
+    it = op.dst_index[dyn[0]]
+    assert isinstance(it, K.DynSlice)
+    lo, hi = producers.get(it.begin.id), producers.get(it.end.id)
+    if not (isinstance(lo, KA.Load) and isinstance(hi, KA.Load)) or lo.src.id != hi.src.id or \
+            lo.src.id in written or len(lo.index) != 1 or len(hi.index) != 1:
+        return None
+    return dyn[0], lo, hi, tuple(x for k, x in enumerate(op.dst_index) if k != dyn[0])
+
+
+def _segments_disjoint(x: KG.RegionScan, y: KG.RegionScan, body: K.Region, fa: AffineForms, fb: AffineForms,
+                       differ: POr, solver: ShapeSolver, written: set[int]) -> bool:
+    """Whether two instances' region scans write disjoint elements: each target is a segment
+    `dst[offsets[i]:offsets[i + 1]]` of one offsets tensor the loop does not write, and two instances whose
+    segment numbers `i` agree differ in the target's other coordinates. Segments of different numbers are
+    disjoint because segment offsets are non-decreasing (as CSR offsets are; the oracle checks it under
+    `checks=True`)."""
+    producers = {v.id: op for op in body.walk() for v in op.results}
+    bx, by = _segment_bounds(x, producers, written), _segment_bounds(y, producers, written)
+    if bx is None or by is None or bx[0] != by[0] or bx[1].src.id != by[1].src.id or len(bx[3]) != len(by[3]):
+        return False
+    ends = []
+    for forms, (_, lo, hi, _) in ((fa, bx), (fb, by)):
+        f, g = forms.coords(lo.index, "lo"), forms.coords(hi.index, "hi")
+        if f is None or g is None:
+            return False
+        ends.append((f[0], g[0]))
+    cx, cy = fa.coords(bx[3], "x"), fb.coords(by[3], "y")
+    if cx is None or cy is None:
+        return False
+    before = len(solver.facts)
+    solver.facts += fa.facts + fb.facts
+    try:
+        # each segment ends where the next one begins ...
+        if not all(solver.proves(PCmp("==", g, dim_bin("+", f, DConst(1)))) for f, g in ends):
+            return False
+        # ... and instances with one segment number write different elements of it
+        same = PAnd((PCmp("==", ends[0][0], ends[1][0]), *(PCmp("==", p, q) for p, q in zip(cx, cy))))
+        return solver.prove(PNot(PAnd((differ, same)))) is None
+    finally:
+        del solver.facts[before:]
 
 
 def _collision(x: K.Op, y: K.Op, par: KC.Parallel, cex: dict[str, int]) -> str:

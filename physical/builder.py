@@ -127,6 +127,32 @@ class Builder:
 
         return copy(region)
 
+    def fit(self, v: PValue, t: Fragment, origin: Origin | None) -> PValue:
+        """`v` broadcast to the fragment `t` (same dtype)."""
+        if v.type == t:
+            return v
+        dims = tuple(range(len(v.type.tile)))
+        return self.add(P.Broadcast, t, origin, x=v, dims=dims)
+
+    def combine(self, region: PRegion, lhs: list[PValue], rhs: list[PValue], like: list[Fragment],
+                origin: Origin | None) -> list[PValue]:
+        """The scalar combine `region` applied element-wise to (lhs, rhs), results broadcast to `like`."""
+        vals: dict[int, PValue] = {a.id: v for a, v in zip(region.args, lhs + rhs)}
+        for op in region.ops:
+            if isinstance(op, P.Yield):
+                continue
+            fields = {f.name: vals.get(getattr(op, f.name).id, getattr(op, f.name))
+                      if isinstance(getattr(op, f.name), PValue) else getattr(op, f.name) for f in op.fields()}
+            ins = [x for x in fields.values() if isinstance(x, PValue)]
+            tile = next((x.type.tile for x in ins if x.type.tile), ())
+            (res,) = op.results
+            t = res.type if isinstance(op, P.Const) else \
+                Fragment(res.type.dtype, any(x.type.lanes for x in ins), tile, res.type.index)
+            new = self.fresh(t, res.name)
+            self.put(type(op)(results=(new,), origin=op.origin, **fields))
+            vals[res.id] = new
+        return [self.fit(vals.get(y.id, y), t, origin) for y, t in zip(region.yielded, like)]
+
     @property
     def ops(self) -> list[POp]:
         """The ops of the outermost region (what a pass built outside any nested region)."""

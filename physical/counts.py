@@ -221,7 +221,8 @@ def _publish(w: _Walk, op: K.PublishSlot, trips: LaunchExpr) -> Cost:
 def _fold_slots(w: _Walk, op: K.FoldSlots, trips: LaunchExpr) -> Cost:
     """Program t reads the flag and the values of the slots before it in its row."""
     size = 4 + sum(w.program.buffer(b).dtype.bits // 8 for b in op.slots)
-    rows, per = w.rows if w.rows is not None else (LConst(1), w.programs)
+    rows, per = w.rows if w.rows is not None else (LConst(1), w.programs) if w.splits is None else \
+        (LBin("//", w.programs, LConstexpr(w.splits)), LConstexpr(w.splits))  # pieces of an instance
     pairs = lmul(rows, LBin("//", lmul(per, LBin("-", per, LConst(1))), LConst(2)))
     return lmul(LConst(size), lmul(trips, pairs)), _ZERO
 

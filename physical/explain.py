@@ -160,7 +160,7 @@ def _cross_program(p: Program, g: Group, body: PRegion) -> list[str]:
 def _split_segments(p: Program, g: Group) -> list[str]:
     """The cooperation of the programs that share a block of region folds (passes/split_segments.py)."""
     split = next((op for op in g.body.ops if isinstance(op, P.SplitIndex)), None)
-    if split is None:
+    if split is None or any(isinstance(op, P.PublishSlot) for op in g.body.ops):  # look-back: _lookback_lines
         return []
     slots = sorted({p.buffer(op.access.buffer).name for op in g.body.walk() if isinstance(op, P.Store)
                     and p.buffer(op.access.buffer).scope is BufferScope.INVOCATION_WORKSPACE
@@ -190,6 +190,9 @@ def _lookback_lines(p: Program, g: Group, f: _Formulas) -> list[str]:
         per = g.domain[-1]
         each += (f" ({' * '.join(map(str, g.domain[:-1]))} rows x {per} programs a row: ticket t runs chunk "
                  f"t % ({per}) of row t // ({per}))")
+    if ticket.splits is not None:  # split-region-scans: the pieces of an instance hold consecutive tickets
+        each += (f" ({ticket.splits} programs an instance: ticket t scans piece t % {ticket.splits} of instance "
+                 f"t // {ticket.splits}'s subregion, the s-th run of whole chunks in traversal order)")
     lines = [f"  across programs: {f(seg.length) if seg else '?'} programs{each}, one instance each, in the order "
              f"of an acq_rel ticket on {sync.name}[{P.SYNC_TICKET}] (no launch order assumed; a program waits only "
              f"for lower tickets)"]
@@ -199,13 +202,14 @@ def _lookback_lines(p: Program, g: Group, f: _Formulas) -> list[str]:
             lines.append(f"  each program publishes its aggregate in slot = its ticket of {names}, then raises "
                          f"flag {sync.name}[{P.SYNC_FLAGS} + slot] (release)")
         elif isinstance(op, P.FoldSlots):
-            base = "its row's first ticket" if rows else "0"
+            base = "its row's first ticket" if rows else "its instance's first piece" if ticket.splits else "0"
             order = f"from the nearest lower ticket down to {base}" if op.reverse else \
                 f"from {base} up to its own ticket"
-            mine = " of its row" if rows else ""
+            mine = " of its row" if rows else " of its instance" if ticket.splits else ""
             lines.append(f"  then waits for the flags of every lower ticket{mine} (acquire) and folds their slots "
                          f"{order}, in index order, {op.block} slots a step (a fixed combine order: the same "
-                         f"bits every run), and combines the result with its own chunk")
+                         f"bits every run), and combines the result with its own "
+                         f"{'scanned piece (folded first: its aggregate)' if ticket.splits else 'chunk'}")
         elif isinstance(op, P.RetireTicket):
             lines.append(f"  the last program to finish ({sync.name}[{P.SYNC_DONE}], acq_rel) restores the ticket, "
                          f"the counter and the flags to zero: the workspace is self-resetting, no launch clears it")
@@ -349,7 +353,9 @@ def _split_at(g: Group, env: Mapping[str, int]) -> str:
     if g.looped is None:
         split = next((op for op in g.body.ops if isinstance(op, P.SplitIndex)), None)
         n = env.get(split.splits) if split is not None else None
-        return f"split: {split.splits} = {n} programs per block of subregions, combined in slot order" \
+        lookback = any(isinstance(op, P.PublishSlot) for op in g.body.ops)
+        how = "passing piece aggregates on by look-back in index order" if lookback else "combined in slot order"
+        return f"split: {split.splits} = {n} programs per block of subregions, {how}" \
             if split is not None and n and n > 1 else ""
     if env.get(g.looped.flag) != 1:
         return ""

@@ -38,7 +38,7 @@ from kir.pointwise import BinaryFn, CmpFn
 from . import model as M
 from . import ops as P
 from .builder import Builder
-from .launch_expr import LaunchExpr, LBin, LConst, LConstexpr, ldim, lmul, lprod
+from .launch_expr import LaunchExpr, LBin, LConst, LConstexpr, ladd, ldim, lmul, lprod
 from .model import AccessRelation, Buffer, Fragment, Literal, Origin, Program, PValue, TileAxis, Workspace
 
 INDEX = Fragment(DType.i64, index=True)
@@ -106,6 +106,55 @@ def add_slot_array(program: Program, group: int, name: str, dtype: DType, splits
                  owner_group=group)
     return _add(program, buf, Workspace(storage, dtype, lmul(count, lprod(tuple(ldim(d) for d in shape))), None,
                                         bid)), buf
+
+
+@dataclasses.dataclass
+class LookbackBuffers:
+    """The invocation workspace of a look-back (`physical.ops.lookback`): the sync buffer and the slots."""
+
+    sync: Buffer
+    slots: list[list[Buffer]]  # per scan, one buffer per accumulator
+    workspaces: list[Workspace]
+
+
+def lookback_buffers(program: Program, group: int, slots: Dim, count: LaunchExpr,
+                     accs: list[tuple[DType, ...]]) -> LookbackBuffers:
+    """The look-back workspace of `group` (not yet added to `program`): a self-resetting i32 sync buffer of
+    `slots` flags after the two counters and, per scan, a slot buffer per accumulator (`accs`), `slots`
+    elements each; `count` is the flags' count as the launcher evaluates it (shape symbols)."""
+    next_bid = _fresh_buffer_id(program)
+    taken = {w.name for w in program.workspaces}
+
+    def name(base: str) -> str:
+        n, k = base, 1
+        while n in taken:
+            k += 1
+            n = f"{base}{k}"
+        taken.add(n)
+        return n
+
+    def buffer(label: str, dtype: DType, shape: Dim, init: M.BufferInit, elements: LaunchExpr
+               ) -> tuple[Buffer, Workspace]:
+        nonlocal next_bid
+        storage = name(f"ws_g{group}_{label}")
+        resets = init is M.BufferInit.SELF_RESETTING
+        b = Buffer(next_bid, f"{label}_g{group}", dtype, (shape,), M.BufferScope.INVOCATION_WORKSPACE, init,
+                   M.Lifetime.INVOCATION, M.Access.READ_WRITE, fill=0 if resets else None, storage=storage,
+                   copies=LConst(1), owner_group=group)
+        next_bid += 1
+        return b, Workspace(storage, dtype, elements, 0 if resets else None, b.id, resets=resets)
+
+    sync, wsync = buffer("scan_sync", DType.i32, dim_bin("+", slots, P.SYNC_FLAGS), M.BufferInit.SELF_RESETTING,
+                         ladd(count, LConst(P.SYNC_FLAGS)))
+    bufs, wss = [], [wsync]
+    for n, dts in enumerate(accs):
+        row = []
+        for k, dt in enumerate(dts):
+            b, ws = buffer(f"scan{n}_slot{k}", P.slot_dtype(dt), slots, M.BufferInit.UNINITIALISED, count)
+            row.append(b)
+            wss.append(ws)
+        bufs.append(row)
+    return LookbackBuffers(sync, bufs, wss)
 
 
 def add_ticket_counter(program: Program, group: int, name: str,
@@ -188,5 +237,6 @@ def reset_counter(b: Builder, counter: Buffer, inst: PValue, last: PValue, lane_
     b.put(P.Store(access=_access(counter, inst, last, lane_ok), value=zero, origin=origin))
 
 
-__all__ = ["conjoin", "INDEX", "TICKET_DTYPE", "instance_shape", "add_slot_array", "add_ticket_counter",
+__all__ = ["LookbackBuffers", "lookback_buffers",
+           "conjoin", "INDEX", "TICKET_DTYPE", "instance_shape", "add_slot_array", "add_ticket_counter",
            "write_slot", "draw_ticket", "last_ticket", "slot_axis", "read_slots", "reset_counter"]

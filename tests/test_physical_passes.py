@@ -28,7 +28,7 @@ def blocks(program, env):
 def test_pipeline_order() -> None:
     assert [p.name for p in PIPELINE] == ["enlarge-ownership", "tile-contraction", "tile-layout", "aggregate-atomics",
                                            "split-scans", "looped-rows", "split-reductions", "persistent-programs",
-                                           "split-segments"]
+                                           "split-segments", "split-region-scans"]
 
 
 def test_construction_owns_one_instance_per_program() -> None:

@@ -147,13 +147,15 @@ def lower_region_scan(lw: Lowerer, op: KG.RegionScan) -> None:
     buf = lw.buffer_of(op.dst)
     tile = lw.tile((DConst(CHUNK),))
     lanes = begin.type.lanes or end.type.lanes
+    # the target's offset from the source, computed outside the scan: the written position is the element's own
+    # position moved by it, whatever part of [begin, end) the scan walks (split-region-scans walks pieces)
+    shift = None if dbegin.id == begin.id else lw.binary(BinaryFn.sub, dbegin, begin)
     args = lw.begin((Fragment(DType.i64, index=True),) + tuple(Fragment(d, lanes, tile) for d in accs)
                     + (Fragment(DType.pred, lanes, tile),), ("start",) + ("scanned",) * len(accs) + ("member",))
     start, vals = args[0], args[1:]
     pos, _ = _positions(lw, begin, end, start, op.reverse)
-    dpos = lw.binary(BinaryFn.add, lw.binary(BinaryFn.sub, pos, lw.broadcast_to(begin, pos.type.with_dtype(
-        begin.type.dtype, begin.type.index))), lw.broadcast_to(dbegin, pos.type.with_dtype(dbegin.type.dtype,
-                                                                                          dbegin.type.index)))
+    dpos = pos if shift is None else \
+        lw.binary(BinaryFn.add, pos, lw.broadcast_to(shift, pos.type.with_dtype(shift.type.dtype, shift.type.index)))
     coords = tuple(dpos if ax == daxis else lw.get(it) for ax, it in enumerate(op.dst_index))  # type: ignore
     acc = lw.access(buf, coords, tile, lanes, data_dependent=True, fill=None, effect=True,
                     copy=lw.copy_index(buf, lanes))
@@ -163,7 +165,9 @@ def lower_region_scan(lw: Lowerer, op: KG.RegionScan) -> None:
         value = seeded(lw, op.kind.as_reduce, accs[0], op.identity[0], value)
     if value.type.dtype != buf.dtype:
         value = lw.cast(value, buf.dtype)  # the accumulator rounds to the destination once, per element
-    lw.emit(P.Store, (), access=acc, value=value)
+    # unique: the instances' target segments are disjoint (construction runs them at once only for a segment
+    # `dst[offsets[i]:offsets[i + 1]]`, offsets being non-decreasing; see physical.analysis.instances_independent)
+    lw.emit(P.Store, (), access=acc, value=value, unique=True)
     emit_region = lw.finish(())
     note_write(lw, buf)
     lw.emit(P.RegionScan, (), begin=begin, end=end, block=lw.state.block_name(DConst(CHUNK)), source=source,

@@ -27,7 +27,8 @@ class OwnedInstances(POp):
     With `ticket` (the group's self-resetting sync buffer, see `physical.ops.lookback`) the block is the
     program's ticket instead of `pid - O_g`: an acq_rel atomic increment of the buffer's counter, so the
     block numbers follow the order in which programs start, whatever order the launch runs them in (a
-    program may then wait for lower-numbered ones: they have started).
+    program may then wait for lower-numbered ones: they have started). With both, S consecutive tickets
+    share each block: the block is `ticket // S` and `split_index` is `ticket % S`.
     """
 
     group: int

@@ -17,7 +17,8 @@ from ._base import EFFECTS, NO_TRAITS, READS, WRITES, pop, typing_rule
 
 @pop("split_index", NO_TRAITS)
 class SplitIndex(POp):
-    """Which of the S = `splits` programs of its block this program is: `(pid - O_g) % S` (uniform index)."""
+    """Which of the S = `splits` programs of its block this program is: `(pid - O_g) % S` (uniform index), or
+    `ticket % S` in a group whose instances come from a ticket (`OwnedInstances.ticket`, decoded before it)."""
 
     group: int
     splits: str

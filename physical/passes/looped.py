@@ -304,36 +304,10 @@ class _Builder(Builder):
     def index(self, e: LaunchExpr, origin: Origin | None, name: str | None = None) -> PValue:
         return self.add(P.ShapeValue, Fragment(DType.i64, index=True), origin, name, expr=e)
 
-    def fit(self, v: PValue, t: Fragment, origin: Origin | None) -> PValue:
-        """`v` broadcast to the fragment `t` (same dtype)."""
-        if v.type == t:
-            return v
-        dims = tuple(range(len(v.type.tile)))
-        return self.add(P.Broadcast, t, origin, x=v, dims=dims)
-
     def cast(self, v: PValue, dtype: DType, origin: Origin | None) -> PValue:
         if v.type.dtype == dtype and not v.type.index:
             return v
         return self.add(P.Cast, Fragment(dtype, v.type.lanes, v.type.tile), origin, x=v, dtype=dtype)
-
-    def combine(self, region: PRegion, lhs: list[PValue], rhs: list[PValue], like: list[Fragment],
-                origin: Origin | None) -> list[PValue]:
-        """The scalar combine `region` applied element-wise to (lhs, rhs), results broadcast to `like`."""
-        vals: dict[int, PValue] = {a.id: v for a, v in zip(region.args, lhs + rhs)}
-        for op in region.ops:
-            if isinstance(op, P.Yield):
-                continue
-            fields = {f.name: vals.get(getattr(op, f.name).id, getattr(op, f.name))
-                      if isinstance(getattr(op, f.name), PValue) else getattr(op, f.name) for f in op.fields()}
-            ins = [x for x in fields.values() if isinstance(x, PValue)]
-            tile = next((x.type.tile for x in ins if x.type.tile), ())
-            (res,) = op.results
-            t = res.type if isinstance(op, P.Const) else \
-                Fragment(res.type.dtype, any(x.type.lanes for x in ins), tile, res.type.index)
-            new = self.fresh(t, res.name)
-            self.put(type(op)(results=(new,), origin=op.origin, **fields))
-            vals[res.id] = new
-        return [self.fit(vals.get(y.id, y), t, origin) for y, t in zip(region.yielded, like)]
 
     def row_op(self, op: POp, start: PValue) -> None:
         """A copy of a row op for the current chunk (TileIndex becomes start + position)."""

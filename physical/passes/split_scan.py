@@ -51,7 +51,6 @@ from ..launch_expr import (
     LNextPow2,
     LTileBlock,
     LWarps,
-    ladd,
     lcdiv,
     ldim,
     lmax,
@@ -60,22 +59,17 @@ from ..launch_expr import (
     lsum,
 )
 from ..model import (
-    Access,
-    Buffer,
-    BufferInit,
-    BufferScope,
     Fragment,
     Group,
-    Lifetime,
     POp,
     PRegion,
     Program,
     PValue,
     Segment,
     TileAxis,
-    Workspace,
 )
 from ..rewrite import map_values
+from ..workspace import LookbackBuffers, lookback_buffers
 from . import GroupPass, PassContext
 from .looped import BUDGET_VARIABLE, _Builder, _values, budget, combine_op, row_axis, row_op
 
@@ -215,54 +209,12 @@ class _SplitBuilder(_Builder):
         super().row_op(op, start)
 
 
-@dataclass
-class _Sync:
-    """The workspace buffers of one split group."""
-
-    sync: Buffer
-    slots: list[list[Buffer]]  # per scan, one buffer per component
-    workspaces: list[Workspace]
-
-
-def _workspace_buffers(program: Program, plan: SplitPlan) -> _Sync:
-    gid = plan.group.id
+def _workspace_buffers(program: Program, plan: SplitPlan) -> LookbackBuffers:
     slots_dim = plan.programs() if plan.rows is None else dim_bin("*", plan.rows, plan.programs())
-    count = plan.count()
-    next_bid = max((b.id for b in program.buffers), default=0) + 1
-    taken = {w.name for w in program.workspaces}
-
-    def name(base: str) -> str:
-        n, k = base, 1
-        while n in taken:
-            k += 1
-            n = f"{base}{k}"
-        taken.add(n)
-        return n
-
-    def buffer(label: str, dtype: DType, shape: Dim, init: BufferInit, elements) -> tuple[Buffer, Workspace]:
-        nonlocal next_bid
-        storage = name(f"ws_g{gid}_{label}")
-        b = Buffer(next_bid, f"{label}_g{gid}", dtype, (shape,), BufferScope.INVOCATION_WORKSPACE, init,
-                   Lifetime.INVOCATION, Access.READ_WRITE, fill=0 if init is BufferInit.SELF_RESETTING else None,
-                   storage=storage, copies=LConst(1), owner_group=gid)
-        next_bid += 1
-        resets = init is BufferInit.SELF_RESETTING
-        return b, Workspace(storage, dtype, elements, 0 if resets else None, b.id, resets=resets)
-
-    sync, wsync = buffer("scan_sync", DType.i32, dim_bin("+", slots_dim, P.SYNC_FLAGS), BufferInit.SELF_RESETTING,
-                         ladd(count, LConst(P.SYNC_FLAGS)))
-    slots, wss = [], [wsync]
-    for n, op in enumerate(plan.scans):
-        row = []
-        for k, dt in enumerate(op.acc_dtypes):
-            b, w = buffer(f"scan{n}_slot{k}", P.slot_dtype(dt), slots_dim, BufferInit.UNINITIALISED, count)
-            row.append(b)
-            wss.append(w)
-        slots.append(row)
-    return _Sync(sync, slots, wss)
+    return lookback_buffers(program, plan.group.id, slots_dim, plan.count(), [op.acc_dtypes for op in plan.scans])
 
 
-def build_split(program: Program, plan: SplitPlan, sync: _Sync, first_id: int) -> tuple[PRegion, int]:
+def build_split(program: Program, plan: SplitPlan, sync: LookbackBuffers, first_id: int) -> tuple[PRegion, int]:
     """The group body of the split: ticket, chunk, local scans, publish, ordered fold, prefixed writes."""
     b = _SplitBuilder(plan, first_id, plan.block)  # type: ignore[arg-type]
     g = plan.group

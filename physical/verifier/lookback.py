@@ -15,9 +15,11 @@ from __future__ import annotations
 
 from kir.core import Kernel
 from kir.dtypes import DType
+from kir.pointwise import BinaryFn
 
 from .. import ops as P
-from ..model import BufferInit, BufferScope, Group, POp, Program, Trait
+from ..launch_expr import LConstexpr
+from ..model import BufferInit, BufferScope, Group, POp, Program, PValue, Trait
 from .base import Reporter, rule
 from .index import evaluate, index_of, product
 
@@ -38,6 +40,29 @@ def check_lookback(program: Program, kernel: Kernel | None, report: Reporter) ->
         if site.access.buffer in used:
             report(f"{site.op.NAME} touches {ix.buffers[site.access.buffer].name}, which only the look-back ops "
                    f"may use", site.op, site.placed.group)
+
+
+def _own_slot(ix, ticket: P.OwnedInstances, slot: PValue, top: list) -> PValue | None:
+    """The first slot of the program's instance if `slot` is the program's own, else None. The own slot is its
+    ticket, or, where S = `ticket.splits` consecutive tickets share an instance, `instance * S + split_index`
+    (ticket t holds slot t: the instance's S pieces hold consecutive slots and tickets alike)."""
+    if slot == ticket.result:
+        return ticket.result
+    if ticket.splits is None:
+        return None
+    add = ix.producer(slot)
+    if not isinstance(add, P.Binary) or add.fn is not BinaryFn.add:
+        return None
+    splits = {op.results[0].id for op in top if isinstance(op, P.SplitIndex) and op.splits == ticket.splits}
+    for base, split in ((add.lhs, add.rhs), (add.rhs, add.lhs)):
+        mul = ix.producer(base)
+        if split.id not in splits or not isinstance(mul, P.Binary) or mul.fn is not BinaryFn.mul:
+            continue
+        factors = [ix.producer(x) for x in (mul.lhs, mul.rhs)]
+        if ticket.result in (mul.lhs, mul.rhs) and any(
+                isinstance(f, P.ShapeValue) and f.expr == LConstexpr(ticket.splits) for f in factors):
+            return base
+    return None
 
 
 def _group(program: Program, ix, g: Group, report: Reporter, used: dict[int, int]) -> None:  # noqa: C901
@@ -71,15 +96,15 @@ def _group(program: Program, ix, g: Group, report: Reporter, used: dict[int, int
                None, g.id)
     published: set[int] = set()
     for op in publishes:
-        _slot_op(ix, g, op, op.values, (sync, ticket), report, used, published)
+        _slot_op(ix, g, op, op.values, (sync, ticket, top), report, used, published)
     for op in folds:
-        _slot_op(ix, g, op, op.acc_dtypes, (sync, ticket), report, used, published)
+        _slot_op(ix, g, op, op.acc_dtypes, (sync, ticket, top), report, used, published)
     length = next((s.length for s in program.segments if s.group == g.id), None)
     if len(retires) != 1:
         report(f"group {g.id}: every program retires its ticket exactly once, found {len(retires)} retire_ticket "
                f"(the last one restores {sync.name})", None, g.id)
     for op in retires:
-        _slot_op(ix, g, op, (), (sync, ticket), report, used, published)
+        _slot_op(ix, g, op, (), (sync, ticket, top), report, used, published)
         if length is None or any(a != b for a, b in zip(ix.values(op.programs), ix.values(length))):
             report(f"group {g.id}: retire_ticket counts {op.programs} programs, but the segment launches {length}",
                    op, g.id)
@@ -120,13 +145,17 @@ def _slot_op(ix, g: Group, op: POp, held: tuple, protocol: tuple, report: Report
     buffer's flags, its position is the program's own ticket, and its slot buffers (one per value or dtype in
     `held`) are the group's workspaces holding the slot form of what it publishes, or published ones it reads
     back as such."""
-    sync, ticket = protocol
+    sync, ticket, top = protocol
     if op.sync != sync.id:  # type: ignore[attr-defined]
         report(f"group {g.id}: {op.NAME} {_USES_FLAGS[type(op)]} in buffer {op.sync}, not the ticket's "  # type: ignore
                f"{sync.name}", op, g.id)
     own = _OWN_TICKET.get(type(op))
-    if own is not None and getattr(op, own[0]) != ticket.result:
+    first = _own_slot(ix, ticket, getattr(op, own[0]), top) if own is not None else None
+    if own is not None and first is None:
         report(f"group {g.id}: {op.NAME} {own[1]}", op, g.id)
+    elif isinstance(op, P.FoldSlots) and first is not ticket.result and op.first != first:
+        report(f"group {g.id}: fold_slots must start at the first slot of the program's instance (the slots "
+               f"below it hold other instances' pieces, whose tickets may be higher)", op, g.id)
     publishes = isinstance(op, P.PublishSlot)
     for bid, x in zip(getattr(op, "slots", ()), held):
         b = ix.buffers.get(bid)

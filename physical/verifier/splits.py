@@ -11,9 +11,9 @@ from __future__ import annotations
 from kir.core import Kernel
 
 from .. import ops as P
-from ..model import Access, BufferScope, Program
+from ..model import Access, BufferScope, Program, PValue
 from .base import Reporter, describe, rule
-from .index import index_of
+from .index import AccessSite, ProgramIndex, index_of
 from .workspace import _last_conjunct, _split_values
 
 
@@ -22,7 +22,8 @@ def check_split_effects(program: Program, kernel: Kernel | None, report: Reporte
     """a group split over several programs per block writes outside its workspace only as the holder of the last ticket:
     each instance's effects happen once"""
     ix = index_of(program)
-    group_splits = {g: s for g, s in _split_values(ix).values()}
+    splits_of = _split_values(ix)
+    group_splits = {g: s for g, s in splits_of.values()}
     tickets: dict[int, list[tuple[int, P.Ticket]]] = {}
     for pl in ix.placed:
         if isinstance(pl.op, P.Ticket):
@@ -35,10 +36,38 @@ def check_split_effects(program: Program, kernel: Kernel | None, report: Reporte
         if b is None or b.scope is BufferScope.INVOCATION_WORKSPACE:
             continue
         earlier = [t for order, t in tickets.get(gid, []) if order < site.placed.order]
+        if _scans_own_piece(ix, site, splits_of):
+            continue
         if _last_conjunct(ix, site.access.mask, earlier, group_splits[gid]) is None:
             report(f"{describe(program, site.op)} writes {b.name} in every program that shares its block: a group "
                    f"split over programs writes outside its workspace only as the holder of the last ticket",
                    site.op, gid)
+
+
+def _scans_own_piece(ix: ProgramIndex, site: AccessSite, splits_of: dict[int, tuple[int, str]]) -> bool:
+    """Whether the write is a region scan's, over a piece of its subregion cut by the program's split index (the
+    pieces of the split programs partition the subregion: each writes its own)."""
+    scan = next((p for p in reversed(ix.place[id(site.op)].parents) if isinstance(p, P.RegionScan)), None)
+    if scan is None:
+        return False
+    splits = {v for v, (g, _) in splits_of.items() if g == site.placed.group}
+    return all(_depends_on(ix, v, splits) for v in (scan.begin, scan.end))
+
+
+def _depends_on(ix: ProgramIndex, v: PValue, ids: set[int]) -> bool:
+    seen: set[int] = set()
+    pending = [v]
+    while pending:
+        x = pending.pop()
+        if x.id in ids:
+            return True
+        if x.id in seen:
+            continue
+        seen.add(x.id)
+        op = ix.producer(x)
+        if op is not None and not op.regions():
+            pending += list(op.operands())
+    return False
 
 
 __all__ = ["check_split_effects"]

@@ -191,12 +191,19 @@ def test_a_fold_over_segments_counts_each_value_once(segments: int, values: int)
 
 
 def test_a_scan_over_segments_counts_each_value_once_read_and_once_written() -> None:
-    """A segment scan that runs its segments in order (its writes are not proven disjoint): each trip folds one
-    segment, and the trips together read and write each value once, not a chunk per segment."""
+    """A segment scan over CSR offsets (its segments run at once, split over programs by split-region-scans):
+    the pieces' folds and scans read each value twice and write it once, whatever the segments hold, not a chunk
+    per segment; each program adds a fixed 64 bytes (its offsets, ticket, slot and flag, retirement and the
+    reset of its flag) and the last one the two counters."""
     from physical.counts import operation_counts
+    from physical.launch_expr import DEVICE_SMS
+    from physical.verifier.index import _bind_constexprs
     from tests.perf_reduce_kernels import seg_last_nz_scan
 
-    counts = operation_counts(physical.lower(seg_last_nz_scan.kir))
+    program = physical.lower(seg_last_nz_scan.kir)
+    counts = operation_counts(program)
     for segments, values in ((65536, 131072), (64, 1 << 24)):
-        env = {"S": segments, "E": values}
-        assert counts.bytes.evaluate(env) == (4 + 4) * values + 4 * 8 * segments  # the offsets each segment reads
+        env = {"S": segments, "E": values, DEVICE_SMS: 0}  # the interpreter: one piece a segment
+        _bind_constexprs(program.constexprs, env)
+        assert env["SPLITS_0"] == 1
+        assert counts.bytes.evaluate(env) == (4 + 4 + 4) * values + 64 * segments + 8

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from .core import (
+    READS,
+    WRITES,
     DynSlice,
     Index,
     Op,
@@ -42,7 +44,7 @@ def check_index(ctx: TypeContext, ref: RefType, index: Index, what: str) -> tupl
     return tuple(shape)
 
 
-@op("load")
+@op("load", READS)
 class Load(Op):
     """Read `src[index]`; point indices are affine in loop indices and proven in bounds."""
 
@@ -69,7 +71,7 @@ def gather_shape(ctx: TypeContext, indices: tuple[Value, ...], what: str) -> tup
     return shape or ()
 
 
-@op("gather")
+@op("gather", READS)
 class Gather(Op):
     """Read `src[i0, i1, ...]` at data-dependent coordinates; out-of-range reads give `fill`.
 
@@ -95,7 +97,7 @@ def check_writable(ctx: TypeContext, ref: RefType, what: str) -> None:
         raise ctx.fail(f"{what} to an `in` parameter; declare it Out[...] or InOut[...]")
 
 
-@op("store")
+@op("store", WRITES)
 class Store(Op):
     """Write `dst[index] = value`; `unique` states that instances write disjoint elements."""
 
@@ -114,11 +116,8 @@ class Store(Op):
         ctx.same_shape(t.shape, shape, "stored value and target slice")
         return ()
 
-    def has_effects(self) -> bool:
-        return True
 
-
-@op("scatter")
+@op("scatter", WRITES)
 class Scatter(Op):
     """Write `dst[i0, i1, ...] = value` at data-dependent coordinates; out-of-range writes are dropped."""
 
@@ -139,6 +138,3 @@ class Scatter(Op):
         if not t.is_scalar:
             ctx.same_shape(t.shape, shape, "scattered value and indices")
         return ()
-
-    def has_effects(self) -> bool:
-        return True

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .access import check_writable, gather_shape
-from .core import Op, TensorType, Type, TypeContext, Value, op
+from .core import ATOMIC, READS, WRITES, Op, TensorType, Type, TypeContext, Value, op
 from .dtypes import DType, SpelledEnum
 
 
@@ -46,7 +46,7 @@ def _check(ctx: TypeContext, dst: Value, indices: tuple[Value, ...], values: tup
     return ref, shape
 
 
-@op("atomic")
+@op("atomic", READS | WRITES | ATOMIC)
 class Atomic(Op):
     kind: AtomicKind
     dst: Value
@@ -61,11 +61,8 @@ class Atomic(Op):
             raise ctx.fail(f"atomic_{self.kind} needs an integer target, got {ref.dtype}")
         return (TensorType(ref.dtype, shape),)
 
-    def has_effects(self) -> bool:
-        return True
 
-
-@op("atomic_cas")
+@op("atomic_cas", READS | WRITES | ATOMIC)
 class AtomicCAS(Op):
     """Compare-and-swap; returns the old value (success is old == expected)."""
 
@@ -78,6 +75,3 @@ class AtomicCAS(Op):
     def infer(self, ctx: TypeContext) -> tuple[Type, ...]:
         ref, shape = _check(ctx, self.dst, self.indices, (self.expected, self.value), "atomic_cas")
         return (TensorType(ref.dtype, shape),)
-
-    def has_effects(self) -> bool:
-        return True

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .core import Op, RefType, Role, Type, TypeContext, op
+from .core import NO_OP_TRAITS, Op, RefType, Role, Type, TypeContext, op
 from .dims import Dim
 from .dtypes import ElemType, SpelledEnum
 from .pointwise import Literal, literal_fits
@@ -13,7 +13,7 @@ class InitMode(SpelledEnum):
     full = "full"  # zeros is full with 0
 
 
-@op("alloc")
+@op("alloc", NO_OP_TRAITS)
 class Alloc(Op):
     dtype: ElemType
     shape: tuple[Dim, ...]

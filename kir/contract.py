@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .core import Op, TensorType, Type, TypeContext, Value, op
+from .core import STRUCTURED, Op, TensorType, Type, TypeContext, Value, op
 from .dtypes import DType, DTypeVar, ElemType, SpelledEnum
 
 
@@ -27,7 +27,7 @@ def mixed_fp8(a: ElemType, b: ElemType) -> bool:
     return isinstance(a, DType) and isinstance(b, DType) and a.is_fp8 and b.is_fp8 and a != b
 
 
-@op("dot")
+@op("dot", STRUCTURED)
 class Dot(Op):
     """Result axes: batch, then lhs free axes, then rhs free axes (StableHLO dot_general order)."""
 

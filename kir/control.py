@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from .core import Op, Region, TensorType, Type, TypeContext, Value, op, scalar
+from .core import CONTROL, NO_OP_TRAITS, Op, Region, TensorType, Type, TypeContext, Value, op, scalar
 from .dims import Dim
 from .dtypes import DType
 
 INDEX_DTYPE = DType.i64
 
 
-@op("yield")
+@op("yield", NO_OP_TRAITS)
 class Yield(Op):
     values: tuple[Value, ...] = ()
     TERMINATOR = True
@@ -27,7 +27,7 @@ def _check_terminated(ctx: TypeContext, region: Region, what: str) -> None:
         raise ctx.fail(f"{what} region does not end with yield")
 
 
-@op("parallel")
+@op("parallel", CONTROL)
 class Parallel(Op):
     """Unordered iteration over `domain`; the body's args are the i64 indices."""
 
@@ -44,9 +44,6 @@ class Parallel(Op):
             raise ctx.fail("parallel body yields no values; write results with stores")
         return ()
 
-    def has_effects(self) -> bool:
-        return True
-
 
 def _check_carried(ctx: TypeContext, inits: tuple[Value, ...], args: tuple[Value, ...],
                    body: Region, what: str) -> tuple[Type, ...]:
@@ -60,7 +57,7 @@ def _check_carried(ctx: TypeContext, inits: tuple[Value, ...], args: tuple[Value
     return types
 
 
-@op("for")
+@op("for", CONTROL)
 class For(Op):
     """Ordered loop `for iv in range(start, stop, step)`; body args are (iv, *carried)."""
 
@@ -80,11 +77,8 @@ class For(Op):
             raise ctx.fail(f"for body's first argument is the {ts[0]} induction variable")
         return _check_carried(ctx, self.inits, self.body.args[1:], self.body, "for")
 
-    def has_effects(self) -> bool:
-        return True
 
-
-@op("while")
+@op("while", CONTROL)
 class While(Op):
     """`cond` takes the carried values and yields one pred; `body` takes and yields the carried values."""
 
@@ -102,11 +96,8 @@ class While(Op):
             raise ctx.fail("while condition must yield one scalar pred")
         return types
 
-    def has_effects(self) -> bool:
-        return True
 
-
-@op("if")
+@op("if", CONTROL)
 class If(Op):
     cond: Value
     then_: Region
@@ -125,6 +116,3 @@ class If(Op):
             raise ctx.fail(f"if branches yield different types: ({', '.join(map(str, a))}) vs "
                            f"({', '.join(map(str, b))})")
         return a
-
-    def has_effects(self) -> bool:
-        return True

@@ -19,6 +19,7 @@ import importlib
 import itertools
 from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
+from enum import Flag, auto
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from .dims import Dim, Pred, as_dim
@@ -202,12 +203,36 @@ def registrar(table: MutableMapping[Any, F], what: str) -> Callable[..., Callabl
     return registers
 
 
-def op(name: str):
-    """Register an op class under its text name."""
+class OpTrait(Flag):
+    """Properties a KIR op class declares (`@op(name, traits)`); the physical construction, the analyses and the
+    verifier ask for these instead of keeping their own tuples of op classes. Every op class declares its set
+    (possibly empty, `OpTrait(0)`); tests/test_kir_traits.py checks the laws between them."""
+
+    READS = auto()       # reads memory: the buffer its `src` names (an atomic: its `dst`)
+    WRITES = auto()      # writes memory the kernel's author observes: the buffer its `dst` names
+    ATOMIC = auto()      # an atomic read-modify-write of `dst` (it READS and WRITES): instances may share elements
+    CONTROL = auto()     # runs the ops of its regions (parallel, for, while, if); it has effects, as they may
+    STRUCTURED = auto()  # computes over whole axes of its operands at once (a reduction, scan, sort, contraction,
+    #                      histogram, region fold): costly to repeat, so one computation is shared by the statements
+    #                      that use it, and a per-element rebuild must not recompute it per instance
+
+
+# Shorthands for the declarations (`@op("store", WRITES)`).
+READS, WRITES, ATOMIC, CONTROL, STRUCTURED = OpTrait.READS, OpTrait.WRITES, OpTrait.ATOMIC, OpTrait.CONTROL, \
+    OpTrait.STRUCTURED
+NO_OP_TRAITS = OpTrait(0)
+
+
+def op(name: str, traits: OpTrait):
+    """Register an op class under its text name, with the traits it declares (required: an op whose properties
+    nobody stated would fall silently outside every analysis' reach)."""
+    if not isinstance(traits, OpTrait):
+        raise TypeError(f"op {name}: traits must be an OpTrait, got {traits!r}")
 
     def deco(cls: type[Op]) -> type[Op]:
         cls = dataclass(frozen=True, kw_only=True, eq=False)(cls)  # equality and hash: `Op.__eq__`
         cls.NAME = name
+        cls.TRAITS = traits
         register(OP_CLASSES, name, cls, f"op name {name}")
         return cls
 
@@ -222,6 +247,7 @@ class Op:
     NAME: ClassVar[str] = "?"
     # Attribute fields that are omitted from the text when they hold their default.
     TERMINATOR: ClassVar[bool] = False
+    TRAITS: ClassVar[OpTrait] = OpTrait(0)
 
     # --- equality: field by field, with float literals compared by representation (-0.0 is not 0.0,
     # NaN is NaN), so that caches keyed by kernels never confuse two kernels that compute differently
@@ -266,8 +292,13 @@ class Op:
     def infer(self, ctx: TypeContext) -> tuple[Type, ...]:
         raise NotImplementedError(f"{type(self).__name__}.infer")
 
+    def has(self, traits: OpTrait) -> bool:
+        """Whether the op's class declares every trait of `traits`."""
+        return traits in self.TRAITS
+
     def has_effects(self) -> bool:
-        return False
+        """Whether running the op is observable beyond its results: it writes memory, or holds ops that may."""
+        return bool(self.TRAITS & (OpTrait.WRITES | OpTrait.CONTROL))
 
 
 def _literal_key(x: object) -> object:

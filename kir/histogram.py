@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from .core import Op, TensorType, Type, TypeContext, Value, op
+from .core import STRUCTURED, Op, TensorType, Type, TypeContext, Value, op
 from .dims import Dim
 from .dtypes import DType
 
 
-@op("histogram")
+@op("histogram", STRUCTURED)
 class Histogram(Op):
     values: Value
     bins: Dim

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from .core import Op, TensorType, Type, TypeContext, Value, op, shape_str
+from .core import NO_OP_TRAITS, Op, TensorType, Type, TypeContext, Value, op, shape_str
 from .dims import DConst, Dim, PCmp, dim_bin
 
 
-@op("broadcast")
+@op("broadcast", NO_OP_TRAITS)
 class Broadcast(Op):
     """broadcast_in_dim: operand axis k becomes result axis `dims[k]` (its extent equal, or 1)."""
 
@@ -34,7 +34,7 @@ def product(dims: tuple[Dim, ...]) -> Dim:
     return out
 
 
-@op("reshape")
+@op("reshape", NO_OP_TRAITS)
 class Reshape(Op):
     x: Value
     shape: tuple[Dim, ...]
@@ -49,7 +49,7 @@ class Reshape(Op):
         return (TensorType(t.dtype, self.shape),)
 
 
-@op("transpose")
+@op("transpose", NO_OP_TRAITS)
 class Transpose(Op):
     x: Value
     perm: tuple[int, ...]
@@ -61,7 +61,7 @@ class Transpose(Op):
         return (TensorType(t.dtype, tuple(t.shape[p] for p in self.perm)),)
 
 
-@op("slice")
+@op("slice", NO_OP_TRAITS)
 class SliceOp(Op):
     """Static slice of a value: per axis `start:stop:step` (dims; step a positive constant)."""
 
@@ -86,7 +86,7 @@ class SliceOp(Op):
         return (TensorType(t.dtype, tuple(shape)),)
 
 
-@op("concat")
+@op("concat", NO_OP_TRAITS)
 class Concat(Op):
     inputs: tuple[Value, ...]
     axis: int
@@ -111,7 +111,7 @@ class Concat(Op):
         return (TensorType(t0.dtype, tuple(shape)),)
 
 
-@op("expand_dims")
+@op("expand_dims", NO_OP_TRAITS)
 class ExpandDims(Op):
     x: Value
     axis: int
@@ -125,7 +125,7 @@ class ExpandDims(Op):
         return (TensorType(t.dtype, tuple(shape)),)
 
 
-@op("squeeze")
+@op("squeeze", NO_OP_TRAITS)
 class Squeeze(Op):
     x: Value
     axis: int

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from .core import Op, TensorType, Type, TypeContext, Value, op, scalar
+from .core import NO_OP_TRAITS, Op, TensorType, Type, TypeContext, Value, op, scalar
 from .dims import Dim
 from .dtypes import DType, DTypeVar, ElemType, SpelledEnum
 
@@ -24,7 +24,7 @@ def literal_fits(value: Literal, dtype: ElemType) -> bool:
     return isinstance(value, int | float) and not (isinstance(value, float) and math.isnan(value) and False)
 
 
-@op("constant")
+@op("constant", NO_OP_TRAITS)
 class Constant(Op):
     value: Literal
     dtype: ElemType
@@ -35,7 +35,7 @@ class Constant(Op):
         return (scalar(self.dtype),)
 
 
-@op("iota")
+@op("iota", NO_OP_TRAITS)
 class Iota(Op):
     """`arange(extent)`: 0, 1, ..., extent-1."""
 
@@ -48,7 +48,7 @@ class Iota(Op):
         return (TensorType(self.dtype, (self.extent,)),)
 
 
-@op("dim")
+@op("dim", NO_OP_TRAITS)
 class DimValue(Op):
     """The runtime value of a shape expression (`N` used as a number)."""
 
@@ -96,7 +96,7 @@ def is_int_like(dtype: ElemType) -> bool:
     return isinstance(dtype, DType) and dtype.is_int
 
 
-@op("unary")
+@op("unary", NO_OP_TRAITS)
 class Unary(Op):
     fn: UnaryFn
     x: Value
@@ -143,7 +143,7 @@ def same_operands(ctx: TypeContext, a: Value, b: Value, what: str) -> TensorType
     return ta
 
 
-@op("binary")
+@op("binary", NO_OP_TRAITS)
 class Binary(Op):
     fn: BinaryFn
     lhs: Value
@@ -171,7 +171,7 @@ class CmpFn(SpelledEnum):
     ge = "ge"
 
 
-@op("compare")
+@op("compare", NO_OP_TRAITS)
 class Compare(Op):
     fn: CmpFn
     lhs: Value
@@ -182,7 +182,7 @@ class Compare(Op):
         return (t.with_dtype(DType.pred),)
 
 
-@op("select")
+@op("select", NO_OP_TRAITS)
 class Select(Op):
     cond: Value
     on_true: Value
@@ -197,7 +197,7 @@ class Select(Op):
         return (t,)
 
 
-@op("cast")
+@op("cast", NO_OP_TRAITS)
 class Cast(Op):
     """Value conversion: float->int truncates toward zero; to pred is `!= 0`; ints wrap."""
 
@@ -208,7 +208,7 @@ class Cast(Op):
         return (ctx.tensor(self.x, "cast operand").with_dtype(self.dtype),)
 
 
-@op("bitcast")
+@op("bitcast", NO_OP_TRAITS)
 class Bitcast(Op):
     x: Value
     dtype: ElemType

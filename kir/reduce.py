@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from .core import Op, Region, TensorType, Type, TypeContext, Value, op, scalar
+from .core import STRUCTURED, Op, Region, TensorType, Type, TypeContext, Value, op, scalar
 from .dims import DConst
 from .dtypes import FP8, DType, ElemType, SpelledEnum
 from .pointwise import BinaryFn, Literal, is_float_like, literal_fits
@@ -124,7 +124,7 @@ def check_builtin(ctx: TypeContext, kind: ReduceKind, dtype: ElemType, what: str
         raise ctx.fail(f"{what} {kind} is not defined on pred; cast to an integer first")
 
 
-@op("reduce")
+@op("reduce", STRUCTURED)
 class Reduce(Op):
     inputs: tuple[Value, ...]
     axes: tuple[int, ...]

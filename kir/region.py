@@ -11,7 +11,22 @@ identity.
 
 from __future__ import annotations
 
-from .core import DynSlice, Index, Op, RefType, Region, TensorType, Type, TypeContext, Value, op, scalar
+from .core import (
+    READS,
+    STRUCTURED,
+    WRITES,
+    DynSlice,
+    Index,
+    Op,
+    RefType,
+    Region,
+    TensorType,
+    Type,
+    TypeContext,
+    Value,
+    op,
+    scalar,
+)
 from .dtypes import DType, ElemType
 from .pointwise import Literal
 from .reduce import ReduceKind, check_builtin, check_combine, default_acc
@@ -35,7 +50,7 @@ def check_region_index(ctx: TypeContext, ref: RefType, index: Index, what: str) 
     return dyn[0]
 
 
-@op("region_fold")
+@op("region_fold", READS | STRUCTURED)
 class RegionFold(Op):
     src: Value
     index: Index
@@ -82,7 +97,7 @@ class RegionFold(Op):
         return self.acc_dtype or default_acc(self.kind, dt) or dt
 
 
-@op("region_scan")
+@op("region_scan", READS | WRITES)
 class RegionScan(Op):
     """`dst[dst_index] = scan(src[src_index])` over matching data-dependent subregions (an effect)."""
 
@@ -111,6 +126,3 @@ class RegionScan(Op):
         else:
             check_builtin(ctx, self.kind.as_reduce, sref.dtype, "region scan")
         return ()
-
-    def has_effects(self) -> bool:
-        return True

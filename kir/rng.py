@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .core import Op, Type, TypeContext, Value, op
+from .core import NO_OP_TRAITS, Op, Type, TypeContext, Value, op
 from .dtypes import DType, SpelledEnum
 
 
@@ -15,7 +15,7 @@ class RngKind(SpelledEnum):
 RNG_DTYPE = {RngKind.rand: DType.f32, RngKind.randn: DType.f32, RngKind.randint: DType.u32}
 
 
-@op("random")
+@op("random", NO_OP_TRAITS)
 class Random(Op):
     kind: RngKind
     seed: Value

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .core import Op, Region, Type, TypeContext, Value, op
+from .core import STRUCTURED, Op, Region, Type, TypeContext, Value, op
 from .dtypes import ElemType, SpelledEnum
 from .pointwise import Literal, literal_fits
 from .reduce import ReduceKind, check_builtin, check_combine
@@ -20,7 +20,7 @@ class ScanKind(SpelledEnum):
         return ReduceKind(self.value)
 
 
-@op("scan")
+@op("scan", STRUCTURED)
 class Scan(Op):
     inputs: tuple[Value, ...]
     axis: int

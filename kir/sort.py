@@ -9,7 +9,7 @@ that order along the axis (`k` at most the axis' extent).
 
 from __future__ import annotations
 
-from .core import Op, TensorType, Type, TypeContext, Value, op
+from .core import STRUCTURED, Op, TensorType, Type, TypeContext, Value, op
 from .dims import DConst, PCmp
 from .dtypes import DType, DTypeVar, ElemType
 
@@ -23,7 +23,7 @@ def sortable(dtype: ElemType) -> bool:
     return not dtype.is_pred
 
 
-@op("sort")
+@op("sort", STRUCTURED)
 class Sort(Op):
     x: Value
     axis: int

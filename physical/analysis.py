@@ -89,17 +89,14 @@ def effects_of(ops: Iterable[K.Op]) -> Effects:
     e = Effects()
     for top in ops:
         for op in [top, *[o for r in top.regions() for o in r.walk()]]:
-            if isinstance(op, KA.Load | KA.Gather | KG.RegionFold):
-                e.reads.add(op.src.id)
-            elif isinstance(op, KA.Store | KA.Scatter):
-                e.writes.add(op.dst.id)
-            elif isinstance(op, KG.RegionScan):
-                e.reads.add(op.src.id)
-                e.writes.add(op.dst.id)
-            elif isinstance(op, KT.Atomic):
-                e.atomics.setdefault(op.dst.id, set()).add(str(op.kind))
-            elif isinstance(op, KT.AtomicCAS):
-                e.atomics.setdefault(op.dst.id, set()).add("cas")
+            if op.has(K.OpTrait.ATOMIC):
+                kind = str(op.kind) if isinstance(op, KT.Atomic) else "cas"
+                e.atomics.setdefault(op.dst.id, set()).add(kind)  # type: ignore[attr-defined]
+                continue
+            if op.has(K.OpTrait.READS):
+                e.reads.add(op.src.id)  # type: ignore[attr-defined]
+            if op.has(K.OpTrait.WRITES):
+                e.writes.add(op.dst.id)  # type: ignore[attr-defined]
     return e
 
 
@@ -155,10 +152,10 @@ def variant_values(region: K.Region, seeds: Iterable[int], lanes_context: bool) 
                 for res, a, b in zip(op.results, op.then_.yielded, op.else_.yielded):
                     if op.cond.id in var or a.id in var or b.id in var:
                         mark([res])
-            elif isinstance(op, KT.Atomic | KT.AtomicCAS):
+            elif op.has(K.OpTrait.ATOMIC):
                 if lanes_context or any_in:
                     mark(op.results)
-            elif isinstance(op, KA.Load | KA.Gather | KG.RegionFold):
+            elif op.has(K.OpTrait.READS):
                 if any_in or op.src.id in private:
                     mark(op.results)
             elif any_in:
@@ -255,11 +252,14 @@ class AffineForms:
 
 
 def _writes(body: K.Region) -> list[K.Op]:
-    return [o for o in body.walk() if isinstance(o, KA.Store | KA.Scatter | KG.RegionScan)]
+    """The plain writes of `body` (atomics may share elements between instances by design)."""
+    return [o for o in body.walk() if o.has(K.OpTrait.WRITES) and not o.has(K.OpTrait.ATOMIC)]
 
 
 def _reads(body: K.Region, bufs: set[int]) -> list[K.Op]:
-    return [o for o in body.walk() if isinstance(o, KA.Load | KA.Gather | KG.RegionFold) and o.src.id in bufs]
+    """The ops of `body` that only read, from one of `bufs` (a region scan is checked among the writes)."""
+    return [o for o in body.walk() if o.has(K.OpTrait.READS) and not o.has(K.OpTrait.WRITES) and
+            o.src.id in bufs]  # type: ignore[attr-defined]
 
 
 def _index_of(op: K.Op) -> K.Index | None:
@@ -381,7 +381,7 @@ def _collision(x: K.Op, y: K.Op, par: KC.Parallel, cex: dict[str, int]) -> str:
 
     sizes = sorted({n for d in par.domain for n in d.symbols() if n in cex})
     given = f" (with {', '.join(f'{n}={cex[n]}' for n in sizes)})" if sizes else ""
-    if isinstance(x, KA.Store | KA.Scatter | KG.RegionScan):
+    if x.has(K.OpTrait.WRITES):
         return f"{_what(x)} in instance ({instance('a')}) and {_what(y)} in instance ({instance('b')}) write the " \
                f"same element{given}"
     return f"{_what(x)} in instance ({instance('a')}) reads the element that {_what(y)} in instance " \

@@ -19,14 +19,10 @@ import networkx as nx
 
 from kir import access as KA
 from kir import atomic as KT
-from kir import contract as KC
 from kir import control as KCt
 from kir import core as K
-from kir import histogram as KH
 from kir import reduce as KR
-from kir import region as KG
 from kir import scan as KS
-from kir import sort as KSo
 from kir.dims import DConst, Dim, PCmp, dim_bin
 from kir.dtypes import DType
 from kir.errors import DiagnosticError
@@ -56,7 +52,6 @@ from .model import (
 )
 from .worksets import CannotBind, Rebuilder, flatten_nest, parallel_indexed, parallel_store, recomputed_per_instance
 
-STRUCTURED = (KR.Reduce, KS.Scan, KSo.Sort, KC.Dot, KG.RegionFold, KH.Histogram)
 SMALL_EXTENT = 65536  # elements one program reduces in a few microseconds: no note below it
 
 
@@ -275,8 +270,8 @@ def _components(stmts: list[Statement]) -> list[list[Statement]]:
             flows = any(results.get(v) == a for v in _uses(sb)) or any(results.get(v) == b for v in _uses(sa))
             if flows or conflict(sa.effects, sb.effects):
                 g.add_edge(a, b, kind="dependence")
-            elif {id(o) for o in sa.prelude if isinstance(o, STRUCTURED)} & \
-                    {id(o) for o in sb.prelude if isinstance(o, STRUCTURED)}:
+            elif {id(o) for o in sa.prelude if o.has(K.OpTrait.STRUCTURED)} & \
+                    {id(o) for o in sb.prelude if o.has(K.OpTrait.STRUCTURED)}:
                 g.add_edge(a, b, kind="shared producer")
     comps = [sorted(c) for c in nx.connected_components(g)]
     comps.sort(key=lambda c: c[0])

@@ -362,9 +362,6 @@ def reshape_groups(solver: ShapeSolver, src: tuple[Dim, ...], dst: tuple[Dim, ..
     return out
 
 
-_STRUCTURED = (KR.Reduce, KS.Scan, KSo.Sort, KC.Dot, KH.Histogram)
-
-
 def recomputed_per_instance(ops: list[K.Op], args: tuple[K.Value, ...]) -> K.Op | None:
     """A structured op of the rebuilt body that does not depend on every instance index: each of the
     instances that differ only in the others would recompute it (`x - max(x, axis=1)` bound per element
@@ -376,7 +373,7 @@ def recomputed_per_instance(ops: list[K.Op], args: tuple[K.Value, ...]) -> K.Op 
         for r in o.regions():
             used += [v for inner in r.walk() for v in inner.operands()]
         d = frozenset().union(*(deps.get(v.id, frozenset()) for v in used))
-        if isinstance(o, _STRUCTURED) and d != full:
+        if o.has(K.OpTrait.STRUCTURED) and d != full:
             return o
         for v in o.results:
             deps[v.id] = d

@@ -13,13 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kir.access import Scatter, Store
-from kir.atomic import Atomic, AtomicCAS
 from kir.control import For, If, Parallel, While, Yield
-from kir.core import Op, Region
+from kir.core import Op, OpTrait, Region
 from kir.dtypes import DType
 from kir.errors import IntentError
-from kir.region import RegionScan
 
 from .checks import ERROR_REF
 from .context import Ctx, batch_index, constant_value
@@ -35,7 +32,7 @@ def written_refs(ctx: Ctx, *regions: Region) -> list[int]:
     out: list[int] = []
     for r in regions:
         for op in r.walk():
-            if isinstance(op, Store | Scatter | Atomic | AtomicCAS | RegionScan):
+            if op.has(OpTrait.WRITES):
                 rid = op.dst.id
                 if rid in ctx.refs and rid not in out:
                     out.append(rid)

@@ -43,13 +43,9 @@ def note_loop_writes(lw: Lowerer, *regions: K.Region) -> None:
     """A loop's next iteration reads what its previous one wrote: count the buffers the loop writes as written
     before its first op, so that a read of one in the loop is ordered behind the last iteration's write by a
     barrier (the write of iteration k and the read of k + 1 need not be the same thread's)."""
-    from kir import access as KA
-    from kir import atomic as KT
-    from kir import region as KG
-
     for region in regions:
         for o in region.walk():
-            if isinstance(o, KA.Store | KA.Scatter | KG.RegionScan | KT.Atomic | KT.AtomicCAS):
+            if o.has(K.OpTrait.WRITES):
                 bid = lw.state.ref_buffer.get(o.dst.id)
                 if bid is not None:
                     lw.written.add(bid)

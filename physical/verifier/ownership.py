@@ -11,10 +11,7 @@
 
 from __future__ import annotations
 
-from kir import access as KA
-from kir import atomic as KT
-from kir import region as KG
-from kir.core import Kernel
+from kir.core import Kernel, OpTrait
 
 from .. import ops as P
 from ..launch_expr import DEVICE_SMS, LaunchExpr, LConstexpr
@@ -23,9 +20,6 @@ from .base import Reporter, describe, rule
 from .index import ProgramIndex, evaluate, index_of, product
 from .structure import domain_programs, group_splits
 from .tiles import check_tile_group, exclusive, tile_programs_text
-
-KIR_EFFECTS = (KA.Store, KA.Scatter, KT.Atomic, KT.AtomicCAS, KG.RegionScan)
-
 
 # ---------------------------------------------------------------------------------------------- lane sources
 
@@ -276,12 +270,12 @@ def check_effect_coverage(program: Program, kernel: Kernel | None, report: Repor
                    f"it would happen {len(found)} times per instance", first, groups[0])
     if kernel is not None:
         for n, kop in enumerate(kernel.walk()):
-            if isinstance(kop, KIR_EFFECTS) and n not in units:
+            if kop.has(OpTrait.WRITES) and n not in units:
                 where = f" at {kop.loc}" if kop.loc else ""
                 report(f"KIR {kop.NAME}{where} (op {n}) is performed by no physical effect")
         ops = list(kernel.walk())
         for ordinal, found in units.items():
-            if ordinal >= len(ops) or not isinstance(ops[ordinal], KIR_EFFECTS):
+            if ordinal >= len(ops) or not ops[ordinal].has(OpTrait.WRITES):
                 op = found[0][1]
                 report(f"{describe(program, op)} is an effect, but KIR op {ordinal} it comes from has none", op,
                        found[0][0])

@@ -33,7 +33,7 @@ def checks_enabled(kernel: Kernel, checks: bool | None) -> bool:
 
 
 def run(kernel: Kernel, args: Mapping[str, Any], checks: bool | None = None,
-        writes: dict[str, Writes] | None = None) -> dict[str, np.ndarray]:
+        writes: dict[str, Writes] | None = None, flush_subnormals: bool = False) -> dict[str, np.ndarray]:
     """Evaluate `kernel` on `args` (parameter name -> torch tensor, NumPy array or scalar).
 
     Returns `{name: array}` for every `out` and `inout` parameter (bf16 as float32 arrays holding
@@ -41,9 +41,11 @@ def run(kernel: Kernel, args: Mapping[str, Any], checks: bool | None = None,
     that do not fit the kernel and `IntentError` for a run that goes wrong (an out-of-range access
     with checks on, a read of uninitialised memory). With `writes` (a dict), fills it with what the run
     did to each writable parameter (`Writes`: elements written, read before written, and their writer).
+    `flush_subnormals` models a consumer that flushes subnormal floats to zero where the kernel makes them
+    from bits (a bitcast to a float dtype), as XLA's CPU runtime does; the kernel's own meaning keeps them.
     """
     binding = Binding(kernel, args)
-    state = Run(kernel, binding.symbols, checks_enabled(kernel, checks))
+    state = Run(kernel, binding.symbols, checks_enabled(kernel, checks), flush_subnormals)
     memories: list[Memory] = []
     values: list[Any] = []
     for p in kernel.params:

@@ -63,6 +63,9 @@ class Run:
     kernel: Kernel
     symbols: dict[str, int]
     checks: bool
+    # Model a consumer that treats subnormal floats as zero (XLA's CPU runtime, a GPU in flush-to-zero mode)
+    # where a kernel makes them from bits: a bitcast to a float dtype gives 0 (with the sign) for a subnormal
+    flush_subnormals: bool = False
     # Index arrays found to be arithmetic progressions (or not), by identity: loads and stores at the
     # same lane index reuse the finding.
     progressions: dict[int, tuple[np.ndarray, slice | None]] = field(default_factory=dict)

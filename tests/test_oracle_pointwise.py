@@ -235,6 +235,21 @@ def test_bitcast() -> None:
     np.testing.assert_array_equal(back, h)
 
 
+def test_flush_subnormals_models_a_consumer_that_flushes_bits_made_floats() -> None:
+    """`oracle.run(..., flush_subnormals=True)` gives 0 (with its sign) for an f32 subnormal a bitcast makes, as
+    XLA's CPU runtime treats it; normal values, and the kernel's own meaning (the default), keep their bits."""
+    from tests.oracle_kit import elementwise
+
+    bits = np.array([[1, 9, -2147483647, 0x3F800000]], np.int32)  # two subnormals, -1.4e-45, 1.0
+    k = elementwise(lambda b, v: b.add(Bitcast, x=v[0], dtype=f32), [tensor(DType.i32, "M", "N")],
+                    out(f32, "M", "N"), symbols=("M", "N"))
+    kept = oracle.run(k, {"x0": bits})["out"]
+    np.testing.assert_array_equal(kept.view(np.int32), bits)
+    flushed = oracle.run(k, {"x0": bits}, flush_subnormals=True)["out"]
+    np.testing.assert_array_equal(flushed, np.array([[0.0, 0.0, -0.0, 1.0]], np.float32))
+    assert np.signbit(flushed[0, 2])
+
+
 def test_constant_iota_and_dim_values() -> None:
     N = DSym("N")
 

@@ -454,6 +454,25 @@ def test_small_integer_float_powers_are_multiplications(tmp_path):
     assert fns.count(BinaryFn.mul) == 5
 
 
+def test_small_integer_powers_of_whole_tensors_are_multiplications(tmp_path):
+    """`y ** 3` of a whole parameter at top level (a reference, not yet a loaded value) was a C `pow`, one
+    rounding, where `y[i, :] ** 3` was two rounded multiplications: f16 -1.433 ** 3 + -1.433 gave -4.371 and
+    -4.375 (source campaign seed 9800041, case 57)."""
+    kobj = kernel(tmp_path, """
+        @intent.kernel
+        def k(y: f16[M, N], o: Out[f16[M, N]], p: Out[f16[M, N]]):
+            o[:, :] = (y ** 3) + y
+            p[:, :] = intent.pow(y, -2) + y ** 0.5
+    """)
+    fns = [o.fn for o in ops(kobj.kir, Binary)]
+    assert fns.count(BinaryFn.pow) == 1  # only the 0.5
+    assert fns.count(BinaryFn.div) == 1 and fns.count(BinaryFn.mul) == 3
+    y = torch.tensor([[-1.433, 2.5, 0.3]], dtype=torch.float16)
+    o, p = torch.empty_like(y), torch.empty_like(y)
+    kobj(y, o, p)
+    assert o.tolist() == ((y * y) * y + y).tolist() and o[0, 0].item() == -4.375
+
+
 # ---------------------------------------------------------------------------------------------- helpers
 
 

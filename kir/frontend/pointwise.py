@@ -151,6 +151,8 @@ def binary(lw: Lowerer, sym: str, fn: BinaryFn, a: FValue, b: FValue, node: ast.
     if sym == "/" and da is not None and db is not None:
         raise lw.error(node, "`/` is true division and both operands are integers; write `//` for integer division "
                              "(truncating toward zero), or convert with `.to(f32)`")
+    if fn is BinaryFn.pow and isinstance(a, RefV) and isinstance(b, Num):
+        a = to_tval(lw, a, na, f"`{sym}`")  # a whole tensor (`x ** 3` at top level) powers as its loaded value
     if fn is BinaryFn.pow and isinstance(a, TVal) and is_float_like(a.dtype) and isinstance(b, Num) \
             and not isinstance(b.value, bool) and math.isfinite(b.value) and float(b.value).is_integer() \
             and 1 <= abs(b.value) <= MULTIPLIED_POWER:

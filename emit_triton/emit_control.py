@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from physical import ops as P
 from physical.model import Fragment
 
-from .emit import Emitter, emits
+from .emit import Emitter, choose, emits
 
 
 def _carry(em: Emitter, args, inits) -> list[str]:
@@ -75,10 +77,19 @@ def emit_while(em: Emitter, op: P.While) -> None:
 @emits(P.If)
 def emit_if(em: Emitter, op: P.If) -> None:
     names = [em.fresh(r.name or f"r{r.id}") for r in op.results]
-    node = em.branches(em.name(op.cond))
-    for stmts, region in ((node.then, op.then_), (node.otherwise, op.else_)):
-        with em.into(stmts):
+
+    def branch(region) -> Callable[[], None]:
+        def write() -> None:
             em.ops(region.ops)
             _assign(em, names, region.yielded, [r.type for r in op.results])
+        return write
+
+    if op.flag is not None:  # a constexpr `if`: Triton compiles only the branch the launch takes
+        choose(em, op.flag, branch(op.then_), branch(op.else_))
+    else:
+        node = em.branches(em.name(op.cond))
+        for stmts, region in ((node.then, op.then_), (node.otherwise, op.else_)):
+            with em.into(stmts):
+                branch(region)()
     for r, n in zip(op.results, names):
         em.alias(r, n)

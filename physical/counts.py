@@ -285,7 +285,12 @@ def _subregions(w: _Walk, op: RG.RegionFold | RG.RegionScan, trips: LaunchExpr) 
 
 @counts(F.While, F.If)
 def _regions(w: _Walk, op: POp, trips: LaunchExpr) -> Cost:
-    """While and if (both branches), and region folds: each region counted once, so the count is an estimate."""
+    """While and if (both branches), and region folds: each region counted once, so the count is an estimate.
+    An if that a constexpr selects counts the branch the launch takes."""
+    if isinstance(op, F.If) and op.flag is not None:
+        (b1, f1), (b0, f0) = (_region(w, r, trips) for r in (op.then_, op.else_))
+        flag = LConstexpr(op.flag)
+        return _choose(flag, b1, b0), _choose(flag, f1, f0)
     w.exact = False
     counted = [_region(w, r, trips) for r in op.regions()]
     return lsum(tuple(b for b, _ in counted)), lsum(tuple(f for _, f in counted))

@@ -154,7 +154,9 @@ def _cross_program(p: Program, g: Group, body: PRegion) -> list[str]:
             f"  combine: each program draws a ticket from {', '.join(counters)} (acq_rel atomic, device scope); the "
             f"one that draws the last combines the {split.splits} slots in slot order (the same order every run: "
             f"bitwise reproducible, no float atomics), stores the result and resets the counter (self-resetting: "
-            f"nothing is filled before a launch)"]
+            f"nothing is filled before a launch)",
+            f"  where {split.splits} = 1 (constexpr SPLIT_{g.id} = 0) the kernel holds only the direct form: each "
+            f"program stores its own result, with no workspace traffic"]
 
 
 def _split_segments(p: Program, g: Group) -> list[str]:
@@ -173,7 +175,9 @@ def _split_segments(p: Program, g: Group) -> list[str]:
             f"  combine: each program draws a ticket from {', '.join(counters)} (acq_rel atomic, device scope); the "
             f"one that draws the last folds the {split.splits} slots in slot order with each fold's combine (the "
             f"same order every run: bitwise reproducible, no float atomics), stores the results and resets the "
-            f"counter (self-resetting: nothing is filled before a launch)"]
+            f"counter (self-resetting: nothing is filled before a launch)",
+            f"  where {split.splits} = 1 (constexpr SPLIT_{g.id} = 0) the kernel holds only the direct form: each "
+            f"program stores its own folds, with no workspace traffic"]
 
 
 def _lookback_lines(p: Program, g: Group, f: _Formulas) -> list[str]:

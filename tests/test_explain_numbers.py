@@ -179,7 +179,8 @@ def test_a_fold_over_segments_counts_each_value_once(segments: int, values: int)
     """A segment sum reads each value once, whatever the segments' lengths: a chunk of BLOCK_C elements per
     segment (most of it masked off when segments are short, one of many when they are long) is not what it
     moves. The rest is per program sharing a segment (split-segments): its two offsets, its partial written
-    and read back, its ticket (read and written), the counter's reset and the result (counted for each)."""
+    and read back, its ticket (read and written), the counter's reset and the result (counted for each); where
+    one program holds each segment (SPLITS_0 = 1, 65536 segments) only the offsets and the result."""
     from physical.counts import operation_counts
     from physical.explain import launch_environment
 
@@ -187,23 +188,27 @@ def test_a_fold_over_segments_counts_each_value_once(segments: int, values: int)
     counts = operation_counts(program)
     env = launch_environment(program, {"S": segments, "E": values}, 132)
     assert not counts.exact
-    assert counts.bytes.evaluate(env) == 4 * values + (2 * 8 + 4 + 4 + 8 + 4 + 4) * env["SPLITS_0"] * segments
+    each = 2 * 8 + 4 + 4 + 8 + 4 + 4 if env["SPLITS_0"] > 1 else 2 * 8 + 4
+    assert counts.bytes.evaluate(env) == 4 * values + each * env["SPLITS_0"] * segments
 
 
 def test_a_scan_over_segments_counts_each_value_once_read_and_once_written() -> None:
     """A segment scan over CSR offsets (its segments run at once, split over programs by split-region-scans):
-    the pieces' folds and scans read each value twice and write it once, whatever the segments hold, not a chunk
-    per segment; each program adds a fixed 64 bytes (its offsets, ticket, slot and flag, retirement and the
-    reset of its flag) and the last one the two counters."""
+    with one piece a segment (no piece folds: SPLIT_0 = 0) the scans read and write each value once, whatever
+    the segments hold, not a chunk per segment; each program adds a fixed 64 bytes (its offsets, ticket, slot
+    and flag, retirement and the reset of its flag) and the last one the two counters. With several pieces a
+    segment each piece is read twice (its fold, then its scan)."""
     from physical.counts import operation_counts
-    from physical.launch_expr import DEVICE_SMS
-    from physical.verifier.index import _bind_constexprs
+    from physical.explain import launch_environment
     from tests.perf_reduce_kernels import seg_last_nz_scan
 
     program = physical.lower(seg_last_nz_scan.kir)
     counts = operation_counts(program)
     for segments, values in ((65536, 131072), (64, 1 << 24)):
-        env = {"S": segments, "E": values, DEVICE_SMS: 0}  # the interpreter: one piece a segment
-        _bind_constexprs(program.constexprs, env)
+        env = launch_environment(program, {"S": segments, "E": values}, 0)  # the interpreter: a piece a segment
         assert env["SPLITS_0"] == 1
-        assert counts.bytes.evaluate(env) == (4 + 4 + 4) * values + 64 * segments + 8
+        assert counts.bytes.evaluate(env) == (4 + 4) * values + 64 * segments + 8
+    env = launch_environment(program, {"S": 64, "E": 1 << 24}, 132)
+    programs, pieces = 64 * env["SPLITS_0"], env["SPLITS_0"]
+    slots = 64 * pieces * (pieces - 1) // 2 * 8  # each piece reads the flags and slots of the lower ones
+    assert env["SPLIT_0"] == 1 and counts.bytes.evaluate(env) == (4 + 4 + 4) * (1 << 24) + 64 * programs + 8 + slots

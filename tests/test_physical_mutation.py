@@ -771,18 +771,31 @@ def _with_ops(p: Program, ops: list[POp]) -> Program:
 
 def _workspace_ops(p: Program, cls: type, name: str) -> list[POp]:
     buf = buffer_named(p, name)
-    return [op for op in p.groups[0].body.ops if isinstance(op, cls) and op.access.buffer == buf.id]
+    return [op for op in _shared(p)[2] if isinstance(op, cls) and op.access.buffer == buf.id]
+
+
+def _shared(p: Program) -> tuple[list[POp], POp, list[POp]]:
+    """The group's ops, the branch that shares blocks between programs (the `if` on SPLIT_0) and its ops."""
+    ops = list(p.groups[0].body.ops)
+    branch = next(op for op in ops if isinstance(op, P.If) and op.flag is not None)
+    return ops, branch, list(branch.then_.ops)
+
+
+def _with_shared(p: Program, inner: list[POp]) -> Program:
+    ops, branch, _ = _shared(p)
+    ops[ops.index(branch)] = dataclasses.replace(branch, then_=dataclasses.replace(branch.then_, ops=tuple(inner)))
+    return _with_ops(p, ops)
 
 
 @mutation("workspace-protocol")
 def slot_written_at_another_programs_slot():
     k, p = split_rows()
-    ops = list(p.groups[0].body.ops)
+    top, _, ops = _shared(p)
     (write,) = _workspace_ops(p, P.Store, "partial")
-    per = next(op for op in ops if isinstance(op, P.ShapeValue) and op.results[0].name == "chunks_per_split")
+    per = next(op for op in top if isinstance(op, P.ShapeValue) and op.results[0].name == "chunks_per_split")
     other = per.results[0]
     ops[ops.index(write)] = dataclasses.replace(write, access=dataclasses.replace(write.access, copy=other))
-    return k, _with_ops(p, ops), (f"[workspace-protocol] store (from reduce at mutation.py:10) writes slot array "
+    return k, _with_shared(p, ops), (f"[workspace-protocol] store (from reduce at mutation.py:10) writes slot array "
                                   f"partial at slot %{other.id}, not its program's split position: two programs "
                                   f"would write one slot")
 
@@ -790,28 +803,28 @@ def slot_written_at_another_programs_slot():
 @more("counter_not_reset", "workspace-protocol")
 def ticket_counter_left_for_the_next_launch():
     k, p = split_rows()
-    ops = list(p.groups[0].body.ops)
+    ops = _shared(p)[2]
     (reset,) = _workspace_ops(p, P.Store, "arrivals")
     ops.remove(reset)
-    return k, _with_ops(p, ops), ("[workspace-protocol] ticket counter arrivals is not reset by the program that "
+    return k, _with_shared(p, ops), ("[workspace-protocol] ticket counter arrivals is not reset by the program that "
                                   "draws the last ticket: the next launch would start from a stale count")
 
 
 @more("slots_combined_out_of_order", "workspace-protocol")
 def slots_read_in_reverse_order():
     k, p = split_rows()
-    ops = list(p.groups[0].body.ops)
+    outer, _, ops = _shared(p)
     (read,) = _workspace_ops(p, P.Load, "partial")
     pos = read.access.copy
     top = max(v.id for op in p.walk() for v in op.results) + 100
     last = PValue(top + 1, Fragment(DType.i64, index=True))
     rev = PValue(top + 2, pos.type)
-    splits = next(op.splits for op in ops if isinstance(op, P.SplitIndex))
+    splits = next(op.splits for op in outer if isinstance(op, P.SplitIndex))
     at = ops.index(read)
     ops[at:at] = [P.ShapeValue(results=(last,), expr=LBin("-", LConstexpr(splits), LConst(1))),
                   P.Binary(results=(rev,), fn=BinaryFn.sub, lhs=last, rhs=pos)]
     ops[at + 2] = dataclasses.replace(read, access=dataclasses.replace(read.access, copy=rev))
-    return k, _with_ops(p, ops), ("[workspace-protocol] load (from reduce at mutation.py:10) reads slot array "
+    return k, _with_shared(p, ops), ("[workspace-protocol] load (from reduce at mutation.py:10) reads slot array "
                                   "partial out of slot order: the slot must be the position along a tile axis that "
                                   "one reduce folds, so that the partials always meet in the same order")
 
@@ -819,12 +832,12 @@ def slots_read_in_reverse_order():
 @more("slot_written_after_the_ticket", "workspace-protocol")
 def slot_published_after_the_ticket():
     k, p = split_rows()
-    ops = list(p.groups[0].body.ops)
+    ops = _shared(p)[2]
     (write,) = _workspace_ops(p, P.Store, "partial")
     (ticket,) = [op for op in ops if isinstance(op, P.Ticket)]
     ops.remove(write)
     ops.insert(ops.index(ticket) + 1, write)
-    return k, _with_ops(p, ops), ("[workspace-protocol] store (from reduce at mutation.py:10) writes slot array "
+    return k, _with_shared(p, ops), ("[workspace-protocol] store (from reduce at mutation.py:10) writes slot array "
                                   "partial after its program's ticket (or with no ticket): the last holder may read "
                                   "the slot before the write is released")
 

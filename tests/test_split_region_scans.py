@@ -170,7 +170,10 @@ def test_the_plan_verifies_after_every_pass_and_explain_shows_it() -> None:
     assert "split-region-scans" in names
     ops = program.groups[0].body.ops
     assert sum(isinstance(o, P.PublishSlot) for o in ops) == 1 and sum(isinstance(o, P.FoldSlots) for o in ops) == 4
-    assert sum(isinstance(o, P.RegionFold) for o in ops) == 4 and sum(isinstance(o, P.RegionScan) for o in ops) == 4
+    assert sum(isinstance(o, P.RegionScan) for o in ops) == 4
+    # each piece's fold sits in a constexpr branch taken only where SPLITS_0 > 1
+    branches = [o for o in ops if isinstance(o, P.If) and o.flag == "SPLIT_0"]
+    assert len(branches) == 4 and all(isinstance(b.then_.ops[0], P.RegionFold) for b in branches)
     assert sum(w.resets for w in program.workspaces) == 1  # the sync buffer restores itself: no launch fills it
     with simulated_multiprocessors(132):
         plan = forms.explain(*args.values())
@@ -226,9 +229,24 @@ def test_a_scan_of_the_whole_subregion_in_every_split_is_refused() -> None:
     g = p.groups[0]
     ops = list(g.body.ops)
     at = next(n for n, op in enumerate(ops) if isinstance(op, P.RegionScan))
-    fold = next(op for op in ops if isinstance(op, P.RegionFold))
+    fold = next(op for op in g.body.walk() if isinstance(op, P.RegionFold))
     b = next(op.results[0] for op in ops if isinstance(op, P.Load))  # offsets[s]: the subregion's own begin
     ops[at] = dataclasses.replace(ops[at], begin=b)
     assert fold.begin.id != b.id
     broken = p.replace(groups=(dataclasses.replace(g, body=dataclasses.replace(g.body, ops=tuple(ops))),))
     assert [v.rule for v in check(broken, k)] == ["split-effects"]
+
+
+def test_one_piece_an_instance_reads_each_segment_once() -> None:
+    """Where the launch decides SPLITS_0 = 1 (here: Triton's interpreter), the kernel holds no piece fold: the
+    values are read once, by the scan."""
+    from bench.traffic import counting
+
+    args = args_for(10, ("out",))
+    out = {n: v.clone() for n, v in args.items()}
+    with simulated_multiprocessors(0), counting(out) as traffic:
+        cumsum(**out)
+    assert traffic.read_by["values"] == 4 * args["values"].numel()
+    with simulated_multiprocessors(132), counting(out) as split:
+        cumsum(**out)
+    assert split.read_by["values"] == 2 * 4 * args["values"].numel()  # a piece's fold, then its scan

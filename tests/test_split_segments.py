@@ -232,3 +232,44 @@ def test_explain_names_the_cliff_where_the_split_count_comes_out_one() -> None:
         assert cliff not in folds.explain(*fold_args(8).values())  # split: no cliff
     with simulated_multiprocessors(0):  # the interpreter runs one program at a time: nothing to balance
         assert cliff not in folds.explain(*args.values())
+
+
+def test_one_split_stores_directly_with_no_workspace_traffic() -> None:
+    """Where the launch decides SPLITS_0 = 1, a constexpr branch keeps only the direct form: the partials are
+    the results, stored by their program, and the workspace is neither written, read nor counted on."""
+    import emit_triton
+    from bench.traffic import counting
+
+    args = fold_args(9)
+    k = folds.specialize(args)
+    source = emit_triton.emit(physical.lower(k)).source
+    shared, alone = source.split("if SPLIT_0:")[1].split("else:")[:2]
+    assert "w_ws_" in shared and "atomic_add" in shared
+    assert "w_ws_" not in alone.split("# store")[0] and "atomic" not in alone.split("# store")[0]
+    out = {n: v.clone() for n, v in args.items()}
+    with simulated_multiprocessors(0), counting(out) as traffic:
+        folds(**out)
+    assert traffic.atomic == 0 and set(traffic.read_by) | set(traffic.written_by) <= set(args)
+    want = folds.oracle(**{n: v.clone() for n, v in args.items()})
+    for n in ("total", "top", "low"):
+        np.testing.assert_allclose(out[n].numpy(), np.asarray(want[n]), rtol=1e-5, atol=1e-4)
+
+
+def test_a_branch_not_selected_by_the_split_count_is_refused() -> None:
+    """Mutation: the `if` that holds the cooperation is selected by another constexpr: its other branch (stores
+    by every program, no workspace) would run where several programs share a block."""
+    import dataclasses
+
+    args = fold_args(10)
+    k = folds.specialize(args)
+    p = physical.lower(k)
+    g = p.groups[0]
+    ops = list(g.body.ops)
+    at = next(n for n, op in enumerate(ops) if isinstance(op, P.If) and op.flag == "SPLIT_0")
+    ops[at] = dataclasses.replace(ops[at], flag="BLOCK_SPLITS_0")
+    broken = p.replace(groups=(dataclasses.replace(g, body=dataclasses.replace(g.body, ops=tuple(ops))),))
+    found = check(broken, k)
+    assert [v.rule for v in found] == ["split-effects"] * 3
+    assert str(found[0]).startswith("[split-effects] store (from store at test_split_segments.py:40) writes total in "
+                                    "every program that shares its block: a group split over programs writes "
+                                    "outside its workspace only as the holder of the last ticket")

@@ -43,11 +43,15 @@ class While(POp):
 
 @pop("if", EFFECTS | CONTROL)
 class If(POp):
-    """A uniform condition branches; a lane-varying one is lowered to predication by construction."""
+    """A uniform condition branches; a lane-varying one is lowered to predication by construction.
+
+    With `flag` (a constexpr of the program, 0 or 1, and `cond` its value) the launch selects the branch: the
+    generated kernel holds only the branch its specialisation takes (a form with no workspace traffic, say)."""
 
     cond: PValue
     then_: PRegion
     else_: PRegion
+    flag: str | None = None
 
 
 # ---------------------------------------------------------------------------------------------- typing

@@ -7,7 +7,9 @@ accumulator, one ticket counter per instance), and the end of the split body wri
 physical/workspace.py: each program publishes its partials and draws its ticket; the holder of the last ticket
 reads the S slots in slot order, folds them with each fold's own kind and combine (the same partials meet in
 the same order on every run), runs the work that needs the results with its stores under that ticket and
-resets the counter.
+resets the counter. All of it sits in the branch of an `if` on the constexpr SPLIT_g (SPLITS_g > 1): where a
+launch has one program per block the kernel holds the other branch only, which takes the partials as the
+results and touches no workspace.
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ from kir.reduce import ReduceKind
 from .. import ops as P
 from ..analysis import producer
 from ..builder import Builder
-from ..launch_expr import LaunchExpr, LNextPow2, as_launch, lmul, lsum
+from ..launch_expr import LaunchExpr, LBin, LConst, LConstexpr, LNextPow2, as_launch, lmin, lmul, lsum
 from ..model import Buffer, Fragment, Origin, POp, PRegion, Program, PValue, Segment
 from ..workspace import (
+    INDEX,
     add_slot_array,
     add_ticket_counter,
     conjoin,
@@ -59,12 +62,14 @@ def pointwise_or_store(op: POp) -> bool:
 def split_launch(program: Program, gid: int, count: LaunchExpr, consts: dict[str, LaunchExpr],
                  length: Callable[[Segment], LaunchExpr] = lambda seg: as_launch(seg.length)
                  ) -> tuple[Program, str, str, tuple[Segment, ...], LaunchExpr]:
-    """`program` with the constexprs `consts` plus SPLITS_g = `count` and BLOCK_SPLITS_g (its next power of
-    two) after them, and the segments with group `gid`'s `count` times as long (`length`: a segment's length
-    before that); also the two names, the segments and the grid, which the caller sets with its groups."""
-    splits, block_s = f"SPLITS_{gid}", f"BLOCK_SPLITS_{gid}"
-    consts = {**consts, splits: count, block_s: LNextPow2(count)}
-    order = [n for n, _ in program.constexprs] + [splits, block_s]
+    """`program` with the constexprs `consts` plus SPLITS_g = `count`, BLOCK_SPLITS_g (its next power of
+    two) and SPLIT_g (`split_flag`) after them, and the segments with group `gid`'s `count` times as long
+    (`length`: a segment's length before that); also the two names, the segments and the grid, which the
+    caller sets with its groups."""
+    splits, block_s, flag = f"SPLITS_{gid}", f"BLOCK_SPLITS_{gid}", split_flag(gid)
+    # SPLIT_g: 1 where several programs share a block (SPLITS_g > 1), 0 where each runs its own alone
+    consts = {**consts, splits: count, block_s: LNextPow2(count), flag: lmin(LBin("-", count, LConst(1)), LConst(1))}
+    order = [n for n, _ in program.constexprs] + [splits, block_s, flag]
     lengths = [lmul(length(seg), count) if seg.group == gid else length(seg) for seg in program.segments]
     segments = tuple(dataclasses.replace(seg, length=n, offset=lsum(tuple(lengths[:k])))
                      for k, (seg, n) in enumerate(zip(program.segments, lengths)))
@@ -101,37 +106,65 @@ def add_partial_slots(program: Program, gid: int, folds: list[tuple[DType, ...]]
     return program, slots, counter
 
 
+def split_flag(gid: int) -> str:
+    """The constexpr that is 1 where the programs of a block of group `gid` share it (SPLITS_g > 1)."""
+    return f"SPLIT_{gid}"
+
+
 def combine_in_last(w: Builder, partials: list[Partial], slots: list[list[Buffer]], counter: Buffer,
                     split: PValue, inst: PValue, lane_ok: PValue | None, sizes: tuple[str, str],
-                    origin: Origin | None) -> PValue:
+                    origin: Origin | None, gid: int) -> PValue:
     """Publish this program's partials, draw the instance's ticket and, in the holder of the last one, fold
-    the slots of every split into each fold's results (`sizes`: SPLITS_g and BLOCK_SPLITS_g). Gives the
-    last-ticket mask."""
+    the slots of every split into each fold's results and reset the counter (`sizes`: SPLITS_g and
+    BLOCK_SPLITS_g). Gives the mask of the program that stores the results.
+
+    The launch selects this form by the constexpr SPLIT_g (an `if` on it: the kernel holds one branch): where
+    SPLITS_g is 1 a program's partials are the results, the storing program is every valid lane's, and the
+    workspace is not touched."""
     splits, block_s = sizes
+    lanes = inst.type.lanes
+    w.begin()
     for p, bufs in zip(partials, slots):
         for buf, v in zip(bufs, p.values):
             write_slot(w, buf, split, inst, v, lane_ok, p.origin)
     last = last_ticket(w, draw_ticket(w, counter, inst, lane_ok, origin), splits, lane_ok, origin)
+    shared: list[PValue] = []
     for p, bufs in zip(partials, slots):
         parts = tuple(read_slots(w, buf, inst, splits, block_s, last, lane_ok, ident, p.origin)
                       for buf, ident in zip(bufs, p.identity))
-        lanes = inst.type.lanes
-        folded = tuple(v if v.type == Fragment(dt, lanes) else w.fresh(Fragment(dt, lanes), "total")
-                       for v, dt in zip(p.results, p.acc_dtypes))
+        folded = tuple(w.fresh(Fragment(dt, lanes), "total") for dt in p.acc_dtypes)
         # argmax/argmin fold (value, index) pairs with their combine: the native forms would return positions
         kind = ReduceKind.custom if p.kind in (ReduceKind.argmax, ReduceKind.argmin) else p.kind
         w.put(P.Reduce(results=folded, origin=p.origin, inputs=parts, axes=(0,), kind=kind, identity=p.identity,
                        acc_dtypes=p.acc_dtypes, member=None, combine=w.copy_region(p.combine)))
-        for v, total in zip(p.results, folded):
+        shared += folded
+    reset_counter(w, counter, inst, last, lane_ok, origin)
+    then = w.finish((last, *shared))
+    w.begin()
+    alone = lane_ok if lane_ok is not None else w.add(P.Const, Fragment(DType.pred), origin, value=True,
+                                                     dtype=DType.pred)
+    otherwise = w.finish((alone, *(v for p in partials for v in p.values)))
+    # the results: each fold's own values where the accumulator is their type, else converted after the branch
+    outs = [w.fresh(last.type, "stores")]
+    for p in partials:
+        outs += [v if v.type == Fragment(dt, lanes) else w.fresh(Fragment(dt, lanes), "total")
+                 for v, dt in zip(p.results, p.acc_dtypes)]
+    flag = w.add(P.ShapeValue, INDEX, origin, "split", expr=LConstexpr(split_flag(gid)))
+    cond = w.add(P.Compare, Fragment(DType.pred), origin, fn=CmpFn.ne, lhs=flag,
+                 rhs=w.add(P.Const, INDEX, origin, value=0, dtype=DType.i64))
+    w.put(P.If(results=tuple(outs), origin=origin, cond=cond, then_=then, else_=otherwise, flag=split_flag(gid)))
+    totals = iter(outs[1:])
+    for p in partials:
+        for v in p.results:
+            total = next(totals)
             if v.id != total.id:  # back to the fold's result dtype, as its own fold converts its accumulator
                 w.put(P.Cast(results=(v,), origin=p.origin, x=total, dtype=v.type.dtype))
-    return last
+    return outs[0]
 
 
-def finish_in_last(w: Builder, after: list[POp], counter: Buffer, inst: PValue, last: PValue,
-                   lane_ok: PValue | None, origin: Origin | None) -> None:
-    """The work after the combine (its stores only in the last ticket's holder), then the counter's reset
-    and the body's end."""
+def finish_in_last(w: Builder, after: list[POp], last: PValue) -> None:
+    """The work after the combine (its stores only in the program that holds the results: `last`) and the
+    body's end."""
     for op in after:
         if isinstance(op, P.Yield):
             continue
@@ -139,7 +172,6 @@ def finish_in_last(w: Builder, after: list[POp], counter: Buffer, inst: PValue, 
             mask = conjoin(w, op.access.mask, last, op.origin)
             op = dataclasses.replace(op, access=dataclasses.replace(op.access, mask=mask))
         w.put(op)
-    reset_counter(w, counter, inst, last, lane_ok, origin)
     w.put(P.Yield(values=()))
 
 
@@ -150,5 +182,6 @@ def instance_coordinate(w: Builder, ops: tuple[POp, ...], owned: int | None, ori
     return w.add(P.Const, Fragment(DType.i64), origin, value=0, dtype=DType.i64)
 
 
-__all__ = ["lane_test", "pointwise_or_store", "split_launch", "Partial", "add_partial_slots", "combine_in_last",
+__all__ = ["lane_test", "pointwise_or_store", "split_launch", "split_flag", "Partial", "add_partial_slots",
+           "combine_in_last",
            "finish_in_last", "instance_coordinate"]

@@ -15,8 +15,8 @@ The launch decides: S is `max(1, min(resident programs // blocks, chunks))` over
 block count and of the row (so that a kernel is specialised per power of two of its shapes, as its
 blocks already are; a program's share may then be empty and give the identity), and the looped body now
 runs also when S > 1 (few instances of a row long enough to share); with S = 1
-(many instances, or Triton's interpreter, which runs one program at a time) a program still publishes
-its partial and finishes its own rows, as the last (only) holder.
+(many instances, or Triton's interpreter, which runs one program at a time) the constexpr SPLIT_g is 0 and
+the kernel holds only the direct form: a program stores its own rows' results, with no workspace traffic.
 """
 
 from __future__ import annotations
@@ -204,8 +204,9 @@ def _split(program: Program, plan: SplitPlan) -> Program:
         new_ops.append(op)
     inst = shared.instance_coordinate(w, ops, plan.owned, origin)
     fold = shared.Partial(partial, folded, red.kind, red.identity, red.acc_dtypes, red.combine, origin)
-    last = shared.combine_in_last(w, [fold], slots, counter, s, inst, plan.lane_ok, (splits, block_s), origin)
-    shared.finish_in_last(w, list(ops[plan.define + 1:]), counter, inst, last, plan.lane_ok, origin)
+    last = shared.combine_in_last(w, [fold], slots, counter, s, inst, plan.lane_ok, (splits, block_s), origin,
+                                  g.id)
+    shared.finish_in_last(w, list(ops[plan.define + 1:]), last)
     new_ops += w.frames[0].ops
     body = dataclasses.replace(g.looped.body, ops=tuple(new_ops))
     group = dataclasses.replace(g, looped=dataclasses.replace(g.looped, body=body))

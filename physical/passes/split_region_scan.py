@@ -40,11 +40,12 @@ from kir.scan import ScanKind
 
 from .. import ops as P
 from ..builder import Builder
-from ..launch_expr import LaunchExpr, LConst, LConstexpr, ldim, lmax, lmul, lprod, lsum
+from ..launch_expr import LaunchExpr, LBin, LConst, LConstexpr, ldim, lmax, lmin, lmul, lprod, lsum
 from ..model import Fragment, Group, POp, PRegion, Program, PValue
 from ..rewrite import map_operands
 from ..workspace import INDEX, lookback_buffers
 from . import GroupPass, PassContext
+from .partials import split_flag
 from .split_scan import SLOT_BLOCK
 from .split_segments import _piece, split_count
 
@@ -123,9 +124,10 @@ def _split(program: Program, plan: RegionScanPlan) -> Program:
     consts[g.block] = LConst(1)
     program = dataclasses.replace(program, constexprs=tuple((n, consts[n]) for n, _ in program.constexprs))
     count = split_count(program, g, plan.values, scans[0].block)  # type: ignore[attr-defined]
-    consts[splits] = count
+    fast = split_flag(gid)
+    selects = lmin(LBin("-", count, LConst(1)), LConst(1))  # 1: several pieces an instance (SPLITS_g > 1)
     program = dataclasses.replace(program, constexprs=tuple((n, consts[n]) for n, _ in program.constexprs) +
-                                  ((splits, count),))
+                                  ((splits, count), (fast, selects)))
     instances = lprod(tuple(ldim(d) for d in g.domain))
     programs = lmul(instances, count)
     lengths = [programs if seg.group == gid else seg.length for seg in program.segments]
@@ -157,6 +159,8 @@ def _split(program: Program, plan: RegionScanPlan) -> Program:
     slot = w.add(P.Binary, flat.type, origin, "slot", fn=BinaryFn.add, lhs=first, rhs=s)
     zero = w.add(P.Const, INDEX, origin, value=0, dtype=DType.i64)
     leading = w.add(P.Compare, Fragment(DType.pred), origin, "first_piece", fn=CmpFn.eq, lhs=s, rhs=zero)
+    flag = w.add(P.ShapeValue, INDEX, origin, "split", expr=LConstexpr(fast))
+    split = w.add(P.Compare, Fragment(DType.pred), origin, fn=CmpFn.ne, lhs=flag, rhs=zero)
 
     pieces: list[P.RegionScan] = []
     aggregates: list[PValue] = []
@@ -179,10 +183,19 @@ def _split(program: Program, plan: RegionScanPlan) -> Program:
             # the source yields a reverse scan's piece from its end: the fold joins each element on the left
             k = len(scan.acc_dtypes)
             combine = PRegion(combine.args[k:] + combine.args[:k], combine.ops)
+        # the piece's aggregate only serves later pieces: with one piece (SPLITS_g = 1, constexpr SPLIT_g = 0)
+        # the kernel holds no fold, so each segment is read once
+        w.begin()
         w.put(P.RegionFold(results=agg, origin=scan.origin, begin=begin, end=end, block=scan.block,
                            source=w.copy_region(piece.source), kind=kind, identity=scan.identity,
                            acc_dtypes=scan.acc_dtypes, combine=combine, active=scan.active))
-        aggregates += list(agg)
+        folded = w.finish(agg)
+        w.begin()
+        none = w.finish(tuple(w.fit(w.add(P.Const, Fragment(v.type.dtype), scan.origin, value=i, dtype=v.type.dtype),
+                                    v.type, scan.origin) for v, i in zip(agg, scan.identity)))
+        outs = tuple(w.fresh(v.type, v.name) for v in agg)
+        w.put(P.If(results=outs, origin=scan.origin, cond=split, then_=folded, else_=none, flag=fast))
+        aggregates += list(outs)
     w.put(P.PublishSlot(origin=origin, sync=ws.sync.id, slots=tuple(b.id for row in ws.slots for b in row),
                         slot=slot, values=tuple(aggregates)))
     for scan, piece, bufs in zip(scans, pieces, ws.slots):

@@ -21,7 +21,9 @@ split_reduce.py):
 S is decided at launch from the shapes: `max(1, min(2 * resident_programs // blocks, values // (blocks * CHUNK
 * 2)))` where `values` is the size of the folded tensor: about two programs per resident slot of the device
 (the pieces of a long segment spread over it), and at least two chunks of the average block's values per
-split. Under Triton's interpreter (one program at a time) S is 1: every program finishes its own instances.
+split. Under Triton's interpreter (one program at a time) S is 1: every program finishes its own instances,
+and where S is 1 the constexpr SPLIT_g = 0 leaves the kernel only that direct form (its folds stored as they
+are, no workspace traffic).
 """
 
 from __future__ import annotations
@@ -199,9 +201,10 @@ def _split(program: Program, plan: SegmentPlan) -> Program:
     inst = shared.instance_coordinate(w, ops, plan.owned, origin)
     combined = [shared.Partial(partial, fold.results, fold.kind, fold.identity, fold.acc_dtypes,  # type: ignore
                                fold.combine, fold.origin) for fold, partial in zip(folds, partials)]
-    last = shared.combine_in_last(w, combined, slots, counter, s, inst, plan.lane_ok, (splits, block_s), origin)
+    last = shared.combine_in_last(w, combined, slots, counter, s, inst, plan.lane_ok, (splits, block_s), origin,
+                                  gid)
     after = [ops[n] for n in sorted(plan.after)] + list(ops[plan.folds[-1] + 1:])
-    shared.finish_in_last(w, after, counter, inst, last, plan.lane_ok, origin)
+    shared.finish_in_last(w, after, last)
     group = dataclasses.replace(g, body=dataclasses.replace(g.body, ops=tuple(w.ops)))
     return dataclasses.replace(program, groups=tuple(group if x.id == gid else x for x in program.groups),
                                segments=segments, grid=grid)

@@ -188,6 +188,9 @@ def _if(ix: ProgramIndex, op: P.If) -> list[str]:  # type: ignore[override]
                    f"predicated)")
     if op.then_.args or op.else_.args:
         out.append("if regions take no arguments")
+    if op.flag is not None and (op.flag not in ix.constexprs or any(v not in (0, 1, None)
+                                                                       for v in ix.values(ix.constexprs[op.flag]))):
+        out.append(f"if selects its branch by {op.flag}, which is no 0/1 constexpr of the program")
     res = types_of(op.results)
     if types_of(op.then_.yielded) != res or types_of(op.else_.yielded) != res:
         out.append(f"if gives {show(res)} but its branches yield {show(types_of(op.then_.yielded))} and "

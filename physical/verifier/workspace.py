@@ -53,12 +53,29 @@ def _is_last(ix: ProgramIndex, v: PValue, ticket: PValue, splits: str | None) ->
 
 def _last_conjunct(ix: ProgramIndex, mask: PValue | None, tickets: list[P.Ticket], splits: str | None
                    ) -> P.Ticket | None:
-    """The ticket whose last holder `mask` restricts to, if any."""
+    """The ticket whose last holder `mask` restricts to, if any. A conjunct may be the result of an `if` that the
+    constexpr `flag` = (splits > 1) selects: where it is set, the then-branch's value (the last holder), where it
+    is not, the program is the only one of its block (splits = 1)."""
     for c in ix.conjuncts(mask):
         for t in tickets:
             if _is_last(ix, c, t.results[0], splits):
                 return t
+        branch = ix.producer(c)
+        if isinstance(branch, P.If) and branch.flag is not None and splits is not None and _selects_split(
+                ix, branch.flag, splits):
+            inner = branch.then_.yielded[[r.id for r in branch.results].index(c.id)]
+            drawn = [o for o in branch.then_.walk() if isinstance(o, P.Ticket)]
+            found = _last_conjunct(ix, inner, drawn, splits)
+            if found is not None:
+                return found
     return None
+
+
+def _selects_split(ix: ProgramIndex, flag: str, splits: str) -> bool:
+    """Whether the constexpr `flag` is 1 exactly where `splits` > 1 (on every sample launch)."""
+    pairs = [(env.get(flag), env.get(splits)) for env in ix.envs]
+    pairs = [(f, n) for f, n in pairs if f is not None and n is not None]
+    return bool(pairs) and all(f == int(n > 1) for f, n in pairs)
 
 
 def _same_coords(a: AccessRelation, b: AccessRelation) -> bool:

@@ -101,3 +101,43 @@ def typed_elsewhere(op: POp) -> list[str]:
     """Accesses are typed against their buffers (access-complete, atomic-preserved); structured ops and
     control against their operands and regions (structured-complete, region-op-complete)."""
     return []
+
+
+# ---------------------------------------------------------------------------------------------- effect members
+#
+# Which members an effect acts for. The `ownership` rule checks every lane-varying effect of a program whose lanes
+# can run past its domain: the lane-validity test must be a conjunct of the effect's members, or lanes that own no
+# instance would perform it. Each op class with EFFECTS and without CONTROL declares its rule beside its class
+# (`@effect_members(Cls)`): a function of the op and of the lookup of a value's producing op that gives the pred
+# value selecting the members (None: every lane). tests/test_physical_traits.py checks that none is missing, so a
+# new effect op cannot escape the rule.
+
+Producer = Callable[[PValue], POp | None]
+MembersRule = Callable[[POp, Producer], PValue | None]
+
+
+def effect_members(*classes: type[POp]) -> Callable[[MembersRule], MembersRule]:
+    """Declare `fn` the rule that gives the members an effect op of `classes` acts for."""
+
+    def deco(fn: MembersRule) -> MembersRule:
+        for c in classes:
+            c.members_rule = fn  # type: ignore[attr-defined]
+        return fn
+
+    return deco
+
+
+def access_members(op: POp, producer: Producer) -> PValue | None:
+    """An access acts for the members in the mask of its access relation."""
+    return op.access.mask  # type: ignore[attr-defined]
+
+
+def active_members(op: POp, producer: Producer) -> PValue | None:
+    """A region op or an allocation acts for its `active` members."""
+    return op.active  # type: ignore[attr-defined]
+
+
+def per_program(op: POp, producer: Producer) -> PValue | None:
+    """The op acts once for its program, not per lane: its operands are uniform, so it performs nothing a lane
+    past the domain could add (were one of them to vary by lane, the rule would find no members and report it)."""
+    return None

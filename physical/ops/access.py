@@ -3,9 +3,24 @@
 from __future__ import annotations
 
 from intent.runtime.checks import DEVICE_CHECK  # noqa: F401  (how every check's message begins)
+from kir.pointwise import BinaryFn, UnaryFn
 
 from ..model import AccessRelation, POp, PValue
-from ._base import EFFECTS, INVARIANT, POSITIONWISE, READS, WRITES, no_results, pop, typed_elsewhere, typing_rule
+from ._base import (
+    EFFECTS,
+    INVARIANT,
+    POSITIONWISE,
+    READS,
+    WRITES,
+    Producer,
+    access_members,
+    effect_members,
+    no_results,
+    pop,
+    typed_elsewhere,
+    typing_rule,
+)
+from .pointwise import Binary, Unary
 
 
 @pop("load", READS | POSITIONWISE | INVARIANT)
@@ -54,3 +69,21 @@ def _check(op: Check) -> list[str]:
     if not op.message.startswith(DEVICE_CHECK):
         out.append(f"check message {op.message!r} must start with {DEVICE_CHECK!r}")
     return out
+
+
+# ---------------------------------------------------------------------------------------------- members
+
+
+effect_members(Store)(access_members)
+
+
+@effect_members(Check)
+def _check_members(op: Check, producer: Producer) -> PValue | None:
+    """A check tests `not members or holds` (lowering's `check_indices`): it cannot fail for the members it
+    leaves out."""
+    test = producer(op.cond)
+    if isinstance(test, Binary) and test.fn is BinaryFn.or_:
+        off = producer(test.lhs)
+        if isinstance(off, Unary) and off.fn is UnaryFn.not_:
+            return off.x
+    return None

@@ -6,7 +6,7 @@ from kir.atomic import AtomicKind, MemOrder
 from kir.dtypes import SpelledEnum
 
 from ..model import AccessRelation, POp, PValue
-from ._base import EFFECTS, READS, WRITES, pop, typed_elsewhere, typing_rule
+from ._base import EFFECTS, READS, WRITES, access_members, effect_members, pop, typed_elsewhere, typing_rule
 
 
 class Sharing(SpelledEnum):
@@ -47,3 +47,9 @@ class AtomicCAS(POp):
 
 
 typing_rule(AtomicRMW, AtomicCAS)(typed_elsewhere)
+
+
+# ---------------------------------------------------------------------------------------------- members
+
+
+effect_members(AtomicRMW, AtomicCAS)(access_members)

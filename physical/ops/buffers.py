@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..model import POp, PValue
-from ._base import EFFECTS, no_results, pop, typing_rule
+from ._base import EFFECTS, active_members, effect_members, no_results, pop, typing_rule
 
 
 @pop("alloc", EFFECTS)
@@ -20,3 +20,9 @@ class AllocBuffer(POp):
 
 
 typing_rule(AllocBuffer)(no_results)
+
+
+# ---------------------------------------------------------------------------------------------- members
+
+
+effect_members(AllocBuffer)(active_members)

@@ -16,7 +16,7 @@ from kir.dtypes import DType
 
 from ..launch_expr import LaunchExpr
 from ..model import Literal, POp, PRegion, PValue
-from ._base import EFFECTS, LOOKBACK, pop, typing_rule
+from ._base import EFFECTS, LOOKBACK, effect_members, per_program, pop, typing_rule
 
 SYNC_TICKET = 0   # sync buffer element: the next ticket
 SYNC_DONE = 1     # ... the programs that have finished with the workspace
@@ -121,3 +121,9 @@ def _retire_types(op: RetireTicket) -> list[str]:
 
 
 __all__ = ["PublishSlot", "FoldSlots", "RetireTicket", "slot_dtype", "SYNC_TICKET", "SYNC_DONE", "SYNC_FLAGS"]
+
+
+# ---------------------------------------------------------------------------------------------- members
+
+
+effect_members(PublishSlot, FoldSlots, RetireTicket)(per_program)

@@ -11,7 +11,9 @@ from ._base import (
     POSITIONWISE,
     PURE,
     UNIFORM,
+    effect_members,
     no_results,
+    per_program,
     pop,
     typing_rule,
 )
@@ -190,3 +192,9 @@ def _owned_tile(op: OwnedTile) -> list[str]:
         if not t.dtype.is_int or t.lanes or len(t.tile) != 1 or t.tile[0].block != b:
             out.append(f"a tiled coordinate is an integer tile of one axis held in {b}, got {t}")
     return out
+
+
+# ---------------------------------------------------------------------------------------------- members
+
+
+effect_members(BlockLoop, Barrier)(per_program)

@@ -7,7 +7,7 @@ from kir.reduce import ReduceKind
 from kir.scan import ScanKind
 
 from ..model import Literal, POp, PRegion, PValue
-from ._base import EFFECTS, NO_TRAITS, WRITES, pop, typed_elsewhere, typing_rule
+from ._base import EFFECTS, NO_TRAITS, WRITES, active_members, effect_members, pop, typed_elsewhere, typing_rule
 from .reduce import native_reduce
 from .scan import native_scan
 
@@ -85,3 +85,9 @@ class RegionScan(POp):
 
 
 typing_rule(RegionFold, RegionScan)(typed_elsewhere)
+
+
+# ---------------------------------------------------------------------------------------------- members
+
+
+effect_members(RegionScan)(active_members)

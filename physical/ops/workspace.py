@@ -12,7 +12,7 @@ from __future__ import annotations
 from kir.dtypes import DType
 
 from ..model import AccessRelation, Fragment, POp
-from ._base import EFFECTS, NO_TRAITS, READS, WRITES, pop, typing_rule
+from ._base import EFFECTS, NO_TRAITS, READS, WRITES, access_members, effect_members, pop, typing_rule
 
 
 @pop("split_index", NO_TRAITS)
@@ -48,3 +48,9 @@ def _ticket(op: Ticket, r: Fragment) -> list[str]:
     if r.tile or r.dtype is not DType.i32 or r.lanes != lanes:
         return [f"a ticket is an i32 per member of its access ({'lanes' if lanes else 'uniform'}), got {r}"]
     return []
+
+
+# ---------------------------------------------------------------------------------------------- members
+
+
+effect_members(Ticket)(access_members)

@@ -20,7 +20,7 @@ from kir.dims import DConst, PAnd, PCmp, Pred
 from kir.pointwise import literal_fits
 
 from .. import ops as P
-from ..model import Access, AccessRelation, AssumeInBounds, Guard, POp, Program, Proven, PValue, TileAxis
+from ..model import Access, AccessRelation, AssumeInBounds, Guard, POp, Program, Proven, PValue, TileAxis, Trait
 from .affine import Forms, forms_of, proves
 from .base import Reporter, describe, rule
 from .index import AccessSite, ProgramIndex, index_of
@@ -29,11 +29,12 @@ from .index import AccessSite, ProgramIndex, index_of
 
 
 def access_data(op: POp) -> PValue | None:
-    """The value an access reads into or writes from (load result, stored value, atomic operand)."""
-    if isinstance(op, P.Load | P.AtomicRMW | P.AtomicCAS):
+    """The value an access reads into or writes from: what a reading op gives (a load's, an atomic's old value, a
+    ticket), else the value a write stores."""
+    if op.has(Trait.READS):
         return op.results[0] if len(op.results) == 1 else None
-    if isinstance(op, P.Store):
-        return op.value
+    if op.has(Trait.WRITES):
+        return op.value  # type: ignore[attr-defined]
     return None
 
 
@@ -90,7 +91,7 @@ def check_access_complete(program: Program, kernel: Kernel | None, report: Repor
                    site.placed.group)
             continue
         data = access_data(op)
-        if isinstance(op, P.Load | P.AtomicRMW | P.AtomicCAS) and data is None:
+        if op.has(Trait.READS) and data is None:
             report(f"{describe(program, op)} on {buf.name} gives {len(op.results)} results; a read gives one value",
                    op, site.placed.group)
         elif data is not None and data.type.dtype != buf.dtype:

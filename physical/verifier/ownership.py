@@ -98,12 +98,9 @@ def effect_lanes(op: POp) -> bool:
     return any(v.type.lanes for v in vals)
 
 
-def effect_mask(op: POp) -> PValue | None:
-    if isinstance(op, P.Store | P.AtomicRMW | P.AtomicCAS):
-        return op.access.mask
-    if isinstance(op, P.AllocBuffer | P.RegionScan):
-        return op.active
-    return None
+def effect_mask(ix: ProgramIndex, op: POp) -> PValue | None:
+    """The members an effect op acts for, by its class's declared rule (`physical.ops.effect_members`)."""
+    return type(op).members_rule(op, ix.producer)  # type: ignore[attr-defined]
 
 
 # ---------------------------------------------------------------------------------------------- ownership
@@ -144,8 +141,8 @@ def check_ownership(program: Program, kernel: Kernel | None, report: Reporter) -
         op = pl.op
         if isinstance(op, P.ChunkLanes):
             _chunk(program, ix, op, report, pl.group)
-        mask = effect_mask(op)
-        if isinstance(op, P.AllocBuffer | P.Store | P.AtomicRMW | P.AtomicCAS | P.RegionScan) and effect_lanes(op):
+        if op.has(Trait.EFFECTS) and not op.has(Trait.CONTROL) and effect_lanes(op):
+            mask = effect_mask(ix, op)
             src = lane_source(ix, op)
             if src is None or not lanes_may_overrun(ix, src[0]):
                 continue

@@ -46,8 +46,9 @@ def access_tile(site: AccessSite) -> tuple[TileAxis, ...]:
     data = access_data(site.op)
     if data is not None:
         vals.append(data)
-    if isinstance(site.op, P.AtomicRMW | P.AtomicCAS):
-        vals.append(site.op.value)
+    if site.op.has(Trait.READS | Trait.WRITES):  # an atomic update: the operands it combines with memory, too
+        own = {x.id for x in site.access.operands()}
+        vals += [v for v in site.op.operands() if v.id not in own]
     tiles = [v.type.tile for v in vals if v.type.tile]
     return tiles[0] if tiles else ()
 
@@ -174,7 +175,7 @@ def _foreign_root(ix: ProgramIndex, v: PValue, banned: set[int]) -> str | None:
         d = ix.defs.get(x.id)
         if d is None:
             return f"undefined %{x.id}"
-        if d.is_arg or d.op is None or isinstance(d.op, P.Load | P.AtomicRMW | P.AtomicCAS):
+        if d.is_arg or d.op is None or d.op.has(Trait.READS):  # data read from memory
             continue
         work.extend(d.op.operands())
     return None

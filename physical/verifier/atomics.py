@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from kir import atomic as KT
 from kir.atomic import AtomicKind, MemOrder
-from kir.core import Kernel
+from kir.core import Kernel, OpTrait
 
 from .. import ops as P
 from ..model import BufferScope, Program
@@ -65,9 +65,10 @@ def check_atomics(program: Program, kernel: Kernel | None, report: Reporter) -> 
                            f"{_kir_atomic(kop)}", op, pl.group)
             elif not isinstance(kop, KT.AtomicCAS):
                 report(f"{what} performs compare-and-swap, but its KIR op is {_kir_atomic(kop)}", op, pl.group)
-            if isinstance(kop, KT.Atomic | KT.AtomicCAS) and kop.order != op.order:
+            atomic = kop is not None and kop.has(OpTrait.ATOMIC)
+            if atomic and kop.order != op.order:  # type: ignore[union-attr]
                 report(f"{what} uses memory order {op.order}, but KIR asks for {kop.order}", op, pl.group)
-            if isinstance(kop, KT.Atomic | KT.AtomicCAS) and kop.results and kop.results[0].id in kir_used and \
+            if atomic and kop.results and kop.results[0].id in kir_used and \
                     not (op.results and op.results[0].id in used):
                 report(f"{what} drops the old value its KIR op returns to later computation", op, pl.group)
 

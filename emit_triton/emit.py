@@ -414,14 +414,9 @@ def choose(em: Emitter, flag: str, when_set: Callable[[], None], otherwise: Call
 
 
 def _group(em: Emitter, g: Group) -> None:
-    """A group's body, in each form a launch can select: the looped body (the row walked in chunks when it
-    is longer than one program holds) or the body as it stands (a persistent traversal is its `block_loop`)."""
-    looped = g.looped
-    if looped is not None:
-        choose(em, looped.flag, lambda: em.ops(looped.body.ops), lambda: em.ops(g.body.ops))
-    else:
-        em.restart_comments()
-        em.ops(g.body.ops)
+    """A group's body (each form a launch can select is an op of it: `looped_rows`, `block_loop`)."""
+    em.restart_comments()
+    em.ops(g.body.ops)
 
 
 def emit(program: Program, sanitize: bool = False) -> EmittedKernel:

@@ -43,6 +43,12 @@ def emit_block_loop(em: Emitter, op: P.BlockLoop) -> None:
     choose(em, op.flag, walk, lambda: em.ops(op.body.ops))
 
 
+@emits(P.LoopedRows)
+def emit_looped_rows(em: Emitter, op: P.LoopedRows) -> None:
+    """`if FLAG: <looped form> else: <whole form>`, or only the form a flag fixed for every launch selects."""
+    choose(em, op.flag, lambda: em.ops(op.looped.ops), lambda: em.ops(op.whole.ops))
+
+
 @emits(P.SplitIndex)
 def emit_split_index(em: Emitter, op: P.SplitIndex) -> None:
     n = em.define(op.result, "split")

@@ -424,9 +424,8 @@ def free_values(op: POp) -> list[PValue]:
 
 def written_buffers(program: Program) -> set[int]:
     """Buffers some op of the program writes through an access (stores, atomics, region scans' emitted
-    stores), in any group body, looped bodies included."""
-    bodies = [g.body for g in program.groups] + [g.looped.body for g in program.groups if g.looped is not None]
-    return {op.access.buffer for body in bodies for op in body.walk()
+    stores), in any group body (every form of it)."""
+    return {op.access.buffer for op in program.walk()
             if op.has(Trait.WRITES) and getattr(op, "access", None) is not None}
 
 

@@ -2,8 +2,8 @@
 
 Construction (`physical.lower.context.Lowerer`, a builder that also tracks KIR values) and every pass
 that writes new ops use it. A pass starts numbering after the program's own values
-(`Builder.after(program)`), which `max_value_id` finds in every body a group holds (its looped body
-too), so that no id is handed out twice whatever the order of the passes.
+(`Builder.after(program)`), which `max_value_id` finds in every group body (the regions of its ops, a
+`looped_rows` op's forms included), so that no id is handed out twice whatever the order of the passes.
 """
 
 from __future__ import annotations
@@ -25,14 +25,9 @@ def region_values(region: PRegion) -> list[PValue]:
     return out
 
 
-def group_bodies(program: Program) -> list[PRegion]:
-    """Every body a group of `program` holds (its body, and its looped body when it has one)."""
-    return [r for g in program.groups for r in ((g.body,) + ((g.looped.body,) if g.looped is not None else ()))]
-
-
 def max_value_id(program: Program) -> int:
     """The largest value id `program` uses (0 for none)."""
-    return max((v.id for body in group_bodies(program) for v in region_values(body)), default=0)
+    return max((v.id for g in program.groups for v in region_values(g.body)), default=0)
 
 
 @dataclass
@@ -159,4 +154,4 @@ class Builder:
         return self.frames[0].ops
 
 
-__all__ = ["Builder", "Frame", "max_value_id", "region_values", "group_bodies"]
+__all__ = ["Builder", "Frame", "max_value_id", "region_values"]

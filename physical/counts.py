@@ -9,8 +9,8 @@ accesses of (how many times the access runs) x (its active elements) x (element 
 * its elements are the product of its fragment's tile extents (logical extents: padding past an
   extent is never a member);
 * inside a `for` with bounds the program knows (constants, shape values, integer scalars) the count
-  is multiplied by the trip count; a looped body (a row walked in chunks) replaces the group body
-  when its constexpr flag is set, so the count selects between the two with that flag;
+  is multiplied by the trip count; the forms of a `looped_rows` body (the row whole, or walked in
+  chunks) are counted each, and the count selects between the two with the op's constexpr flag;
 * atomics read and write their elements (twice the bytes);
 * programs that pass values on through slots (`physical.ops.lookback`) count their ticket, their slot and
   flag, the flags and slots of every lower ticket (P (P - 1) / 2 of each) and the last one's reset.
@@ -83,11 +83,12 @@ def operation_counts(program: Program) -> Counts:
     lengths = {s.group: s.length for s in program.segments}
     for g in program.groups:
         instances = lprod(tuple(ldim(d) for d in g.domain))
-        loop = G.block_loop(g.body.ops)  # a persistent group runs its body once per block, not per program
+        forms = G.forms(g.body)  # a looped_rows op: each form counted, the launch's flag picks one
+        loop = next((lp for lp in (G.block_loop(f.ops) for f in forms) if lp is not None), None)
+        # a persistent group runs its body once per block, not per program
         programs = loop.blocks if loop is not None else lengths.get(g.id, LConst(1))
-        bodies = [g.body] + ([g.looped.body] if g.looped is not None else [])
         counted = []
-        for body in bodies:
+        for body in forms:
             split = next((op for op in body.ops if isinstance(op, W.SplitIndex)), None)
             # programs that share a block each run its per-instance work (on their own share of the row)
             each = lmul(instances, LConstexpr(split.splits)) if split is not None else instances
@@ -97,8 +98,9 @@ def operation_counts(program: Program) -> Counts:
                       if len(g.domain) > 1 else None)
             counted.append(_region(w, body, LConst(1)))
             exact &= w.exact
-        if g.looped is not None:
-            flag = LConstexpr(g.looped.flag)
+        choice = G.looped_rows(g.body)
+        if choice is not None:
+            flag = LConstexpr(choice.flag)
             (b0, f0), (b1, f1) = counted
             counted = [(_choose(flag, b1, b0), _choose(flag, f1, f0))]
         total_bytes.append(counted[0][0])

@@ -112,28 +112,28 @@ def _group_lines(p: Program, g: Group, consts: dict, f: _Formulas) -> list[str]:
     if seg is not None:
         lines.append(f"  segment: programs {f.span(seg.offset, seg.length)}")
     inside: list[str] = []
-    for op in g.body.walk():
+    for op in P.whole_form(g.body).walk():  # the looped form, below, does the same work in chunks
         what = _inside(op)
         if what is not None and what not in inside:
             inside.append(what)
     lines.append("  inside each instance: " + ("; ".join(inside) if inside else "element-wise work only"))
-    loop = P.block_loop(g.body.ops)
+    choice, whole = P.looped_rows(g.body), P.whole_form(g.body)
+    loop = P.block_loop(whole.ops)
     if loop is not None:
-        loads = sorted({p.buffer(op.access.buffer).name for op in P.once_ops(g.body) if isinstance(op, P.Load)})
+        loads = sorted({p.buffer(op.access.buffer).name for op in P.once_ops(whole) if isinstance(op, P.Load)})
         lines.append(f"  persistent when {loop.flag} is 1: the programs "
                      f"walk the {f(loop.blocks)} blocks of instances, as many programs "
                      f"as keep the device busy (resident_programs(num_warps)); each reads "
                      f"{', '.join(loads) or 'nothing'} "
                      f"once, before its loop")
     lines += _lookback_lines(p, g, f)
-    if g.looped is None:
+    if choice is None:
         lines += _split_segments(p, g)
-    if g.looped is not None:
-        lp = g.looped
-        passes = f"{lp.loops} pass{'es' if lp.loops > 1 else ''}"
-        lines.append(f"  looped when {lp.flag} is 1: {lp.axis.extent} in chunks of "
-                     f"{lp.chunk.block}, {passes} over the row")
-        lines += _cross_program(p, g, lp.body)
+    else:
+        passes = f"{choice.loops} pass{'es' if choice.loops > 1 else ''}"
+        lines.append(f"  looped when {choice.flag} is 1: {choice.axis.extent} in chunks of "
+                     f"{choice.chunk.block}, {passes} over the row")
+        lines += _cross_program(p, g, choice.looped)
     return lines
 
 
@@ -297,8 +297,9 @@ def explain_program(program: Program, shapes: Mapping[str, int] | None = None, s
     lines.append("accesses:")
     names = {b.id: b.name for b in p.buffers}
     symbols = dict(p.symbol_names)
-    for op, a in guards_of(p):
-        lines.append(f"  {op.NAME} {names.get(a.buffer, a.buffer)}{_where(p, op)}: {_bounds(a, symbols, p.symbols)}")
+    accesses = [f"  {op.NAME} {names.get(a.buffer, a.buffer)}{_where(p, op)}: {_bounds(a, symbols, p.symbols)}"
+                for op, a in guards_of(p)]
+    lines += list(dict.fromkeys(accesses))  # an access each form of a body makes, justified alike, once
     lines.append("performance notes:")
     lines += [f"  {n}" for n in p.notes] or ["  none"]
     if shapes is not None:
@@ -334,18 +335,19 @@ def _form(g: Group, env: Mapping[str, int]) -> str:
     if not g.domain:
         return "a single instance" + (f", {split}" if split else "")
     forms = []
-    if g.looped is not None and env.get(g.looped.flag) == 1:
-        forms.append(f"looped ({g.looped.flag} = 1: the row in chunks of {g.looped.chunk.block} = "
-                     f"{env.get(g.looped.chunk.block, '?')})")
+    choice = P.looped_rows(g.body)
+    if choice is not None and env.get(choice.flag) == 1:
+        forms.append(f"looped ({choice.flag} = 1: the row in chunks of {choice.chunk.block} = "
+                     f"{env.get(choice.chunk.block, '?')})")
         if split:
             forms.append(split)
-    loop = P.block_loop(g.body.ops)
+    loop = P.block_loop(P.whole_form(g.body).ops)
     if loop is not None and env.get(loop.flag) == 1:
         forms.append(f"persistent ({loop.flag} = 1: programs walk the blocks of instances)")
-    if g.looped is None and split:
+    if choice is None and split:
         forms.append(f"one block of {g.block} = {env.get(g.block, '?')} instances per {split}")
     if not forms:
-        other = [x for x, on in (("looped", g.looped), ("persistent", loop)) if on is not None]
+        other = [x for x, on in (("looped", choice), ("persistent", loop)) if on is not None]
         off = f" ({' and '.join(other)} form{'s' * (len(other) > 1)} off at these shapes)" if other else ""
         return f"one block of {g.block} = {env.get(g.block, '?')} instances per program{off}"
     return ", ".join(forms)
@@ -354,16 +356,17 @@ def _form(g: Group, env: Mapping[str, int]) -> str:
 def _split_at(g: Group, env: Mapping[str, int]) -> str:
     """How many programs share each row (split-reductions) or block of subregions (split-segments) at these
     shapes, when more than one."""
-    if g.looped is None:
+    choice = P.looped_rows(g.body)
+    if choice is None:
         split = next((op for op in g.body.ops if isinstance(op, P.SplitIndex)), None)
         n = env.get(split.splits) if split is not None else None
         lookback = any(isinstance(op, P.PublishSlot) for op in g.body.ops)
         how = "passing piece aggregates on by look-back in index order" if lookback else "combined in slot order"
         return f"split: {split.splits} = {n} programs per block of subregions, {how}" \
             if split is not None and n and n > 1 else ""
-    if env.get(g.looped.flag) != 1:
+    if env.get(choice.flag) != 1:
         return ""
-    split = next((op for op in g.looped.body.ops if isinstance(op, P.SplitIndex)), None)
+    split = next((op for op in choice.looped.ops if isinstance(op, P.SplitIndex)), None)
     n = env.get(split.splits) if split is not None else None
     if not n or n < 2:
         return ""
@@ -381,7 +384,8 @@ def _programs(n: int) -> str:
 def _whole_subregions(g: Group, env: Mapping[str, int]) -> list[str]:
     """The cliff a split-segments group keeps where its split count comes out 1 on a device: the count follows
     the shapes (the average block), not the data, so each subregion runs whole in one program."""
-    split = next((op for op in g.body.ops if isinstance(op, P.SplitIndex)), None) if g.looped is None else None
+    split = next((op for op in g.body.ops if isinstance(op, P.SplitIndex)), None) \
+        if P.looped_rows(g.body) is None else None
     if split is None or env.get(split.splits) != 1 or env.get(DEVICE_SMS, 0) <= 0:
         return []
     return [f"    performance: {split.splits} = 1 at these shapes (the blocks of subregions already fill the device, "

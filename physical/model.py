@@ -428,24 +428,6 @@ class Workspace:
 
 
 @dataclass(frozen=True)
-class LoopedBody:
-    """A second body of a group that walks one tile axis in chunks instead of holding it whole.
-
-    It runs instead of `Group.body` when the constexpr `flag` is non-zero (the axis is longer than one
-    program keeps on chip). `axis` is the body's persistent tile axis, `chunk` the tile axis of one chunk;
-    the body performs the same effects as `Group.body`, in `loops` passes over the axis (a pass per
-    reduction that later work depends on). The construction verifier checks it like a group body
-    (`with_looped_bodies`).
-    """
-
-    flag: str
-    body: PRegion
-    axis: TileAxis
-    chunk: TileAxis
-    loops: int
-
-
-@dataclass(frozen=True)
 class Ownership:
     """What one program of a group owns.
 
@@ -492,7 +474,8 @@ class Group:
     order inside its one instance.
 
     A group whose programs walk its blocks of instances (persistent programs) says so in its body: a
-    `block_loop` op holds the per-block work, after what runs once per program.
+    `block_loop` op holds the per-block work, after what runs once per program. A group whose row a launch
+    may walk in chunks says so in its body too: a `looped_rows` op holds the body in each form.
     """
 
     id: int
@@ -503,7 +486,6 @@ class Group:
     serial: bool = False
     origins: tuple[Origin, ...] = ()
     loc: Loc | None = None
-    looped: LoopedBody | None = None
 
     @property
     def single_instance(self) -> bool:
@@ -583,29 +565,6 @@ class Program:
 
     def replace(self, **changes: object) -> Program:
         return dataclasses.replace(self, **changes)
-
-
-def with_looped_bodies(program: Program) -> Program | None:
-    """`program` with every group's looped body in place of its body (None when no group has one)."""
-    if not any(g.looped is not None for g in program.groups):
-        return None
-    groups = tuple(dataclasses.replace(g, body=_in_block_loop(g.looped.body, g.body), looped=None)
-                   if g.looped is not None else g for g in program.groups)
-    return dataclasses.replace(program, groups=groups)
-
-
-def _in_block_loop(looped: PRegion, body: PRegion) -> PRegion:
-    """The looped body of a persistent group, inside the group's loop over blocks with nothing hoisted: the
-    segment launches as the loop says, and the loop's flag is 0 whenever the looped body runs (one block per
-    program)."""
-    from . import ops
-
-    loop = ops.block_loop(body.ops)
-    if loop is None:
-        return looped
-    end = looped.terminator
-    inner = PRegion((), tuple(op for op in looped.ops if op is not end) + (ops.Yield(),))
-    return PRegion(looped.args, (dataclasses.replace(loop, body=inner),) + ((end,) if end is not None else ()))
 
 
 def one() -> Dim:

@@ -90,11 +90,6 @@ class _Printer:
             owns = f"tiles {' x '.join(g.ownership.tiles)}" if g.ownership.tiled else g.ownership.block
             self.lines.append(f"group {g.id} {g.name} domain {dom} owns {owns}{flags} {{")
             self.region(g.body, 1)
-            if g.looped is not None:
-                lp = g.looped
-                self.lines.append(f"}} looped when {lp.flag}: {lp.axis} in chunks of {lp.chunk}, {lp.loops} "
-                                  f"pass{'es' if lp.loops > 1 else ''} {{")
-                self.region(lp.body, 1)
             self.lines.append("}")
         for n in p.notes:
             self.lines.append(f"# note: {n}")

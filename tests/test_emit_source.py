@@ -214,7 +214,7 @@ def test_a_form_fixed_for_every_launch_is_the_only_body() -> None:
     from physical.launch_expr import LConst
 
     program = physical.lower(S.softmax())
-    looped = next(g.looped.flag for g in program.groups if g.looped is not None)
+    looped = next(c.flag for c in map(physical.ops.looped_rows, (g.body for g in program.groups)) if c is not None)
     assert static_flag(program, looped) is None  # N is a launch symbol: either body may run
     src = emit_triton.emit(program).source
     assert f"if {looped}:" in src and "else:" in src and src.count("tl.sum(") == 2

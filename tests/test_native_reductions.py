@@ -53,7 +53,7 @@ def _scan_kernel(kind: ScanKind, exclusive: bool, dtype: DType = DType.i32):
 def _plan(kernel) -> tuple[P.Scan, int, str]:
     program = physical.lower(kernel)
     group = program.groups[0]
-    (scan,) = [op for op in group.body.walk() if isinstance(op, P.Scan)]
+    (scan,) = [op for op in P.whole_form(group.body).walk() if isinstance(op, P.Scan)]
     source = emit_triton.emit(program).source
     return scan, budget(group, row_axis(group), None), source
 

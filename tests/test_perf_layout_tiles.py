@@ -52,9 +52,10 @@ def test_a_strided_row_takes_a_sector_of_lanes_and_walks_the_row():
     args = {"x": torch.randn(600, 20), "out": torch.empty(20)}
     program = physical.lower(column_sums.specialize(args), verify=True)
     (g,) = program.groups
-    assert g.looped is not None
+    choice = physical.ops.looped_rows(g.body)
+    assert choice is not None
     env = _env(program, M=600, N=20)
-    assert env[g.looped.flag] == 1 and env[g.block] == 8 and env[g.looped.chunk.block] == 512
+    assert env[choice.flag] == 1 and env[g.block] == 8 and env[choice.chunk.block] == 512
 
 
 def test_lanes_follow_the_element_size_and_rows_keep_their_budget():

@@ -102,9 +102,9 @@ def scale_args(m: int, n: int) -> dict:
 def test_a_shared_vector_is_loaded_before_the_loop_over_blocks():
     program = lowered(scale_rows, scale_args(3, 5))
     (g,) = program.groups
-    loop = P.block_loop(g.body.ops)
-    assert loop is not None and g.body.ops[-2] is loop
-    before, inside = P.once_ops(g.body), loop.body.ops
+    loop = P.block_loop(P.whole_form(g.body).ops)
+    assert loop is not None and P.whole_form(g.body).ops[-2] is loop
+    before, inside = P.once_ops(P.whole_form(g.body)), loop.body.ops
     loads = [op for op in before if isinstance(op, P.Load)]
     assert [program.buffer(op.access.buffer).name for op in loads] == ["w"]
     assert not any(isinstance(op, P.OwnedInstances) for op in before)
@@ -119,7 +119,7 @@ def test_a_reduction_of_the_shared_vector_runs_once_too():
     program = lowered(shifted_rows, {"x": _rand((3, 5), 1, torch.int32), "w": _rand((5,), 2, torch.int32),
                                      "out": torch.empty(3, 5, dtype=torch.int32)})
     (g,) = program.groups
-    assert any(isinstance(op, P.Reduce) for op in P.once_ops(g.body))
+    assert any(isinstance(op, P.Reduce) for op in P.once_ops(P.whole_form(g.body)))
 
 
 def test_groups_without_shared_data_keep_one_block_per_program():
@@ -129,20 +129,20 @@ def test_groups_without_shared_data_keep_one_block_per_program():
             out[i, :] = x[i, :] + y[i, :]
 
     program = lowered(add_rows, {"x": _rand((3, 5), 1), "y": _rand((3, 5), 2), "out": torch.empty(3, 5)})
-    assert P.block_loop(program.groups[0].body.ops) is None
+    assert P.block_loop(P.whole_form(program.groups[0].body).ops) is None
     assert not PersistentPrograms().profitable(program)
 
 
 def test_a_vector_the_kernel_writes_is_not_hoisted():
     program = lowered(rows_into_w, {"x": _rand((3, 5), 1), "w": _rand((5,), 2), "out": torch.empty(3, 5)})
-    assert all(P.block_loop(g.body.ops) is None for g in program.groups)
+    assert all(P.block_loop(P.whole_form(g.body).ops) is None for g in program.groups)
 
 
 def test_only_the_group_with_shared_data_walks_its_blocks():
     program = lowered(scale_then_count, {"x": _rand((3, 5), 1), "w": _rand((5,), 2), "out": torch.empty(3, 5),
                                          "total": torch.empty(5)})
     first, second = program.groups
-    assert P.block_loop(first.body.ops) is not None and P.block_loop(second.body.ops) is None
+    assert P.block_loop(P.whole_form(first.body).ops) is not None and P.block_loop(P.whole_form(second.body).ops) is None
     assert any(isinstance(e, LResidentPrograms) for e in walk(program.segments[0].length))
     assert not any(isinstance(e, LResidentPrograms) for e in walk(program.segments[1].length))
     assert program.segments[1].offset == program.segments[0].length
@@ -171,15 +171,15 @@ def test_the_plan_is_computed_once_per_program(monkeypatch):
     step, ctx = PersistentPrograms(), PassContext()
     assert step.legal(before, ctx) is True and step.profitable(before, ctx)
     after = step.run(before, ctx)
-    assert len(calls) == 1 and P.block_loop(after.groups[0].body.ops) is not None
+    assert len(calls) == 1 and P.block_loop(P.whole_form(after.groups[0].body).ops) is not None
 
 
 def test_hoisting_keeps_definitions_before_uses():
     program = lowered(layernorm, {"x": _rand((3, 5), 1), "w": _rand((5,), 2), "b": _rand((5,), 3), "eps": 1e-5,
                                   "out": torch.empty(3, 5), "rstd": torch.empty(3)})
     g = program.groups[0]
-    plain = tuple(op for op in P.instance_ops(g.body) if not op.TERMINATOR)
-    once, each = P.once_ops(g.body), P.block_loop(g.body.ops).body.ops
+    plain = tuple(op for op in P.instance_ops(P.whole_form(g.body)) if not op.TERMINATOR)
+    once, each = P.once_ops(P.whole_form(g.body)), P.block_loop(P.whole_form(g.body).ops).body.ops
     assert sorted(map(id, once + each[:-1])) == sorted(map(id, plain))
     hoisted = {id(op) for op in once}
     assert [id(op) for op in once] == [id(op) for op in plain if id(op) in hoisted]  # hoisted in their order
@@ -317,7 +317,8 @@ def test_the_printer_shows_the_loop_as_an_op_with_its_region():
 
     text = print_program(lowered(scale_rows, scale_args(3, 5)))
     head = next(line for line in text.splitlines() if "block_loop" in line)
-    assert head.startswith("  block_loop group=0 flag=BLOCK_I0_PERSISTENT blocks=cdiv(M, BLOCK_I0) resident=")
+    # in the form that holds the row whole (the first region of the body's looped_rows op)
+    assert head.startswith("    block_loop group=0 flag=BLOCK_I0_PERSISTENT blocks=cdiv(M, BLOCK_I0) resident=")
     assert head.endswith("{")
     loop = text.index(head)
     assert text.index("load w[") < loop < text.index("owned_instances")  # w once per program, then each block
@@ -327,9 +328,10 @@ def test_a_loop_over_blocks_that_is_not_last_is_refused():
     k = scale_rows.specialize(scale_args(3, 5))
     program = physical.lower(k)
     g = program.groups[0]
-    loop = P.block_loop(g.body.ops)
-    ops = tuple(op for op in g.body.ops if op is not loop)
-    broken = program.replace(groups=(dataclasses.replace(g, body=dataclasses.replace(g.body, ops=(loop,) + ops)),))
+    form = P.whole_form(g.body)
+    loop = P.block_loop(form.ops)
+    moved = dataclasses.replace(form, ops=(loop,) + tuple(op for op in form.ops if op is not loop))
+    broken = program.replace(groups=(dataclasses.replace(g, body=P.with_form(g.body, form, moved)),))
     found = [v for v in check(broken, k) if v.rule == "loop-invariant"]
     assert [v.message for v in found] == [
         "group 0 (parallel) has 1 loops over blocks of instances; a persistent group has one, the last op at the top "

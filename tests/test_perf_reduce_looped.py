@@ -79,13 +79,14 @@ def layernorm_args(m: int, n: int) -> dict:
 def test_looped_bodies_verify_and_walk_the_row_once_per_dependent_stage(kernel, args, passes) -> None:
     program = lowered(kernel, args, budget=SMALL)
     (group,) = program.groups
-    assert group.looped is not None and group.looped.loops == passes
+    choice = physical.ops.looped_rows(group.body)
+    assert choice is not None and choice.loops == passes
     consts = dict(program.constexprs)
-    flag, chunk = group.looped.flag, group.looped.chunk.block
+    flag, chunk = choice.flag, choice.chunk.block
     assert consts[chunk] == LConst(SMALL)
     assert consts[flag].evaluate({"M": 2, "N": SMALL}) == 0 and consts[flag].evaluate({"M": 2, "N": SMALL + 1}) == 1
-    assert sum(isinstance(op, physical.model.For) for op in group.looped.body.ops) == passes
-    assert physical.print_program(program).count(f"looped when {flag}:") == 1
+    assert sum(isinstance(op, physical.model.For) for op in choice.looped.ops) == passes
+    assert physical.print_program(program).count(f"looped_rows flag={flag} ") == 1
 
 
 def test_the_budget_follows_the_values_a_program_keeps_per_row_element() -> None:
@@ -107,7 +108,7 @@ def test_the_budget_follows_the_values_a_program_keeps_per_row_element() -> None
 
 def test_rows_proven_short_stay_persistent_only() -> None:
     program = physical.lower(K.short_softmax.specialize(softmax_args(2, 5)))
-    assert program.groups[0].looped is None
+    assert physical.ops.looped_rows(program.groups[0].body) is None
     reason = plan_group(program, program.groups[0])
     assert reason == "the row N always fits the persistent budget of 32768"
 
@@ -115,7 +116,7 @@ def test_rows_proven_short_stay_persistent_only() -> None:
 def test_tiles_of_two_axes_are_not_looped() -> None:
     args = {"x": torch.zeros(2, 3, 5), "out": torch.empty(2, dtype=torch.int64)}
     program = physical.lower(K.argmax_planes.specialize(args))
-    assert program.groups[0].looped is None
+    assert physical.ops.looped_rows(program.groups[0].body) is None
     assert plan_group(program, program.groups[0]) == "no single row axis"
 
 
@@ -227,7 +228,7 @@ def test_the_looped_form_compiles_for_sm_90_without_spills(small_budget) -> None
 
 def test_a_group_already_tiled_is_left_alone() -> None:
     program = physical.lower(K.softmax.specialize(softmax_args(2, 5)))
-    group = dataclasses.replace(program.groups[0], ownership=Ownership("BLOCK_I0", ("BLOCK_N",)), looped=None)
+    group = dataclasses.replace(program.groups[0], ownership=Ownership("BLOCK_I0", ("BLOCK_N",)))
     assert plan_group(program.replace(groups=(group,)), group) == "the group already has its own tiling"
 
 
@@ -237,14 +238,14 @@ def test_a_group_already_tiled_is_left_alone() -> None:
 ], ids=lambda v: getattr(v, "__name__", None))
 def test_rows_whose_passes_would_reorder_work_stay_persistent(kernel, reason: str) -> None:
     program = physical.lower(kernel.specialize({"x": rows(2, 5), "out": torch.empty(2, 5)}))
-    assert program.groups[0].looped is None
+    assert physical.ops.looped_rows(program.groups[0].body) is None
     assert plan_group(program, program.groups[0]) == reason
 
 
 def test_an_ordered_loop_reading_a_reduction_runs_after_its_pass(small_budget) -> None:
     args = {"x": rows(3, 40), "out": torch.empty(3)}
     program = lowered(K.repeated_sum, args, budget=SMALL)
-    body = program.groups[0].looped.body.ops
+    body = physical.ops.looped_rows(program.groups[0].body).looped.ops
     loops = [k for k, op in enumerate(body) if isinstance(op, physical.model.For)]
     assert len(loops) == 2 and loops[0] < loops[1]  # the row's pass, then the author's loop
     assert_matches(K.repeated_sum, args, tol=1e-5)

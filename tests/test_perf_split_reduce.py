@@ -215,10 +215,11 @@ def test_split_program_verifies_after_every_pass(case):
     kernel, make, _ = CASES[case]
     program = lowered(kernel, make())  # the verifier runs after construction and after each pass
     (g,) = program.groups
-    assert g.looped is not None
-    split = [op for op in g.looped.body.ops if isinstance(op, P.SplitIndex)]
+    choice = P.looped_rows(g.body)
+    assert choice is not None
+    split = [op for op in choice.looped.ops if isinstance(op, P.SplitIndex)]
     assert len(split) == 1
-    tickets = [op for op in g.looped.body.walk() if isinstance(op, P.Ticket)]
+    tickets = [op for op in choice.looped.walk() if isinstance(op, P.Ticket)]
     assert len(tickets) == 1
     scopes = {b.name: (b.scope, b.init) for b in program.buffers if b.scope is BufferScope.INVOCATION_WORKSPACE}
     assert scopes["arrivals"] == (BufferScope.INVOCATION_WORKSPACE, BufferInit.SELF_RESETTING)
@@ -237,7 +238,7 @@ def test_split_reduction_passes_the_memory_sanitizer():
 def test_column_sums_fold_blocks_of_contiguous_columns():
     args = CASES["column_sums"][1]()
     program = lowered(column_sums, args)
-    loads = [op for op in program.groups[0].looped.body.walk() if isinstance(op, P.Load)
+    loads = [op for op in P.looped_rows(program.groups[0].body).looped.walk() if isinstance(op, P.Load)
              and program.buffer(op.access.buffer).name == "x"]
     (load,) = loads
     rows_coord, cols_coord = load.access.coords
@@ -283,7 +284,7 @@ def test_a_group_of_two_reductions_keeps_its_plan_and_its_note():
     args = {"x": _f32(N_LONG), "out": torch.empty(2)}
     program = lowered(sum_and_max, args)
     assert not any(isinstance(op, P.SplitIndex) for g in program.groups
-                   for op in (g.looped.body.ops if g.looped is not None else ()))
+                   for op in (P.looped_rows(g.body).looped.ops if P.looped_rows(g.body) is not None else ()))
     assert any("a reduction is split across programs only where" in n.message for n in program.notes)
     sum_and_max(**args)
     np.testing.assert_allclose(args["out"].numpy(), [args["x"].double().sum(), args["x"].max()], rtol=1e-4)
@@ -308,7 +309,7 @@ def test_a_persistent_loop_over_split_blocks_is_refused():
     args = CASES["matvec"][1]()
     program = lowered(matvec, args)
     (g,) = program.groups
-    loop = P.block_loop(g.body.ops)
+    loop = P.block_loop(P.whole_form(g.body).ops)
     assert loop is not None
     forced = tuple((n, LConst(1) if n == loop.flag else e) for n, e in program.constexprs)
     broken = dataclasses.replace(program, constexprs=forced)

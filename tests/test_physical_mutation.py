@@ -55,7 +55,6 @@ from physical.model import (
     PRegion,
     Program,
     PValue,
-    with_looped_bodies,
 )
 from physical.passes import SplitReductions
 from physical.verifier import RULES, PhysicalVerifyError, check, verify
@@ -159,7 +158,9 @@ def edit(program: Program, fn: Callable[[POp], POp | list[POp] | None]) -> Progr
 
 
 def ops_of(program: Program, cls: type[POp]) -> list[POp]:
-    return [op for op in program.walk() if isinstance(op, cls)]
+    """The ops of class `cls` a launch runs with every group's row held whole (a looped form recomputes the
+    same work in chunks, with its own ops)."""
+    return [op for g in program.groups for op in P.whole_form(g.body).walk() if isinstance(op, cls)]
 
 
 def only(program: Program, cls: type[POp], pred: Callable[[POp], bool] = lambda op: True) -> POp:
@@ -713,14 +714,15 @@ def owned_instances_decoded_before_the_loop():
     k = scale_rows()
     p = physical.lower(k)
     g = p.groups[0]
-    loop = P.block_loop(g.body.ops)
+    form = P.whole_form(g.body)
+    loop = P.block_loop(form.ops)
     assert loop is not None
     owned = next(op for op in loop.body.ops if isinstance(op, P.OwnedInstances))
     inner = dataclasses.replace(loop.body, ops=tuple(op for op in loop.body.ops if op is not owned))
-    body = dataclasses.replace(g.body, ops=tuple(x for op in g.body.ops
-                                                 for x in ((owned, dataclasses.replace(loop, body=inner))
-                                                           if op is loop else (op,))))
-    broken = p.replace(groups=(dataclasses.replace(g, body=body),))
+    new = dataclasses.replace(form, ops=tuple(x for op in form.ops
+                                              for x in ((owned, dataclasses.replace(loop, body=inner))
+                                                        if op is loop else (op,))))
+    broken = p.replace(groups=(dataclasses.replace(g, body=P.with_form(g.body, form, new)),))
     return k, broken, ("[loop-invariant] owned_instances of group 0 runs before the loop over blocks: every block "
                        "would decode the first block's instances")
 
@@ -753,13 +755,17 @@ def persistent_segment_launches_a_program_per_block():
 
 
 def split_rows() -> tuple[Kernel, Program]:
-    """two_groups with its row sums split across programs: the looped body (slots, ticket, combine) in place."""
+    """two_groups with its row sums split across programs: the looped form (slots, ticket, combine) as the body
+    of its group (the program a launch that selects it runs)."""
     k = two_groups()
     lowered = physical.lower(k)
     if SplitReductions().legal(lowered) is True:  # where the pipeline has not split it already
         lowered = SplitReductions().run(lowered)
-    p = with_looped_bodies(lowered)
-    assert p is not None and any(isinstance(op, P.SplitIndex) for op in p.groups[0].body.ops)
+    g = lowered.groups[0]
+    choice = P.looped_rows(g.body)
+    assert choice is not None and P.block_loop(choice.whole.ops) is None
+    p = lowered.replace(groups=(dataclasses.replace(g, body=choice.looped),) + lowered.groups[1:])
+    assert any(isinstance(op, P.SplitIndex) for op in p.groups[0].body.ops)
     return k, p
 
 

@@ -7,10 +7,11 @@ import dataclasses
 import pytest
 
 import physical.ops as P
+from kir.dims import DConst
 from kir.dtypes import DType
 from kir.pointwise import BinaryFn, CmpFn
 from physical.builder import Builder, max_value_id
-from physical.model import AccessRelation, AssumeInBounds, Fragment, Group, LoopedBody, Ownership, PRegion, Program
+from physical.model import AccessRelation, AssumeInBounds, Fragment, Group, Ownership, PRegion, Program, TileAxis
 from physical.rewrite import Patterns, Replace, dead_code, map_operands, rewrite_ops
 
 I32 = Fragment(DType.i32)
@@ -34,12 +35,14 @@ def test_builder_numbers_values_in_order_and_nests_regions():
 
 
 def _program(body: PRegion, looped: PRegion | None = None) -> Program:
-    lb = LoopedBody("F", looped, None, None, 1) if looped is not None else None  # type: ignore[arg-type]
-    g = Group(0, "g", (), Ownership("BLOCK_I"), body, looped=lb)
+    if looped is not None:  # the body in two forms, as the looped-rows pass writes it
+        axis = TileAxis(DConst(8), "BLOCK_N")
+        body = PRegion((), (P.LoopedRows(flag="F", axis=axis, chunk=axis, loops=1, whole=body, looped=looped),))
+    g = Group(0, "g", (), Ownership("BLOCK_I"), body)
     return Program("p", (), (), (), (), (g,), (), (), None)  # type: ignore[arg-type]
 
 
-def test_max_value_id_sees_looped_bodies_and_region_arguments():
+def test_max_value_id_sees_both_forms_and_region_arguments():
     b = Builder()
     _consts(b, 1)
     b.begin((I32,))

@@ -120,7 +120,8 @@ def test_declared_traits_of_representative_ops():
     assert P.RegionScan.TRAITS == T.WRITES | T.EFFECTS
     assert P.OwnedInstances.TRAITS == Trait(0)  # its value is the program's own instances
     assert {n for n, c in P.OP_CLASSES.items() if T.EFFECTS in c.TRAITS} == {
-        "store", "check", "atomic_rmw", "atomic_cas", "alloc", "for", "while", "if", "block_loop", "barrier",
+        "store", "check", "atomic_rmw", "atomic_cas", "alloc", "for", "while", "if", "block_loop", "looped_rows",
+        "barrier",
         "region_scan", "ticket", "publish_slot", "fold_slots", "retire_ticket"}
     assert P.Ticket.TRAITS == T.READS | T.WRITES | T.EFFECTS  # an atomic increment of a workspace counter
     assert P.SplitIndex.TRAITS == Trait(0)  # its value is the program's own position among its block's

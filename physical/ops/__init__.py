@@ -15,14 +15,19 @@ from .program import (
     Barrier,
     BlockLoop,
     ChunkLanes,
+    LoopedRows,
     OwnedInstances,
     OwnedTile,
     ScalarParam,
     ShapeValue,
     TileIndex,
     block_loop,
+    forms,
     instance_ops,
+    looped_rows,
     once_ops,
+    whole_form,
+    with_form,
 )
 from .reduce import Reduce, native_reduce
 from .region import RegionFold, RegionScan
@@ -36,6 +41,7 @@ __all__ = ["OP_CLASSES", "pop", "Trait", "DEVICE_CHECK", "Check", "Load", "Store
            "BinCount", "Broadcast", "ExpandDims", "Permute", "Squeeze", "TileSlice", "TileConcat", "TileReshape",
            "Binary", "Bitcast", "Cast", "Compare", "Const", "Select", "Unary", "Barrier", "BlockLoop", "ChunkLanes",
            "block_loop", "instance_ops", "once_ops",
+           "LoopedRows", "looped_rows", "forms", "whole_form", "with_form",
            "OwnedInstances", "OwnedTile", "ScalarParam", "ShapeValue", "TileIndex", "Reduce", "RegionFold",
            "RegionScan", "Random", "Scan", "Sort", "native_reduce", "native_scan", "SplitIndex", "Ticket",
            "PublishSlot", "FoldSlots", "RetireTicket", "SYNC_TICKET", "SYNC_DONE", "SYNC_FLAGS", "slot_dtype"]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..launch_expr import LaunchExpr
-from ..model import Fragment, POp, PRegion, PValue
+from ..model import Fragment, POp, PRegion, PValue, TileAxis
 from ._base import (
     EFFECTS,
     INVARIANT,
@@ -75,6 +77,56 @@ class BlockLoop(POp):
     blocks: LaunchExpr
     resident: LaunchExpr
     body: PRegion
+
+
+@pop("looped_rows", EFFECTS)
+class LoopedRows(POp):
+    """A group's body in the two forms a launch selects with the constexpr `flag` (one specialisation compiles
+    one): `whole` while it is 0, the row axis `axis` held whole in one tile; `looped` while it is 1, the row
+    walked in chunks of tile axis `chunk`, in `loops` passes (one per reduction that later work depends on).
+    Both perform the group's effects. The op is the only op at the top of its group's body (besides the
+    terminator), so each region is the body of one form: it decodes the program's instances itself, and it
+    may hold the group's loop over blocks of instances (`block_loop`). The regions are scopes like any
+    other: each defines its own values (a value has one definition in the program).
+    """
+
+    flag: str
+    axis: TileAxis
+    chunk: TileAxis
+    loops: int
+    whole: PRegion
+    looped: PRegion
+
+
+def looped_rows(body: PRegion) -> LoopedRows | None:
+    """The choice between a group's row forms at the top of its body, if it has one."""
+    return next((op for op in body.ops if isinstance(op, LoopedRows)), None)
+
+
+def forms(body: PRegion) -> tuple[PRegion, ...]:
+    """The bodies a group runs, one per form a launch may select: the regions of its `looped_rows` op, or the
+    body itself. Rules about a group's top level (its instances decoded once, its loop over blocks) hold for
+    each."""
+    choice = looped_rows(body)
+    return choice.regions() if choice is not None else (body,)
+
+
+def whole_form(body: PRegion) -> PRegion:
+    """The form of a group's body that holds its row whole (the body itself when it has one form)."""
+    choice = looped_rows(body)
+    return choice.whole if choice is not None else body
+
+
+def with_form(body: PRegion, old: PRegion, new: PRegion) -> PRegion:
+    """`body` with its form `old` (one of `forms(body)`) replaced by `new`."""
+    if old is body:
+        return new
+    choice = looped_rows(body)
+    assert choice is not None, "not a form of this body"
+    field = "whole" if old is choice.whole else "looped"
+    assert getattr(choice, field) is old, "not a form of this body"
+    changed = dataclasses.replace(choice, **{field: new})
+    return PRegion(body.args, tuple(changed if op is choice else op for op in body.ops))
 
 
 def block_loop(ops: tuple[POp, ...]) -> BlockLoop | None:
@@ -165,6 +217,17 @@ def _tile_index(op: TileIndex, r: Fragment) -> list[str]:
 
 
 typing_rule(Barrier)(no_results)
+
+
+@typing_rule(LoopedRows)
+def _looped_rows(op: LoopedRows) -> list[str]:
+    out = no_results(op)
+    if op.whole.args or op.looped.args:
+        out.append(f"the forms of a group's body bind no region arguments, got {len(op.whole.args)} and "
+                   f"{len(op.looped.args)}")
+    if op.loops < 1:
+        out.append(f"a looped form walks its row at least once, got {op.loops} passes")
+    return out
 
 
 @typing_rule(BlockLoop)

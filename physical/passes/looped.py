@@ -5,8 +5,9 @@ read once and stays on chip for every stage that uses it (softmax reads `x` once
 *persistent* form, right while the tile fits the program's registers: up to `budget()` elements (an
 analytic model of the values a program keeps live per row element: 32768 for softmax's f32 rows, fewer
 for more loaded rows, wider dtypes, tuple reductions and element-order folds; num_warps grows with the
-tile). Beyond it this pass gives the group a second, *looped* body (`Group.looped`) that the
-launch selects with a constexpr flag, so one source holds both and each specialisation compiles one:
+tile). Beyond it this pass gives the group a second, *looped* form: its body becomes one `looped_rows`
+op holding the body as it was and the looped body, which the launch selects with a constexpr flag, so one
+source holds both and each specialisation compiles one:
 
 * every value on the row axis is recomputed chunk by chunk (`chunk_size()` elements per step);
 * a reduction over the row accumulates across chunks: built-in kinds that commute (sum, prod, max, min,
@@ -49,7 +50,6 @@ from ..model import (
     BufferScope,
     Fragment,
     Group,
-    LoopedBody,
     Origin,
     POp,
     PRegion,
@@ -118,8 +118,9 @@ def _values(op: POp) -> list[PValue]:
 
 
 def row_axis(group: Group) -> TileAxis | None:
-    """The group's one tile axis, when every tiled value of the group has exactly that tile."""
-    tiles = {v.type.tile for op in group.body.walk() for v in _values(op) if v.type.tile}
+    """The group's one tile axis, when every tiled value of the group has exactly that tile (in the form of its
+    body that holds the row whole, for these models of the row)."""
+    tiles = {v.type.tile for op in P.whole_form(group.body).walk() for v in _values(op) if v.type.tile}
     if len(tiles) != 1:
         return None
     (tile,) = tiles
@@ -134,7 +135,7 @@ def budget(group: Group, axis: TileAxis, forced: int | None = None) -> int:
     Element-order folds and scans (custom combines, cummax, ...) hold their halving steps too:
     `TREE_VALUES` over the components. `forced` (or `INTENT_LOOP_BUDGET`) lowers the result."""
     width, size, loads, native = 1, 4, 0, True
-    for op in group.body.walk():
+    for op in P.whole_form(group.body).walk():
         if isinstance(op, P.Reduce | P.Scan) and any(_row(x.type, axis) for x in op.inputs):
             width = max(width, len(op.inputs))
             size = max([size] + [d.bits // 8 for d in op.acc_dtypes])
@@ -156,7 +157,7 @@ def chunk_size(group: Group, axis: TileAxis, limit: int) -> int:
     `TREE_CHUNK_VALUES` when chunks are folded in element order (over the components of element-order
     scans); at most the persistent budget."""
     width, native, scans = 1, True, 1
-    for op in group.body.walk():
+    for op in P.whole_form(group.body).walk():
         if isinstance(op, P.Reduce | P.Scan) and any(_row(x.type, axis) for x in op.inputs):
             width = max(width, len(op.inputs))
             native = native and op.native
@@ -171,7 +172,7 @@ def chunk_weight(group: Group, axis: TileAxis, chunk: int) -> int:
     """The row elements one chunk counts for when sizing lanes: an element-order scan holds every
     component's halving steps, its prefixes and the chunk's total at once, so its programs own one row
     (calibrated with `ptxas -v`: more rows per program spill with vectorised loads)."""
-    scans = [op for op in group.body.walk() if isinstance(op, P.Scan) and not op.native
+    scans = [op for op in P.whole_form(group.body).walk() if isinstance(op, P.Scan) and not op.native
              and any(_row(x.type, axis) for x in op.inputs)]
     return max(chunk, TILE_BUDGET) if scans else chunk
 
@@ -187,7 +188,7 @@ def strided_lanes(program: Program, group: Group, axis: TileAxis) -> int:
     `sum(x[:, k])`. With one lane per program each row element costs a whole sector; with a sector's
     worth of contiguous lanes (8 f32 columns) every sector a load moves is used."""
     need = 1
-    for op in group.body.walk():
+    for op in P.whole_form(group.body).walk():
         if not isinstance(op, P.Load) or not _row(op.result.type, axis) or not op.result.type.lanes:
             continue
         coords = op.access.coords
@@ -201,7 +202,7 @@ def strided_lanes(program: Program, group: Group, axis: TileAxis) -> int:
 
 def plan_group(program: Program, group: Group, forced: int | None = None) -> Plan | str:
     """The looped form's plan for `group`, or the reason it has none."""
-    if group.tiles or group.looped is not None:
+    if group.tiles or P.looped_rows(group.body) is not None:
         return "the group already has its own tiling"
     axis = row_axis(group)
     if axis is None:
@@ -350,7 +351,8 @@ class _Accumulation:
 
 
 def build_looped(plan: Plan, first_id: int, chunk_block: str) -> tuple[PRegion, int]:
-    """The looped body of `plan.group` and the last value id used."""
+    """The looped body of `plan.group` (a region of its own: every value it defines is new, those it
+    recomputes from the body as it stands included) and the last value id used."""
     b = _Builder(plan, first_id, chunk_block)
     body = plan.group.body
     row_ops = [op for op in body.ops if any(_row(v.type, plan.axis) for v in _values(op))]
@@ -375,7 +377,7 @@ def build_looped(plan: Plan, first_id: int, chunk_block: str) -> tuple[PRegion, 
         _one_pass(b, plan, k, [op for op in row_ops if id(op) in need], (zero, chunks, one, step), origin)
     place_flat(plan.loops)
     b.put(P.Yield(values=()))
-    return PRegion(body.args, tuple(b.ops)), b.next_id
+    return b.copy_region(PRegion((), tuple(b.ops))), b.next_id
 
 
 def _one_pass(b: _Builder, plan: Plan, k: int, ops: list[POp], bounds: tuple[PValue, ...],
@@ -568,11 +570,20 @@ class LoopRows(GroupPass):
             consts[flag] = looped_now
             consts[chunk] = LConst(plan.chunk)
             order += [flag, chunk]
-            looped = LoopedBody(flag, body, plan.axis, TileAxis(DConst(plan.chunk), chunk), plan.loops)
-            groups[plan.group.id] = dataclasses.replace(plan.group, looped=looped)
+            groups[plan.group.id] = dataclasses.replace(plan.group, body=_with_looped(plan, flag, chunk, body))
         return dataclasses.replace(restated, groups=tuple(groups[g.id] for g in program.groups),
                                    constexprs=tuple((n, consts[n]) for n in order), num_warps=warps, grid=grid,
                                    segments=segments)
+
+
+def _with_looped(plan: Plan, flag: str, chunk: str, looped: PRegion) -> PRegion:
+    """The group's body as one `looped_rows` op: the body as it stands (flag 0) or `looped` (flag 1)."""
+    body = plan.group.body
+    end = body.terminator
+    whole = PRegion((), tuple(op for op in body.ops if op is not end) + (P.Yield(),))
+    choice = P.LoopedRows(flag=flag, axis=plan.axis, chunk=TileAxis(DConst(plan.chunk), chunk), loops=plan.loops,
+                          whole=whole, looped=looped)
+    return PRegion(body.args, (choice,) + ((end,) if end is not None else ()))
 
 
 def pick(flag: LaunchExpr, when_set: LaunchExpr, otherwise: LaunchExpr) -> LaunchExpr:

@@ -87,19 +87,22 @@ def held_values(program: Program, group: Group, once: tuple[POp, ...], each: tup
 
 
 def eligible(group: Group) -> str | None:
-    """Why the group's programs may not walk its blocks (None when they may)."""
-    if group.single_instance or group.ownership.tiled or group.serial or P.block_loop(group.body.ops) is not None:
+    """Why the group's programs may not walk its blocks (None when they may). A group with a looped form walks
+    its blocks only in the form that holds its row whole (the looped form streams its rows)."""
+    body = P.whole_form(group.body)
+    if group.single_instance or group.ownership.tiled or group.serial or \
+            any(P.block_loop(f.ops) is not None for f in P.forms(group.body)):
         return "it does not own blocks of instances one per program"
-    if sum(isinstance(op, P.OwnedInstances) for op in group.body.ops) != 1:
+    if sum(isinstance(op, P.OwnedInstances) for op in body.ops) != 1:
         return "it does not decode its instances once at its top"
-    if any(isinstance(op, P.OwnedInstances) and op.ticket is not None for op in group.body.ops):
+    if any(isinstance(op, P.OwnedInstances) and op.ticket is not None for op in body.ops):
         return "its programs take their instances from a ticket (one instance each)"
     return None
 
 
 def worth(program: Program, group: Group, hoisted: tuple[int, ...]) -> bool:
     """The hoisted ops load a tile (in the persistent body; the looped body streams its rows)."""
-    return _loads_tile(tuple(group.body.ops[k] for k in hoisted))
+    return _loads_tile(tuple(P.whole_form(group.body).ops[k] for k in hoisted))
 
 
 @dataclass(frozen=True)
@@ -122,7 +125,7 @@ def plan(program: Program) -> Plan:
     chosen = []
     for g, reason in zip(program.groups, reasons):
         if reason is None:
-            hoisted = hoisted_positions(program, g.body.ops)
+            hoisted = hoisted_positions(program, P.whole_form(g.body).ops)
             if worth(program, g, hoisted):
                 chosen.append((g, hoisted))
     return Plan(tuple(f"group {g.id}: {r}" if r else None for g, r in zip(program.groups, reasons)), tuple(chosen))
@@ -130,14 +133,17 @@ def plan(program: Program) -> Plan:
 
 def _persistent_body(group: Group, flag: str, blocks: LaunchExpr, resident: LaunchExpr,
                      hoisted: tuple[int, ...]) -> PRegion:
-    """The group's body with its hoisted ops first (once per program) and the rest in a loop over blocks."""
+    """The group's body with its hoisted ops first (once per program) and the rest in a loop over blocks (in
+    the form that holds the row whole, when the group has a looped form)."""
     once = set(hoisted)
-    ops = group.body.ops
-    end = group.body.terminator
+    form = P.whole_form(group.body)
+    ops = form.ops
+    end = form.terminator
     each = tuple(op for k, op in enumerate(ops) if k not in once and op is not end)
     loop = P.BlockLoop(group=group.id, flag=flag, blocks=blocks, resident=resident,
                        body=PRegion((), each + (P.Yield(),)))
-    return PRegion(group.body.args, tuple(ops[k] for k in hoisted) + (loop,) + ((end,) if end is not None else ()))
+    new = PRegion(form.args, tuple(ops[k] for k in hoisted) + (loop,) + ((end,) if end is not None else ()))
+    return P.with_form(group.body, form, new)
 
 
 class PersistentPrograms(Pass):
@@ -169,12 +175,14 @@ class PersistentPrograms(Pass):
             flag = f"{g.block}_PERSISTENT"
             blocks = lcdiv(lprod(tuple(ldim(d) for d in g.domain)), LConstexpr(g.block))
             body = _persistent_body(g, flag, blocks, LResidentPrograms(warps), chosen[g.id])
-            loop = P.block_loop(body.ops)
+            form = P.whole_form(body)
+            loop = P.block_loop(form.ops)
             assert loop is not None
-            held = held_values(program, g, P.once_ops(body), loop.body.ops)
+            held = held_values(program, g, P.once_ops(form), loop.body.ops)
             fits = LBin("-", LConst(1), lmin(LConst(1), LBin("//", held, LConst(HOISTED_VALUES + 1))))
-            if g.looped is not None:  # the looped body streams its rows: one block per program
-                fits = LBin("*", LBin("-", LConst(1), consts[g.looped.flag]), fits)
+            choice = P.looped_rows(g.body)
+            if choice is not None:  # the looped body streams its rows: one block per program
+                fits = LBin("*", LBin("-", LConst(1), consts[choice.flag]), fits)
             consts[flag], flags[g.id] = fits, fits
             order.append(flag)
             groups.append(dataclasses.replace(g, body=body))

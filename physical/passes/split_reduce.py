@@ -57,7 +57,7 @@ MIN_CHUNKS_PER_SPLIT = 1  # each program folds at least one chunk of its row
 class SplitPlan:
     group: Group
     reduce: P.Reduce  # the reduction of the group's body
-    define: int  # position in the looped body of the op that gives its results (the chunk loop or a fold after it)
+    define: int  # position in the looped body of the op that gives its accumulators (the chunk loop or a fold after it)
     loop: int  # position of the chunk loop
     owned: int | None  # position of owned_instances (None: a single-instance group)
     lane_ok: PValue | None  # the lane-validity test of the looped body
@@ -65,28 +65,25 @@ class SplitPlan:
 
 def plan_split(program: Program, g: Group) -> SplitPlan | str:
     """The plan for group `g`, or why it keeps one program per block."""
-    if g.looped is None:
+    choice = P.looped_rows(g.body)
+    if choice is None:
         return "its rows are held whole (no looped body)"
-    if g.ownership.tiled or P.block_loop(g.body.ops) is not None or g.serial:
+    if g.ownership.tiled or any(P.block_loop(f.ops) is not None for f in P.forms(g.body)) or g.serial:
         return "it owns tiles, loops over blocks or runs in order"
-    if g.looped.loops != 1:
+    if choice.loops != 1:
         return "its looped body walks the row more than once"
-    reduces = [op for op in g.body.ops if isinstance(op, P.Reduce)]
+    reduces = [op for op in choice.whole.ops if isinstance(op, P.Reduce)]
     if len(reduces) != 1 or any(isinstance(op, P.Scan | P.RegionFold | P.RegionScan | P.Contract | P.MatMul)
                                 for op in g.body.walk()):
         return "it does not fold exactly one reduction"
     red = reduces[0]
-    ops = g.looped.body.ops
-    d = _fold_position(ops, red)
-    if isinstance(d, str):
-        return d
+    ops = choice.looped.ops
     loops = [n for n, op in enumerate(ops) if isinstance(op, P.For)]
-    if len(loops) != 1 or loops[0] > d:
+    if len(loops) != 1:
         return "its looped body has no single chunk loop before the result"
     loop = ops[loops[0]]
     assert isinstance(loop, P.For)
-    if not isinstance(ops[d], P.For | P.Reduce):
-        return "its result is not folded by the chunk loop or a reduce after it"
+    d = _fold_position(ops, loops[0])
     if [v.type.dtype for v in ops[d].results] != list(red.acc_dtypes):
         return "its fold does not give the accumulators"
     if not effect_free(ops[:d]) or not effect_free(loop.body.ops):
@@ -102,28 +99,13 @@ def plan_split(program: Program, g: Group) -> SplitPlan | str:
     return SplitPlan(g, red, d, loops[0], owned, lane_ok)
 
 
-def _fold_position(ops: tuple[POp, ...], red: P.Reduce) -> int | str:
-    """Where the looped body completes the reduction's accumulators: the op whose results are the
-    reduction's, or whose results those are cast from (a f16 sum is folded in f32, then cast)."""
-    at: set[int] = set()
-    for v in red.results:
-        n = next((k for k, op in enumerate(ops) if any(r.id == v.id for r in op.results)), None)
-        if n is None:
-            return "its reduction's results are not given by the looped body"
-        if isinstance(ops[n], P.Cast):
-            source = ops[n].x  # type: ignore[attr-defined]
-            n = next((k for k, op in enumerate(ops) if any(r.id == source.id for r in op.results)), None)
-            if n is None:
-                return "its reduction's results are not given by the looped body"
-        at.add(n)
-    if len(at) != 1:
-        return "its reduction's results are not given by one op of the looped body"
-    (d,) = at
-    if len(ops[d].results) != len(red.results):
-        return "its fold gives more than the reduction's results"
-    return d
-
-
+def _fold_position(ops: tuple[POp, ...], loop: int) -> int:
+    """Where the looped body completes the reduction's accumulators: the reduce that folds the chunk loop's
+    accumulators after it (a chunk-wide accumulator), or the loop itself (a fold carried per lane). What
+    follows (a cast of the accumulators to the result dtype, the stores) reads the result."""
+    carried = {v.id for v in ops[loop].results}
+    return next((n for n in range(loop + 1, len(ops)) if isinstance(ops[n], P.Reduce)
+                 and {v.id for v in ops[n].inputs} == carried), loop)  # type: ignore[attr-defined]
 
 
 class SplitReductions(GroupPass):
@@ -140,10 +122,11 @@ class SplitReductions(GroupPass):
 
 def _split(program: Program, plan: SplitPlan) -> Program:
     g, red = plan.group, plan.reduce
-    assert g.looped is not None
+    choice = P.looped_rows(g.body)
+    assert choice is not None
     gid = g.id
     consts = dict(program.constexprs)
-    ops = g.looped.body.ops
+    ops = choice.looped.ops
     loop = ops[plan.loop]
     assert isinstance(loop, P.For)
     chunks_op = producer(ops, loop.stop)
@@ -152,20 +135,20 @@ def _split(program: Program, plan: SplitPlan) -> Program:
     chunks = chunks_op.expr
 
     # ---- launch values: how many programs share a block, and when the looped body runs
-    flag_expr = consts[g.looped.flag]
+    flag_expr = consts[choice.flag]
     lanes = substitute(consts[g.block], flag_expr, LConst(1))
     warps = as_launch(substitute(program.num_warps, flag_expr, LConst(1)))
     # Powers of two of the block count and the row (the split count is a constexpr: a kernel is specialised
     # per power of two of the shapes, as BLOCK_N already is, not per exact extent).
     blocks = LNextPow2(lcdiv(lprod(tuple(ldim(d) for d in g.domain)), as_launch(lanes))) if g.domain else LConst(1)
-    row_chunks = LBin("//", consts[g.looped.axis.block], consts[g.looped.chunk.block])
+    row_chunks = LBin("//", consts[choice.axis.block], consts[choice.chunk.block])
     raw = lmax(LConst(1), lmin(LBin("//", LResidentPrograms(warps), blocks),
                                LBin("//", row_chunks, LConst(MIN_CHUNKS_PER_SPLIT))))
     few = lmin(LConst(1), LBin("-", raw, LConst(1)))
     runs = lmin(LConst(1), LBin("+", flag_expr, few))
     count = pick(runs, raw, LConst(1))
     consts = {n: substitute(e, flag_expr, runs) for n, e in consts.items()}
-    consts[g.looped.flag] = runs
+    consts[choice.flag] = runs
     num_warps = substitute(program.num_warps, flag_expr, runs)
     # the earlier splits' workspaces keep the terms of their constexprs, which now read `runs` for the flag
     program = restate_workspaces(program, flag_expr, runs)
@@ -208,8 +191,8 @@ def _split(program: Program, plan: SplitPlan) -> Program:
                                   g.id)
     shared.finish_in_last(w, list(ops[plan.define + 1:]), last)
     new_ops += w.frames[0].ops
-    body = dataclasses.replace(g.looped.body, ops=tuple(new_ops))
-    group = dataclasses.replace(g, looped=dataclasses.replace(g.looped, body=body))
+    looped = dataclasses.replace(choice.looped, ops=tuple(new_ops))
+    group = dataclasses.replace(g, body=P.with_form(g.body, choice.looped, looped))
     info = program.op_info(red.origin)
     notes = tuple(n for n in program.notes
                   if not (info is not None and n.loc == info.loc and "runs in one program instance" in n.message))

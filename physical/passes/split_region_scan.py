@@ -64,7 +64,7 @@ def _loads(ops: tuple[POp, ...]) -> set[int]:
 
 def plan_region_scans(program: Program, g: Group) -> RegionScanPlan | str:
     """The plan for group `g`, or why each program keeps its instances' whole subregions."""
-    if g.looped is not None or g.tiles or P.block_loop(g.body.ops) is not None or g.serial:
+    if P.looped_rows(g.body) is not None or g.tiles or P.block_loop(g.body.ops) is not None or g.serial:
         return "it holds rows, owns tiles, loops over blocks or runs in order"
     ops = g.body.ops
     scans = tuple(n for n, op in enumerate(ops) if isinstance(op, P.RegionScan))

@@ -130,7 +130,7 @@ def split_tile(group: Group, axis: TileAxis, forced: int | None = None) -> int:
 
 def plan_split(program: Program, group: Group, forced: int | None = None) -> SplitPlan | str:  # noqa: C901
     """The split of `group`'s row over programs, or the reason it has none."""
-    if group.tiles or group.looped is not None or P.block_loop(group.body.ops) is not None:
+    if group.tiles or P.looped_rows(group.body) is not None or P.block_loop(group.body.ops) is not None:
         return "the group already has its own tiling"
     if group.serial:
         return "the group runs in order"

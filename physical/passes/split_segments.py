@@ -80,7 +80,7 @@ def _read_buffers(ops: tuple[POp, ...]) -> set[int]:
 
 def plan_segments(program: Program, g: Group) -> SegmentPlan | str:
     """The plan for group `g`, or why each program keeps its instances' whole subregions."""
-    if g.looped is not None or g.ownership.tiled or P.block_loop(g.body.ops) is not None or g.serial:
+    if P.looped_rows(g.body) is not None or g.ownership.tiled or P.block_loop(g.body.ops) is not None or g.serial:
         return "it holds rows, owns tiles, loops over blocks or runs in order"
     ops = g.body.ops
     folds = tuple(n for n, op in enumerate(ops) if isinstance(op, P.RegionFold))

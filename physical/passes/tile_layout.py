@@ -60,7 +60,7 @@ TILE = 64  # BLOCK_LM = BLOCK_LN: 4096 elements, the element budget of a program
 def match_layout(group: Group, tiled: tuple[int, int] | None = None) -> Match:
     """The element-wise structure of `group` with domain axes `tiled` (default: the two trailing ones)
     named m and n, or NotTileable with the reason."""
-    if len(group.domain) < 2 or group.ownership.tiled or group.serial or group.looped is not None or \
+    if len(group.domain) < 2 or group.ownership.tiled or group.serial or P.looped_rows(group.body) is not None or \
             P.block_loop(group.body.ops) is not None:
         raise NotTileable("the group does not map two or more free axes to blocks of instances")
     ops = [op for op in group.body.ops if not isinstance(op, P.Yield)]

@@ -192,9 +192,10 @@ def _walk(program: Program, ix: ProgramIndex, region: PRegion, dirty: set[int], 
             dirty |= state
         elif isinstance(op, P.BlockLoop):  # one block's work; other blocks are other instances (independent)
             dirty = _walk(program, ix, op.body, dirty, report, flagged, gid)
-        elif isinstance(op, P.If):
-            dirty = _walk(program, ix, op.then_, dirty, report, flagged, gid) | \
-                _walk(program, ix, op.else_, dirty, report, flagged, gid)
+        elif isinstance(op, P.If | P.LoopedRows):  # one region or the other runs
+            state = set(dirty)
+            for r in op.regions():
+                dirty = dirty | _walk(program, ix, r, state, report, flagged, gid)
     return dirty
 
 

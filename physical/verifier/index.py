@@ -24,18 +24,25 @@ from ..model import Access, AccessRelation, Buffer, Group, ParamKind, POp, PRegi
 
 @dataclass(frozen=True)
 class Placed:
-    """An op, its group and the ops whose regions enclose it (outermost first)."""
+    """An op, its group, the ops whose regions enclose it (outermost first) and the form of its group's body
+    it runs in (one of `P.forms(group.body)`)."""
 
     op: POp
     group: int
     parents: tuple[POp, ...]
     order: int  # position in the program's walk order
+    form: PRegion
 
     @property
     def nested(self) -> bool:
-        """Whether the op sits inside a nested region of its group's body. The body of a loop over blocks
-        of instances at the group's top is the body of one block, not a nested region (`instance_ops`)."""
-        parents = self.parents[1:] if self.parents and isinstance(self.parents[0], P.BlockLoop) else self.parents
+        """Whether the op sits inside a nested region of its group's body. A form of the body (a region of
+        its `looped_rows` op) is the body as that form runs it, and the body of a loop over blocks of
+        instances at a form's top is the body of one block: neither is a nested region (`instance_ops`)."""
+        parents = self.parents
+        if parents and isinstance(parents[0], P.LoopedRows):
+            parents = parents[1:]
+        if parents and isinstance(parents[0], P.BlockLoop):
+            parents = parents[1:]
         return bool(parents)
 
 
@@ -87,7 +94,7 @@ class ProgramIndex:
         self.groups: dict[int, Group] = {g.id: g for g in program.groups}
         self.constexprs: dict[str, LaunchExpr] = dict(program.constexprs)
         for g in program.groups:
-            self._region(g.body, g.id, (), None)
+            self._region(g.body, g.id, (), None, g.body)
 
     # ------------------------------------------------------------------ construction
     def _define(self, d: Definition) -> None:
@@ -96,11 +103,12 @@ class ProgramIndex:
         else:
             self.defs[d.value.id] = d
 
-    def _region(self, region: PRegion, gid: int, parents: tuple[POp, ...], owner: POp | None) -> None:
+    def _region(self, region: PRegion, gid: int, parents: tuple[POp, ...], owner: POp | None,
+                form: PRegion) -> None:
         for k, a in enumerate(region.args):
             self._define(Definition(a, gid, owner, region, k, len(self.placed)))
         for op in region.ops:
-            pl = Placed(op, gid, parents, len(self.placed))
+            pl = Placed(op, gid, parents, len(self.placed), form)
             self.placed.append(pl)
             self.place[id(op)] = pl
             for f in op.fields():
@@ -108,7 +116,8 @@ class ProgramIndex:
                 if isinstance(x, AccessRelation):
                     self.accesses.append(AccessSite(pl, x, access_kind(op)))
             for r in op.regions():
-                self._region(r, gid, parents + (op,), op)
+                top_form = not parents and isinstance(op, P.LoopedRows)  # each region is a form of the body
+                self._region(r, gid, parents + (op,), op, r if top_form else form)
             for k, v in enumerate(op.results):
                 self._define(Definition(v, gid, op, None, k, pl.order))
 

@@ -66,7 +66,7 @@ def _own_slot(ix, ticket: P.OwnedInstances, slot: PValue, top: list) -> PValue |
 
 
 def _group(program: Program, ix, g: Group, report: Reporter, used: dict[int, int]) -> None:  # noqa: C901
-    top = list(P.instance_ops(g.body))
+    top = [op for form in P.forms(g.body) for op in P.instance_ops(form)]
     nested = [pl.op for pl in ix.group_ops(g.id) if pl.nested and pl.op.has(Trait.LOOKBACK)]
     for op in nested:
         report(f"group {g.id}: {op.NAME} runs inside a nested region; every program must run it exactly once, "

@@ -34,10 +34,7 @@ def lane_source(ix: ProgramIndex, op: POp) -> tuple[POp, PValue] | None:
             for inner in parent.body.ops:
                 if isinstance(inner, P.ChunkLanes) and inner.results:
                     return inner, inner.results[0]
-    g = ix.groups.get(pl.group)
-    if g is None:
-        return None
-    for inner in P.instance_ops(g.body):
+    for inner in P.instance_ops(pl.form):
         if isinstance(inner, P.OwnedInstances | P.OwnedTile) and inner.results:
             return inner, inner.results[0]
     return None
@@ -121,9 +118,11 @@ def check_ownership(program: Program, kernel: Kernel | None, report: Reporter) -
         if seg is not None:
             want = domain_programs(ix, g)
             got = ix.values(seg.length)
-            loop = P.block_loop(g.body.ops)
+            loop = next((lp for lp in map(P.block_loop, (f.ops for f in P.forms(g.body))) if lp is not None), None)
             if loop is not None and _persistent_blocks(ix, g, loop, seg.length, want, report):
                 got = want
+            if loop is not None:
+                _forms_without_loop(ix, g, loop, report)
             if any(w is not None and v is not None and w != v for w, v in zip(want, got)):
                 need = "1 (a single instance)" if g.single_instance else \
                     f"cdiv({' * '.join(str(d) for d in g.domain)}, {g.block})" if not g.ownership.tiled else \
@@ -183,17 +182,39 @@ def _persistent_blocks(ix: ProgramIndex, g: Group, p: P.BlockLoop, length: Launc
     return True
 
 
+def _forms_without_loop(ix: ProgramIndex, g: Group, loop: P.BlockLoop, report: Reporter) -> None:
+    """A form of a persistent group's body that holds no loop over blocks runs one block per program: the
+    segment launches one program per block only where the loop's flag is 0, so that form may run only there."""
+    choice = P.looped_rows(g.body)
+    if choice is None:
+        return
+    for form, selected in ((choice.whole, 0), (choice.looped, 1)):
+        if P.block_loop(form.ops) is not None:
+            continue
+        for env in ix.envs:
+            if env.get(choice.flag) == selected and env.get(loop.flag):
+                name = "looped" if selected else "whole"
+                report(f"group {g.id} ({g.name}) runs its {name} form, which holds no loop over blocks of instances, "
+                       f"while {choice.flag} = {selected} and {loop.flag} = {env[loop.flag]} ({_sample(ix, env)}): "
+                       f"its programs would skip the blocks the loop gives them", group=g.id)
+                return
+
+
 def _sample(ix: ProgramIndex, env: dict[str, int]) -> str:
     bound = [f"{s}={env[s]}" for s in ix.program.symbols if s in env]
     return ", ".join(bound) + f" on {env.get(DEVICE_SMS, 0)} multiprocessors"
 
 
 def _owned_instances(program: Program, ix: ProgramIndex, g: Group, report: Reporter) -> None:
-    top = [op for op in P.instance_ops(g.body) if isinstance(op, P.OwnedInstances)]
     nested = [pl.op for pl in ix.group_ops(g.id) if isinstance(pl.op, P.OwnedInstances) and pl.nested]
     for op in nested:
         report(f"owned_instances inside a nested region of group {g.id}: a program decodes its instances once, at "
                f"the top of its group", op, g.id)
+    for form in P.forms(g.body):  # each form a launch selects decodes the program's instances itself
+        _decoded_once(g, [op for op in P.instance_ops(form) if isinstance(op, P.OwnedInstances)], report)
+
+
+def _decoded_once(g: Group, top: list[P.OwnedInstances], report: Reporter) -> None:
     if g.single_instance:
         for op in top:
             report(f"single-instance group {g.id} ({g.name}) decodes owned instances", op, g.id)
@@ -261,10 +282,14 @@ def check_effect_coverage(program: Program, kernel: Kernel | None, report: Repor
         if len(groups) > 1:
             report(f"{describe(program, first)} is performed by groups {', '.join(map(str, groups))}; each KIR effect "
                    f"belongs to exactly one execution slice", first, groups[0])
-        elif len(found) > 1 and not all(exclusive(ix, a, b) for n, (_, a) in enumerate(found)
-                                        for _, b in found[n + 1:]):
-            report(f"{describe(program, first)} is performed by {len(found)} physical effects in group {groups[0]}; "
-                   f"it would happen {len(found)} times per instance", first, groups[0])
+        elif len(found) > 1:
+            # effects in different branches of an `if` or forms of a body never run in one launch together
+            ops = [op for _, op in found]
+            times = max(sum(1 for b in ops if b is a or not exclusive(ix, a, b)) for a in ops)
+            if times > 1:
+                some = f", {times} of them in one run" if times < len(ops) else ""
+                report(f"{describe(program, first)} is performed by {len(found)} physical effects in group "
+                       f"{groups[0]}{some}; it would happen {times} times per instance", first, groups[0])
     if kernel is not None:
         for n, kop in enumerate(kernel.walk()):
             if kop.has(OpTrait.WRITES) and n not in units:

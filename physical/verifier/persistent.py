@@ -1,7 +1,8 @@
 """Persistent programs: what a group's programs compute once, before their loop over instance blocks.
 
 * loop-invariant: the ops before a persistent group's `block_loop` run once per program, before its
-  loop over blocks (while the loop's flag is set). The loop is the last op at the top of the group's body.
+  loop over blocks (while the loop's flag is set). The loop is the last op at the top of the group's body
+  (of one of its forms, when a `looped_rows` op holds the body in two).
   Each must be declared invariant (`Trait.INVARIANT`), read only values that earlier invariant ops define, and load
   only from external views that no op of the kernel writes: then computing it once gives every block
   the value it would have computed itself. The owned instances are never invariant.
@@ -13,7 +14,7 @@ from kir.core import Kernel
 
 from .. import ops as P
 from ..analysis import not_invariant, written_buffers
-from ..model import Group, POp, Program
+from ..model import Group, POp, PRegion, Program
 from .base import Reporter, describe, rule
 
 
@@ -39,8 +40,9 @@ def check_loop_invariant(program: Program, kernel: Kernel | None, report: Report
         if not loops:
             continue
         loop = loops[0]
-        top = [op for op in g.body.ops if not op.TERMINATOR]
-        if len(loops) > 1 or top[-1] is not loop:
+        form = next((f for f in P.forms(g.body) if any(op is loop for op in f.ops)), P.whole_form(g.body))
+        top = [op for op in form.ops if not op.TERMINATOR]
+        if len(loops) > 1 or not top or top[-1] is not loop:
             report(f"group {g.id} ({g.name}) has {len(loops)} loops over blocks of instances; a persistent group "
                    f"has one, the last op at the top of its body", loop, g.id)
             continue
@@ -54,11 +56,11 @@ def check_loop_invariant(program: Program, kernel: Kernel | None, report: Report
         if loop.flag not in dict(program.constexprs):
             report(f"group {g.id} ({g.name}) loops over blocks of instances while {loop.flag}, which is no "
                    f"constexpr", loop, g.id)
-        _check_body(program, g, loop, report)
+        _check_body(program, g, form, loop, report)
 
 
-def _check_body(program: Program, g: Group, loop: P.BlockLoop, report: Reporter) -> None:
-    once = P.once_ops(g.body)
+def _check_body(program: Program, g: Group, form: PRegion, loop: P.BlockLoop, report: Reporter) -> None:
+    once = P.once_ops(form)
     for op in once:
         if isinstance(op, P.OwnedInstances):
             report(f"owned_instances of group {g.id} runs before the loop over blocks: every block would decode the "

@@ -19,7 +19,7 @@ from kir.affine import kir_form
 from kir.dims import Dim, DSym, PCmp, dim_bin
 
 from .. import ops as P
-from ..model import Group
+from ..model import Group, PRegion
 from .affine import Forms, forms_of, proves
 from .index import AccessSite, ProgramIndex
 
@@ -79,13 +79,15 @@ def kir_name(v: K.Value) -> DSym:
     return DSym(f"%{v.name or 'v'}#{v.id}")
 
 
-def _canonical(ix: ProgramIndex, forms: Forms, group: Group, kernel_ops: list[K.Op]) -> dict[str, Dim] | None:
-    """Physical atoms renamed to the KIR names they stand for (instance coordinates and loop indices).
+def _canonical(ix: ProgramIndex, forms: Forms, group: Group, body: PRegion, kernel_ops: list[K.Op]
+               ) -> dict[str, Dim] | None:
+    """Physical atoms renamed to the KIR names they stand for (instance coordinates and loop indices), in
+    `body`, one form of the group's body (each decodes its instances itself).
 
     None unless the group maps exactly one KIR `parallel` to program instances."""
     ordinals = [o.op for o in group.origins if o is not None and o.op is not None and o.op < len(kernel_ops)
                 and isinstance(kernel_ops[o.op], KC.Parallel)]
-    owned = [op for op in P.instance_ops(group.body) if isinstance(op, P.OwnedInstances) and op.results]
+    owned = [op for op in P.instance_ops(body) if isinstance(op, P.OwnedInstances) and op.results]
     if len(ordinals) != 1 or len(group.origins) != 1 or len(owned) != 1:
         return None
     forms.form(owned[0].results[0])
@@ -112,7 +114,7 @@ def relation_mismatches(ix: ProgramIndex, kernel: K.Kernel, access_tile) -> list
     kernel_ops = list(kernel.walk())
     kforms = KirForms(kernel)
     out: list[Mismatch] = []
-    canon: dict[int, tuple[Forms, dict[str, Dim] | None]] = {}
+    canon: dict[tuple[int, int], tuple[Forms, dict[str, Dim] | None]] = {}
     for site in ix.accesses:
         op = site.op
         if not isinstance(op, P.Load | P.Store) or op.origin is None or op.origin.op is None or \
@@ -121,12 +123,12 @@ def relation_mismatches(ix: ProgramIndex, kernel: K.Kernel, access_tile) -> list
         kop = kernel_ops[op.origin.op]
         if not isinstance(kop, KA.Load | KA.Store) or len(kop.index) != len(site.access.coords):
             continue
-        gid = site.placed.group
-        if gid not in canon:
+        gid, body = site.placed.group, site.placed.form
+        if (gid, id(body)) not in canon:
             g = ix.groups[gid]
             forms = forms_of(ix, g)
-            canon[gid] = (forms, _canonical(ix, forms, g, kernel_ops))
-        forms, names = canon[gid]
+            canon[gid, id(body)] = (forms, _canonical(ix, forms, g, body, kernel_ops))
+        forms, names = canon[gid, id(body)]
         if names is None:
             continue
         tile = access_tile(site)

@@ -1,9 +1,10 @@
 """Groups whose programs share blocks of instances (`owned_instances` with splits, `split_index`).
 
-* split-effects: S programs run the body of each block, so every effect outside the group's invocation
-  workspace (a store, a scatter, an atomic, a region scan's writes) happens once per instance only if it is
-  made by one of them: the holder of the last ticket (drawn before the effect), which alone sees every
-  program's partial. Any other program would write its own incomplete result (or apply an atomic S times).
+* split-effects: S programs run the body of each block (in the form of the body that splits it), so every
+  effect outside the group's invocation workspace (a store, a scatter, an atomic, a region scan's writes)
+  happens once per instance only if it is made by one of them: the holder of the last ticket (drawn before
+  the effect), which alone sees every program's partial. Any other program would write its own incomplete
+  result (or apply an atomic S times).
 """
 
 from __future__ import annotations
@@ -23,22 +24,23 @@ def check_split_effects(program: Program, kernel: Kernel | None, report: Reporte
     each instance's effects happen once"""
     ix = index_of(program)
     splits_of = _split_values(ix)
-    group_splits = {g: s for g, s in splits_of.values()}
+    # the form of a group's body that splits its blocks (the other form of a looped group runs unsplit)
+    form_splits = {id(pl.form): pl.op.splits for pl in ix.placed if isinstance(pl.op, P.SplitIndex)}
     tickets: dict[int, list[tuple[int, P.Ticket]]] = {}
     for pl in ix.placed:
         if isinstance(pl.op, P.Ticket):
-            tickets.setdefault(pl.group, []).append((pl.order, pl.op))
+            tickets.setdefault(id(pl.form), []).append((pl.order, pl.op))
     for site in ix.accesses:
-        gid = site.placed.group
-        if gid not in group_splits or site.kind is Access.READ:
+        gid, form = site.placed.group, id(site.placed.form)
+        if form not in form_splits or site.kind is Access.READ:
             continue
         b = ix.buffers.get(site.access.buffer)
         if b is None or b.scope is BufferScope.INVOCATION_WORKSPACE:
             continue
-        earlier = [t for order, t in tickets.get(gid, []) if order < site.placed.order]
+        earlier = [t for order, t in tickets.get(form, []) if order < site.placed.order]
         if _scans_own_piece(ix, site, splits_of):
             continue
-        if _last_conjunct(ix, site.access.mask, earlier, group_splits[gid]) is None:
+        if _last_conjunct(ix, site.access.mask, earlier, form_splits[form]) is None:
             report(f"{describe(program, site.op)} writes {b.name} in every program that shares its block: a group "
                    f"split over programs writes outside its workspace only as the holder of the last ticket",
                    site.op, gid)

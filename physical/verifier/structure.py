@@ -207,9 +207,8 @@ def check_launch_extents(program: Program, kernel: Kernel | None, report: Report
 def group_splits(group: Group) -> str | None:
     """The constexpr S of a group whose blocks are each shared by S programs (its `split_index`), if any.
 
-    The group's other body (a looped body's alternative) runs only where S is 1, so either body names it."""
-    bodies = (group.body,) + ((group.looped.body,) if group.looped is not None else ())
-    for body in bodies:
+    The group's other form (the looped form's alternative) runs only where S is 1, so either form names it."""
+    for body in P.forms(group.body):
         for op in P.instance_ops(body):
             if isinstance(op, P.SplitIndex):
                 return op.splits

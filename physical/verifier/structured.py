@@ -2,7 +2,8 @@
 
 * structured-complete: reduce, scan, contract and histogram have complete operands, results,
   identities, accumulators and a closed, typed combine region; for/while/if carry consistent
-  values; every nested region ends with its one terminator.
+  values; the forms of a group's body (`looped_rows`) are the body's only op, selected by constexprs;
+  every nested region ends with its one terminator.
 * region-op-complete: region folds and scans hold the slicing relation and summariser (a source
   region that loads the chunk and yields components plus their membership), identity, combine and,
   for scans, the emit region that writes each scanned chunk; the chunk's identity (its start) and
@@ -198,6 +199,20 @@ def _if(ix: ProgramIndex, op: P.If) -> list[str]:  # type: ignore[override]
     return out
 
 
+def _looped_rows(ix: ProgramIndex, op: P.LoopedRows) -> list[str]:
+    """The forms of a group's body: the op is its body's only op (the terminator aside), so that each region is
+    the whole body in its form, and the launch selects one with a constexpr flag."""
+    out: list[str] = []
+    pl = ix.place[id(op)]
+    body = ix.groups[pl.group].body
+    if pl.parents or any(o is not op and not o.TERMINATOR for o in body.ops):
+        out.append(f"the forms of group {pl.group}'s body must be the only op at the top of its body")
+    for name in (op.flag, op.axis.block, op.chunk.block):
+        if name not in ix.constexprs:
+            out.append(f"{name} is no constexpr; a launch selects a form and sizes its row with constexprs")
+    return out
+
+
 def terminator_problems(region: PRegion, nested: bool) -> list[str]:
     out = []
     for n, o in enumerate(region.ops):
@@ -222,7 +237,7 @@ def check_structured(program: Program, kernel: Kernel | None, report: Reporter) 
         for r in pl.op.regions():
             for problem in terminator_problems(r, True):
                 report(f"{describe(program, pl.op)}: {problem}", pl.op, pl.group)
-        check = STRUCTURED.get(type(pl.op))
+        check = _looped_rows if isinstance(pl.op, P.LoopedRows) else STRUCTURED.get(type(pl.op))
         if check is not None:
             for problem in check(ix, pl.op):
                 report(f"{describe(program, pl.op)}: {problem}", pl.op, pl.group)

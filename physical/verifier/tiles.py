@@ -158,7 +158,8 @@ def position_bound(ix: ProgramIndex, axis: TileAxis) -> Dim | None:
 
 
 def branch_path(ix: ProgramIndex, op: POp) -> dict[int, int]:
-    """For each enclosing `if`, which branch (0 then, 1 else) holds `op`."""
+    """For each enclosing `if`, which branch (0 then, 1 else) holds `op`; for an enclosing `looped_rows`, which
+    form (0 whole, 1 looped): a launch runs one of them."""
     pl = ix.place.get(id(op))
     out: dict[int, int] = {}
     if pl is None:
@@ -167,11 +168,13 @@ def branch_path(ix: ProgramIndex, op: POp) -> dict[int, int]:
     for parent, child in zip(chain, chain[1:]):
         if isinstance(parent, P.If):
             out[id(parent)] = 0 if any(o is child for o in parent.then_.walk()) else 1
+        elif isinstance(parent, P.LoopedRows):
+            out[id(parent)] = 0 if any(o is child for o in parent.whole.walk()) else 1
     return out
 
 
 def exclusive(ix: ProgramIndex, a: POp, b: POp) -> bool:
-    """Whether `a` and `b` lie in different branches of one `if` (so at most one of them runs)."""
+    """Whether `a` and `b` lie in different branches of one `if` or forms of one body (so at most one runs)."""
     pa, pb = branch_path(ix, a), branch_path(ix, b)
     return any(k in pb and pb[k] != v for k, v in pa.items())
 

@@ -254,6 +254,8 @@ class Emitter:
             return f"tl.cdiv({a}, {b})" if e.op == "cdiv" else f"({a} {e.op} {b})"
         if isinstance(e, LE.LSum):
             return "(" + " + ".join(self.launch(x) for x in e.items) + ")"
+        if isinstance(e, LE.LSelect):
+            return f"({self.launch(e.when_set)} if {self.launch(e.cond)} else {self.launch(e.otherwise)})"
         if isinstance(e, LE.LMinMax):
             out = self.launch(e.items[0])
             for x in e.items[1:]:

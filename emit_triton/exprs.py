@@ -25,6 +25,7 @@ _ENCODERS: dict[type, Callable[[Any], Any]] = {
     L.LBin: lambda e: [e.op, encode(e.lhs), encode(e.rhs)],
     L.LMinMax: lambda e: [e.op, *(encode(x) for x in e.items)],
     L.LSum: lambda e: ["sum", *(encode(x) for x in e.items)] if e.items else 0,
+    L.LSelect: lambda e: ["select", encode(e.cond), encode(e.when_set), encode(e.otherwise)],
     L.LNextPow2: lambda e: ["next_pow2", encode(e.x)],
     L.LTileBlock: lambda e: ["tile_block", encode(e.extent), e.limit, e.what],
     L.LWarps: lambda e: ["warps_for", encode(e.elements)],

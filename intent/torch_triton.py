@@ -187,6 +187,8 @@ def symbolic(expr: LE.LaunchExpr | int, env: Mapping[str, Any]) -> Any:
         for x in items[1:]:
             out = pick(out, x)
         return out
+    if isinstance(expr, LE.LSelect):  # bool() on a symbolic condition installs a guard, as for LWarps
+        return symbolic(expr.when_set if bool(symbolic(expr.cond, env) != 0) else expr.otherwise, env)
     if isinstance(expr, LE.LSum):
         total: Any = 0
         for x in expr.items:

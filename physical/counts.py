@@ -34,7 +34,7 @@ from typing import Any
 from kir.core import registrar
 from kir.dtypes import DType
 
-from .launch_expr import LaunchExpr, LBin, LConst, LConstexpr, LMinMax, LScalar, ladd, ldim, lmul, lprod, lsum
+from .launch_expr import LaunchExpr, LBin, LConst, LConstexpr, LMinMax, LScalar, ladd, ldim, lmul, lprod, lselect, lsum
 from .model import AccessRelation, Fragment, POp, PRegion, Program, PValue
 from .ops import access as A
 from .ops import atomic as T
@@ -102,14 +102,10 @@ def operation_counts(program: Program) -> Counts:
         if choice is not None:
             flag = LConstexpr(choice.flag)
             (b0, f0), (b1, f1) = counted
-            counted = [(_choose(flag, b1, b0), _choose(flag, f1, f0))]
+            counted = [(lselect(flag, b1, b0), lselect(flag, f1, f0))]
         total_bytes.append(counted[0][0])
         total_flops.append(counted[0][1])
     return Counts(lsum(tuple(total_bytes)), lsum(tuple(total_flops)), exact)
-
-
-def _choose(flag: LaunchExpr, when_set: LaunchExpr, otherwise: LaunchExpr) -> LaunchExpr:
-    return ladd(lmul(flag, when_set), lmul(LBin("-", LConst(1), flag), otherwise))
 
 
 def _region(w: _Walk, region: PRegion, trips: LaunchExpr) -> tuple[LaunchExpr, LaunchExpr]:
@@ -292,7 +288,7 @@ def _regions(w: _Walk, op: POp, trips: LaunchExpr) -> Cost:
     if isinstance(op, F.If) and op.flag is not None:
         (b1, f1), (b0, f0) = (_region(w, r, trips) for r in (op.then_, op.else_))
         flag = LConstexpr(op.flag)
-        return _choose(flag, b1, b0), _choose(flag, f1, f0)
+        return lselect(flag, b1, b0), lselect(flag, f1, f0)
     w.exact = False
     counted = [_region(w, r, trips) for r in op.regions()]
     return lsum(tuple(b for b, _ in counted)), lsum(tuple(f for _, f in counted))

@@ -136,6 +136,23 @@ class LSum(LaunchExpr):
         return "0" if not self.items else " + ".join(str(x) for x in self.items)
 
 
+@dataclass(frozen=True)
+class LSelect(LaunchExpr):
+    """`when_set` where `cond` is non-zero, else `otherwise`: a launch-time choice between two forms (a flag
+    selects the looped form's block, a split count, a segment length). Only the chosen side is evaluated,
+    so the other may be one the launch could not evaluate (a tile too large to hold)."""
+
+    cond: LaunchExpr
+    when_set: LaunchExpr
+    otherwise: LaunchExpr
+
+    def evaluate(self, env: Mapping[str, int]) -> int:
+        return (self.when_set if self.cond.evaluate(env) else self.otherwise).evaluate(env)
+
+    def __str__(self) -> str:
+        return f"({self.when_set} if {self.cond} else {self.otherwise})"
+
+
 def next_pow2_int(n: int) -> int:
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
@@ -303,6 +320,16 @@ def lmax(*items: LaunchExpr) -> LaunchExpr:
     return items[0] if len(items) == 1 else LMinMax("max", tuple(items))
 
 
+def lselect(cond: LaunchExpr, when_set: LaunchExpr, otherwise: LaunchExpr) -> LaunchExpr:
+    """`when_set` if `cond` is non-zero at launch, else `otherwise` (a constant condition or two equal sides
+    need no choice)."""
+    if when_set == otherwise:
+        return when_set
+    if isinstance(cond, LConst):
+        return when_set if cond.value else otherwise
+    return LSelect(cond, when_set, otherwise)
+
+
 def walk(e: LaunchExpr):
     yield e
     for c in e.children():
@@ -313,7 +340,7 @@ def symbol_names(e: LaunchExpr) -> frozenset[str]:
     return frozenset(n for x in walk(e) if isinstance(x, LDim) for n in x.dim.symbols())
 
 
-__all__ = ["LaunchExpr", "LConst", "LDim", "LScalar", "LBin", "LMinMax", "LSum", "LNextPow2", "LTileBlock",
+__all__ = ["LaunchExpr", "LConst", "LDim", "LScalar", "LBin", "LMinMax", "LSum", "LSelect", "LNextPow2", "LTileBlock",
            "LWarps", "LConstexpr", "LResidentPrograms", "DEVICE_SMS", "WARP_SLOTS",
-           "MAX_TILE_ELEMENTS", "lconst", "ldim", "lmul", "ladd", "lcdiv", "lprod",
+           "MAX_TILE_ELEMENTS", "lconst", "ldim", "lmul", "ladd", "lcdiv", "lprod", "lselect",
            "lsum", "lmin", "lmax", "next_pow2_int", "walk", "symbol_names", "DSym"]

@@ -21,6 +21,7 @@ from .launch_expr import (
     LMinMax,
     LNextPow2,
     LResidentPrograms,
+    LSelect,
     LSum,
     LTileBlock,
     LWarps,
@@ -91,6 +92,10 @@ def simplify(e: LaunchExpr) -> LaunchExpr:
     if isinstance(e, LSum):
         items = [x for x in e.items if x != LConst(0)]
         return LConst(0) if not items else items[0] if len(items) == 1 else LSum(tuple(items))
+    if isinstance(e, LSelect):
+        if isinstance(e.cond, LConst):
+            return e.when_set if e.cond.value else e.otherwise
+        return e.when_set if e.when_set == e.otherwise else e
     return e
 
 
@@ -154,6 +159,8 @@ _PREC = {"+": 1, "-": 1, "*": 2, "//": 2}
 
 
 def _prec(e: LaunchExpr) -> int:
+    if isinstance(e, LSelect):
+        return 0
     if isinstance(e, LBin) and e.op in _PREC:
         return _PREC[e.op]
     if isinstance(e, LSum) and len(e.items) > 1:
@@ -166,7 +173,8 @@ def _prec(e: LaunchExpr) -> int:
 
 
 def text(e: LaunchExpr) -> str:
-    """`e` with the usual precedence: `min(1, BLOCK_N // 65536)`, `cdiv(M, BLOCK_I0)`."""
+    """`e` with the usual precedence: `min(1, BLOCK_N // 65536)`, `cdiv(M, BLOCK_I0)`,
+    `4096 if BLOCK_N_LOOPED else BLOCK_N`."""
     if isinstance(e, LBin):
         if e.op == "cdiv":
             return f"cdiv({text(e.lhs)}, {text(e.rhs)})"
@@ -176,7 +184,10 @@ def text(e: LaunchExpr) -> str:
         right = text(e.rhs) if right_ok else f"({text(e.rhs)})"
         return f"{left} {e.op} {right}"
     if isinstance(e, LSum):
-        return "0" if not e.items else " + ".join(text(x) for x in e.items)
+        return "0" if not e.items else " + ".join(text(x) if _prec(x) > 0 else f"({text(x)})" for x in e.items)
+    if isinstance(e, LSelect):  # as Python writes it; inside another formula it is parenthesised (precedence 0)
+        sides = [text(x) if _prec(x) > 1 else f"({text(x)})" for x in (e.when_set, e.cond, e.otherwise)]
+        return f"{sides[0]} if {sides[1]} else {sides[2]}"
     if isinstance(e, LMinMax):
         return f"{e.op}({', '.join(text(x) for x in e.items)})"
     if isinstance(e, LNextPow2 | LTileBlock):

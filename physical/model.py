@@ -172,8 +172,8 @@ class Trait(Flag):
     EFFECTS = auto()       # must run where it stands (memory effects, device checks, barriers, control holding them)
     INVARIANT = auto()     # computed once per program it gives every block of instances the same value (a load:
     #                        when no op of the kernel writes its memory); persistent programs may hoist it
-    CONTROL = auto()       # structured control flow (for, while, if): it runs the ops of its regions and has no
-    #                        effect of its own, so it is as free of effects as they are (`effect_free`)
+    CONTROL = auto()       # structured control flow (for, while, if, looped_rows): it runs the ops of its regions
+    #                        and has no effect of its own, so it is as free of effects as they are (`effect_free`)
     LOOKBACK = auto()      # raises, waits for or retires the slot flags of a look-back sync buffer
     #                        (physical/ops/lookback.py): the rule lookback-protocol checks every such op
 

@@ -36,7 +36,7 @@ def test_softmax_explains_its_rows_segment_buffers_and_bounds():
     text = physical.explain(k)
     lines = text.splitlines()
     assert lines[0] == ("kernel softmax: one launch, grid = cdiv(M, BLOCK_I0) programs, num_warps = "
-                        "warps_for(BLOCK_I0 * (BLOCK_N_LOOPED * 4096 + (1 - BLOCK_N_LOOPED) * BLOCK_N))")
+                        "warps_for(BLOCK_I0 * (4096 if BLOCK_N_LOOPED else BLOCK_N))")
     assert lines[1] == "group 0 (parallel): workset over (M), flattened row-major"
     assert lines[2] == "  each program owns BLOCK_I0 consecutive instances"
     assert lines[3] == "  segment: programs [0, cdiv(M, BLOCK_I0))"
@@ -44,13 +44,12 @@ def test_softmax_explains_its_rows_segment_buffers_and_bounds():
     assert lines[5] == "  looped when BLOCK_N_LOOPED is 1: N in chunks of BLOCK_N_CHUNK, 3 passes over the row"
     # Each constexpr is defined once, in terms of those before it.
     assert lines[6:11] == ["constexprs:", "  BLOCK_N = next_pow2(N)", "  BLOCK_N_LOOPED = min(1, BLOCK_N // 65536)",
-                           "  BLOCK_I0 = BLOCK_N_LOOPED + (1 - BLOCK_N_LOOPED) * min(max(1, 4096 // BLOCK_N), "
-                           "next_pow2(M))",
+                           "  BLOCK_I0 = 1 if BLOCK_N_LOOPED else min(max(1, 4096 // BLOCK_N), next_pow2(M))",
                            "  BLOCK_N_CHUNK = 4096"]
     assert text.count("next_pow2(N)") == 1 and text.count("// 65536") == 1
     assert lines[11] == "memory:"
-    assert lines[12].startswith("  bytes moved = BLOCK_N_LOOPED * (") and \
-        lines[12].endswith(" + (1 - BLOCK_N_LOOPED) * (4 * M * N + 4 * M * N)")
+    assert lines[12].startswith("  bytes moved = (4 * max(0, cdiv(N, 4096)) * M * 4096 + ") and \
+        lines[12].endswith(") if BLOCK_N_LOOPED else (4 * M * N + 4 * M * N)")
     assert lines[13] == "  ideal = 4 * M * N + 4 * M * N (every input read once, every output written once)"
     assert lines[14:17] == ["buffers:", "  x: f32[M, N] external_view, init external, lifetime host, read",
                             "  out: f32[M, N] external_view, init external, lifetime host, write"]

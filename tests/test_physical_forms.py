@@ -21,7 +21,7 @@ import physical
 from intent import Out, dims, f32, parallel
 from physical import ops as P
 from physical.builder import max_value_id, region_values
-from physical.launch_expr import LBin, LConst
+from physical.launch_expr import LConst, LSelect
 from physical.model import DType, Fragment, Program
 from physical.passes.looped import BUDGET_VARIABLE
 from physical.verifier import PhysicalVerifyError, check, verify
@@ -181,11 +181,11 @@ def test_a_form_without_the_loop_over_blocks_runs_only_where_the_loop_is_off():
     loop = P.block_loop(choice.whole.ops)
     assert loop is not None and P.block_loop(choice.looped.ops) is None
     assert check(p, k) == []
-    # the persistent flag forgets that the looped form streams its rows (it was `(1 - LOOPED) * fits`)
+    # the persistent flag forgets that the looped form streams its rows (it was `0 if LOOPED else fits`)
     consts = dict(p.constexprs)
     fits = consts[loop.flag]
-    assert isinstance(fits, LBin) and fits.lhs == LBin("-", LConst(1), consts[choice.flag])
-    broken = p.replace(constexprs=tuple((n, fits.rhs if n == loop.flag else e) for n, e in p.constexprs))
+    assert isinstance(fits, LSelect) and fits.cond == consts[choice.flag] and fits.when_set == LConst(0)
+    broken = p.replace(constexprs=tuple((n, fits.otherwise if n == loop.flag else e) for n, e in p.constexprs))
     rule, message = _reported(k, broken)
     assert rule == "ownership"
     assert message == ("[ownership] group 0 (parallel) runs its looped form, which holds no loop over blocks of "

@@ -78,7 +78,7 @@ def test_control_is_as_free_of_effects_as_its_regions():
     from kir.dtypes import DType
     from physical.model import AccessRelation, PRegion, Proven, PValue, effect_free, scalar_type
 
-    assert {n for n, c in P.OP_CLASSES.items() if T.CONTROL in c.TRAITS} == {"for", "while", "if"}
+    assert {n for n, c in P.OP_CLASSES.items() if T.CONTROL in c.TRAITS} == {"for", "while", "if", "looped_rows"}
     i = PValue(1, scalar_type(DType.i32, index=True))
     pure = PRegion((i,), (P.Const(results=(PValue(2, scalar_type(DType.f32)),), value=1.0, dtype=DType.f32),
                           P.Yield()))

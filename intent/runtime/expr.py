@@ -7,7 +7,8 @@ stores them as JSON data that this module evaluates without the compiler:
 * an int is a constant, a string is a name looked up in the environment;
 * a list `[op, *operands]` applies `op`: `+ - * // % cdiv` (integers; `//` and `%` floor, as
   Python), `min max sum` (any number of operands), `next_pow2 warps_for`,
-  `["tile_block", extent, limit, what]`, `["resident_programs", warps]`, the comparisons
+  `["tile_block", extent, limit, what]`, `["resident_programs", warps]`, `["select", cond, a, b]`
+  (a where cond is non-zero, else b; only the chosen side is evaluated), the comparisons
   `== != < <= > >=`, and `and or not` (predicates).
 
 The compiler writes them (`emit_triton.aot.encode`) from kir dims and predicates and from the
@@ -75,7 +76,12 @@ _NARY: dict[str, Callable[[list[Any]], Any]] = {"min": min, "max": max, "sum": s
 _UNARY: dict[str, Callable[[Any], Any]] = {
     "next_pow2": next_pow2, "not": lambda a: not a,
     "warps_for": lambda n: 16 if n >= 16384 else 8 if n >= 4096 else 4}
-_SPECIAL: dict[str, Callable[..., int]] = {"tile_block": _tile_block, "resident_programs": _resident}
+def _select(env: Mapping[str, int], cond: Expr, when_set: Expr, otherwise: Expr) -> int:
+    return evaluate(when_set if evaluate(cond, env) else otherwise, env)
+
+
+_SPECIAL: dict[str, Callable[..., int]] = {"tile_block": _tile_block, "resident_programs": _resident,
+                                           "select": _select}
 OPERATORS = frozenset(_BINARY) | frozenset(_NARY) | frozenset(_UNARY) | frozenset(_SPECIAL)
 
 
@@ -112,7 +118,8 @@ def validate(e: Expr, where: str) -> None:
         if len(operands) != 3 or not isinstance(operands[1], int) or not isinstance(operands[2], str):
             raise ValueError(f"{where}: {e!r} is not an expression")
         operands = operands[:1]
-    arity = 2 if e[0] in _BINARY else 1 if e[0] in _UNARY or e[0] == "resident_programs" else None
+    arity = 2 if e[0] in _BINARY else 1 if e[0] in _UNARY or e[0] == "resident_programs" else \
+        3 if e[0] == "select" else None
     if arity is not None and len(operands) != arity:
         raise ValueError(f"{where}: {e[0]} takes {arity} operand(s), got {len(operands)}")
     for x in operands:
@@ -148,5 +155,8 @@ def render(e: Expr, outer: int = 0) -> str:
         return f"({text})" if p < outer else text
     if op == "not":
         return f"not {render(operands[0], 6)}"
+    if op == "select":
+        text = f"{render(operands[1], 1)} if {render(operands[0], 1)} else {render(operands[2])}"
+        return f"({text})" if outer > 0 else text
     shown = operands[:1] if op == "tile_block" else operands
     return f"{op}({', '.join(render(x) for x in shown)})"

@@ -7,6 +7,7 @@ import dataclasses
 from ..launch_expr import LaunchExpr
 from ..model import Fragment, POp, PRegion, PValue, TileAxis
 from ._base import (
+    CONTROL,
     EFFECTS,
     INVARIANT,
     NO_TRAITS,
@@ -79,7 +80,7 @@ class BlockLoop(POp):
     body: PRegion
 
 
-@pop("looped_rows", EFFECTS)
+@pop("looped_rows", EFFECTS | CONTROL)
 class LoopedRows(POp):
     """A group's body in the two forms a launch selects with the constexpr `flag` (one specialisation compiles
     one): `whole` while it is 0, the row axis `axis` held whole in one tile; `looped` while it is 1, the row

@@ -44,7 +44,7 @@ from kir.solver import default_lower_bounds, linear_proves
 
 from .. import ops as P
 from ..builder import Builder, max_value_id
-from ..launch_expr import LaunchExpr, LBin, LConst, LNextPow2, LTileBlock, lmin
+from ..launch_expr import LaunchExpr, LBin, LConst, LNextPow2, LSelect, LTileBlock, lmin, lselect
 from ..model import (
     AccessRelation,
     BufferScope,
@@ -555,13 +555,13 @@ class LoopRows(GroupPass):
             lanes = consts[plan.group.block]
             if _mentions(lanes, old):
                 persistent, looped_lanes = substitute(lanes, old, whole), substitute(lanes, old, LConst(plan.weight))
-                chosen = pick(looped_now, looped_lanes, persistent)
+                chosen = lselect(looped_now, looped_lanes, persistent)
                 warps, grid = substitute(warps, lanes, chosen), substitute(grid, lanes, chosen)
                 segments = tuple(dataclasses.replace(seg, length=substitute(seg.length, lanes, chosen),
                                                      offset=substitute(seg.offset, lanes, chosen))
                                  for seg in segments)
                 consts[plan.group.block] = chosen
-            warps = substitute(warps, old, pick(looped_now, LConst(plan.chunk), whole))
+            warps = substitute(warps, old, lselect(looped_now, LConst(plan.chunk), whole))
             consts = {n: substitute(e, old, whole) for n, e in consts.items()}
             restated = restate_workspaces(restated, old, whole)
             grid = substitute(grid, old, whole)
@@ -586,11 +586,6 @@ def _with_looped(plan: Plan, flag: str, chunk: str, looped: PRegion) -> PRegion:
     return PRegion(body.args, (choice,) + ((end,) if end is not None else ()))
 
 
-def pick(flag: LaunchExpr, when_set: LaunchExpr, otherwise: LaunchExpr) -> LaunchExpr:
-    """`when_set` if the 0/1 launch value `flag` is 1, else `otherwise` (launch expressions have no branch)."""
-    return LBin("+", LBin("*", flag, when_set), LBin("*", LBin("-", LConst(1), flag), otherwise))
-
-
 def _mentions(e: LaunchExpr | int, part: LaunchExpr) -> bool:
     return not isinstance(e, int) and (e == part or any(_mentions(c, part) for c in e.children()))
 
@@ -610,9 +605,11 @@ def substitute(e: LaunchExpr | int, old: LaunchExpr, new: LaunchExpr) -> LaunchE
             changes[f.name] = substitute(x, old, new)
         elif isinstance(x, tuple) and all(isinstance(y, LaunchExpr) for y in x):
             changes[f.name] = tuple(substitute(y, old, new) for y in x)
-    return dataclasses.replace(e, **changes)  # type: ignore[type-var]
+    out = dataclasses.replace(e, **changes)  # type: ignore[type-var]
+    # a choice whose condition became a constant (a flag fixed by the substitution) is that side
+    return lselect(out.cond, out.when_set, out.otherwise) if isinstance(out, LSelect) else out
 
 
-__all__ = ["LoopRows", "Plan", "pick",
+__all__ = ["LoopRows", "Plan",
            "plan_group", "build_looped", "budget", "chunk_size", "chunk_weight", "BUDGET_VARIABLE",
            "REGISTER_VALUES", "TREE_VALUES", "CHUNK_VALUES", "TREE_CHUNK_VALUES"]

@@ -36,10 +36,21 @@ from dataclasses import dataclass
 
 from .. import ops as P
 from ..analysis import free_values, not_invariant, written_buffers
-from ..launch_expr import LaunchExpr, LBin, LConst, LConstexpr, LResidentPrograms, lcdiv, ldim, lmin, lprod, lsum
+from ..launch_expr import (
+    LaunchExpr,
+    LBin,
+    LConst,
+    LConstexpr,
+    LResidentPrograms,
+    lcdiv,
+    ldim,
+    lmin,
+    lprod,
+    lselect,
+    lsum,
+)
 from ..model import Group, POp, PRegion, Program, Trait
 from . import Pass, PassContext
-from .looped import pick
 
 HOISTED_VALUES = 8192  # four-byte values a program may hold across its loop over blocks
 
@@ -182,7 +193,7 @@ class PersistentPrograms(Pass):
             fits = LBin("-", LConst(1), lmin(LConst(1), LBin("//", held, LConst(HOISTED_VALUES + 1))))
             choice = P.looped_rows(g.body)
             if choice is not None:  # the looped body streams its rows: one block per program
-                fits = LBin("*", LBin("-", LConst(1), consts[choice.flag]), fits)
+                fits = lselect(consts[choice.flag], LConst(0), fits)
             consts[flag], flags[g.id] = fits, fits
             order.append(flag)
             groups.append(dataclasses.replace(g, body=body))
@@ -190,7 +201,7 @@ class PersistentPrograms(Pass):
         for seg in program.segments:
             length = seg.length
             if seg.group in flags:
-                length = pick(flags[seg.group], lmin(length, LResidentPrograms(warps)), length)
+                length = lselect(flags[seg.group], lmin(length, LResidentPrograms(warps)), length)
             segments.append(dataclasses.replace(seg, length=length, offset=lsum(tuple(lengths))))
             lengths.append(length)
         return dataclasses.replace(program, groups=tuple(groups), segments=tuple(segments),

@@ -40,6 +40,7 @@ from ..launch_expr import (
     lmax,
     lmin,
     lprod,
+    lselect,
 )
 from ..model import Group, POp, Program, PValue, effect_free
 from ..workspace import (
@@ -48,7 +49,7 @@ from ..workspace import (
 )
 from . import GroupPass
 from . import partials as shared
-from .looped import pick, substitute
+from .looped import substitute
 
 MIN_CHUNKS_PER_SPLIT = 1  # each program folds at least one chunk of its row
 
@@ -146,7 +147,7 @@ def _split(program: Program, plan: SplitPlan) -> Program:
                                LBin("//", row_chunks, LConst(MIN_CHUNKS_PER_SPLIT))))
     few = lmin(LConst(1), LBin("-", raw, LConst(1)))
     runs = lmin(LConst(1), LBin("+", flag_expr, few))
-    count = pick(runs, raw, LConst(1))
+    count = lselect(runs, raw, LConst(1))
     consts = {n: substitute(e, flag_expr, runs) for n, e in consts.items()}
     consts[choice.flag] = runs
     num_warps = substitute(program.num_warps, flag_expr, runs)

@@ -39,11 +39,10 @@ from kir.dims import DConst, PCmp
 from kir.dtypes import DType
 from kir.pointwise import BinaryFn, CmpFn
 from kir.reduce import ReduceKind
-from kir.scan import ScanKind
 from kir.solver import default_lower_bounds, linear_proves
 
 from .. import ops as P
-from ..builder import Builder, max_value_id
+from ..builder import max_value_id
 from ..launch_expr import LaunchExpr, LBin, LConst, LNextPow2, LSelect, LTileBlock, lmin, lselect
 from ..model import (
     AccessRelation,
@@ -58,10 +57,10 @@ from ..model import (
     TileAxis,
     Trait,
 )
-from ..rewrite import map_values
 from ..workspace import restate_workspaces
 from . import GroupPass, PassContext
 from .enlarge import TILE_BUDGET
+from .rows import RowBuilder, chunk_scan, on_row, values_of
 
 # Calibrated with `ptxas -v` on sm_90 (no spills at these sizes with num_warps from the tile, up to 16).
 REGISTER_VALUES = 65536    # four-byte row values a program keeps live with native reductions
@@ -104,23 +103,10 @@ class Plan:
     reverse: dict[int, bool] = field(default_factory=dict)  # pass -> walks chunks from the end
 
 
-def _row(t: Fragment, axis: TileAxis) -> bool:
-    return axis in t.tile
-
-
-def _values(op: POp) -> list[PValue]:
-    out = list(op.operands()) + list(op.results)
-    for r in op.regions():
-        out += list(r.args)
-        for inner in r.walk():
-            out += list(inner.operands()) + list(inner.results)
-    return out
-
-
 def row_axis(group: Group) -> TileAxis | None:
     """The group's one tile axis, when every tiled value of the group has exactly that tile (in the form of its
     body that holds the row whole, for these models of the row)."""
-    tiles = {v.type.tile for op in P.whole_form(group.body).walk() for v in _values(op) if v.type.tile}
+    tiles = {v.type.tile for op in P.whole_form(group.body).walk() for v in values_of(op) if v.type.tile}
     if len(tiles) != 1:
         return None
     (tile,) = tiles
@@ -136,11 +122,11 @@ def budget(group: Group, axis: TileAxis, forced: int | None = None) -> int:
     `TREE_VALUES` over the components. `forced` (or `INTENT_LOOP_BUDGET`) lowers the result."""
     width, size, loads, native = 1, 4, 0, True
     for op in P.whole_form(group.body).walk():
-        if isinstance(op, P.Reduce | P.Scan) and any(_row(x.type, axis) for x in op.inputs):
+        if isinstance(op, P.Reduce | P.Scan) and any(on_row(x.type, axis) for x in op.inputs):
             width = max(width, len(op.inputs))
             size = max([size] + [d.bits // 8 for d in op.acc_dtypes])
             native = native and op.native
-        elif isinstance(op, P.Load) and _row(op.result.type, axis):
+        elif isinstance(op, P.Load) and on_row(op.result.type, axis):
             size = max(size, op.result.type.dtype.bits // 8)
             loads += 1
     values = REGISTER_VALUES // (loads + width) if native else TREE_VALUES // width
@@ -158,7 +144,7 @@ def chunk_size(group: Group, axis: TileAxis, limit: int) -> int:
     scans); at most the persistent budget."""
     width, native, scans = 1, True, 1
     for op in P.whole_form(group.body).walk():
-        if isinstance(op, P.Reduce | P.Scan) and any(_row(x.type, axis) for x in op.inputs):
+        if isinstance(op, P.Reduce | P.Scan) and any(on_row(x.type, axis) for x in op.inputs):
             width = max(width, len(op.inputs))
             native = native and op.native
             if isinstance(op, P.Scan) and not op.native:
@@ -173,7 +159,7 @@ def chunk_weight(group: Group, axis: TileAxis, chunk: int) -> int:
     component's halving steps, its prefixes and the chunk's total at once, so its programs own one row
     (calibrated with `ptxas -v`: more rows per program spill with vectorised loads)."""
     scans = [op for op in P.whole_form(group.body).walk() if isinstance(op, P.Scan) and not op.native
-             and any(_row(x.type, axis) for x in op.inputs)]
+             and any(on_row(x.type, axis) for x in op.inputs)]
     return max(chunk, TILE_BUDGET) if scans else chunk
 
 
@@ -189,13 +175,13 @@ def strided_lanes(program: Program, group: Group, axis: TileAxis) -> int:
     worth of contiguous lanes (8 f32 columns) every sector a load moves is used."""
     need = 1
     for op in P.whole_form(group.body).walk():
-        if not isinstance(op, P.Load) or not _row(op.result.type, axis) or not op.result.type.lanes:
+        if not isinstance(op, P.Load) or not on_row(op.result.type, axis) or not op.result.type.lanes:
             continue
         coords = op.access.coords
         if program.buffer(op.access.buffer).scope is not BufferScope.EXTERNAL_VIEW or len(coords) < 2:
             continue
         last = coords[-1].type
-        if last.lanes and not last.tile and any(_row(c.type, axis) for c in coords[:-1]):
+        if last.lanes and not last.tile and any(on_row(c.type, axis) for c in coords[:-1]):
             need = max(need, SECTOR_BYTES // max(1, op.result.type.dtype.bits // 8))
     return need
 
@@ -234,7 +220,7 @@ def plan_group(program: Program, group: Group, forced: int | None = None) -> Pla
 
 
 def _blocks(g: Group) -> list[str]:
-    return [t.block for op in g.body.walk() for v in _values(op) for t in v.type.tile]
+    return [t.block for op in g.body.walk() for v in values_of(op) for t in v.type.tile]
 
 
 def _accesses(op: POp) -> list[AccessRelation]:
@@ -244,11 +230,11 @@ def _accesses(op: POp) -> list[AccessRelation]:
 def _stages(plan: Plan) -> str | None:  # noqa: C901 (one case per kind of op)
     axis = plan.axis
     for op in plan.group.body.ops:
-        vals = _values(op)
-        on_row = any(_row(v.type, axis) for v in vals)
+        vals = values_of(op)
+        touches = any(on_row(v.type, axis) for v in vals)
         # values used inside nested regions count too: a loop body may read a reduction's result
         before = max((plan.stage.get(v.id, 0) for v in vals), default=0)
-        if not on_row:
+        if not touches:
             if isinstance(op, P.AtomicRMW | P.AtomicCAS | P.AllocBuffer | P.Barrier):
                 return f"{op.NAME} in the group"
             for v in op.results:
@@ -274,7 +260,7 @@ def _stages(plan: Plan) -> str | None:  # noqa: C901 (one case per kind of op)
             plan.stage[v.id] = before
     if plan.loops == 0:
         return "nothing on the row is reduced or written"
-    row_ops = [op for op in plan.group.body.ops if any(_row(v.type, axis) for v in _values(op))]
+    row_ops = [op for op in plan.group.body.ops if any(on_row(v.type, axis) for v in values_of(op))]
     for k in range(plan.loops):  # a pass walks its chunks one way: every scan it runs must agree
         need = _needed(plan, [op for op in row_ops if plan.loop_of.get(id(op)) == k])
         directions = {op.reverse for op in row_ops if isinstance(op, P.Scan) and id(op) in need}
@@ -285,43 +271,6 @@ def _stages(plan: Plan) -> str | None:  # noqa: C901 (one case per kind of op)
 
 
 # ---------------------------------------------------------------------------------------------- building
-
-
-class _Builder(Builder):
-    """Writes the looped body: new values numbered after the program's own, ops into nested frames."""
-
-    def __init__(self, plan: Plan, first_id: int, chunk_block: str) -> None:
-        super().__init__(first_id)
-        self.plan = plan
-        self.chunk = TileAxis(DConst(plan.chunk), chunk_block)
-        self.row: dict[int, PValue] = {}  # original row value id -> its value in the current pass
-
-    def retile(self, t: Fragment) -> Fragment:
-        return t.with_tile((self.chunk,)) if _row(t, self.plan.axis) else t
-
-    def get(self, v: PValue) -> PValue:
-        return self.row.get(v.id, v)
-
-    def index(self, e: LaunchExpr, origin: Origin | None, name: str | None = None) -> PValue:
-        return self.add(P.ShapeValue, Fragment(DType.i64, index=True), origin, name, expr=e)
-
-    def cast(self, v: PValue, dtype: DType, origin: Origin | None) -> PValue:
-        if v.type.dtype == dtype and not v.type.index:
-            return v
-        return self.add(P.Cast, Fragment(dtype, v.type.lanes, v.type.tile), origin, x=v, dtype=dtype)
-
-    def row_op(self, op: POp, start: PValue) -> None:
-        """A copy of a row op for the current chunk (TileIndex becomes start + position)."""
-        if isinstance(op, P.TileIndex):
-            pos = self.add(P.TileIndex, self.retile(op.result.type), op.origin, "chunk_pos", axis=0)
-            self.row[op.result.id] = self.add(P.Binary, pos.type, op.origin, op.result.name, fn=BinaryFn.add,
-                                              lhs=start, rhs=pos)
-            return
-        fields = {f.name: map_values(getattr(op, f.name), self.get) for f in op.fields()}
-        results = tuple(self.fresh(self.retile(v.type), v.name) for v in op.results)
-        self.put(type(op)(results=results, origin=op.origin, **fields))
-        for old, new in zip(op.results, results):
-            self.row[old.id] = new
 
 
 def _needed(plan: Plan, roots: list[POp]) -> set[int]:
@@ -336,7 +285,7 @@ def _needed(plan: Plan, roots: list[POp]) -> set[int]:
         need.add(id(op))
         for v in op.operands():
             p = producer.get(v.id)
-            if p is not None and _row(v.type, plan.axis):
+            if p is not None and on_row(v.type, plan.axis):
                 work.append(p)
     return need
 
@@ -353,17 +302,17 @@ class _Accumulation:
 def build_looped(plan: Plan, first_id: int, chunk_block: str) -> tuple[PRegion, int]:
     """The looped body of `plan.group` (a region of its own: every value it defines is new, those it
     recomputes from the body as it stands included) and the last value id used."""
-    b = _Builder(plan, first_id, chunk_block)
+    b = RowBuilder(plan.axis, TileAxis(DConst(plan.chunk), chunk_block), first_id)
     body = plan.group.body
-    row_ops = [op for op in body.ops if any(_row(v.type, plan.axis) for v in _values(op))]
-    flat = [op for op in body.ops if not any(_row(v.type, plan.axis) for v in _values(op))]
+    row_ops = [op for op in body.ops if any(on_row(v.type, plan.axis) for v in values_of(op))]
+    flat = [op for op in body.ops if not any(on_row(v.type, plan.axis) for v in values_of(op))]
     origin = next((op.origin for op in row_ops if op.origin is not None), None)
     placed: set[int] = set()
 
     def place_flat(upto: int) -> None:
         for op in flat:
             if id(op) not in placed and not op.TERMINATOR and \
-                    max((plan.stage.get(v.id, 0) for v in _values(op)), default=0) <= upto:
+                    max((plan.stage.get(v.id, 0) for v in values_of(op)), default=0) <= upto:
                 placed.add(id(op))
                 b.put(op)
 
@@ -380,7 +329,7 @@ def build_looped(plan: Plan, first_id: int, chunk_block: str) -> tuple[PRegion, 
     return b.copy_region(PRegion((), tuple(b.ops))), b.next_id
 
 
-def _one_pass(b: _Builder, plan: Plan, k: int, ops: list[POp], bounds: tuple[PValue, ...],
+def _one_pass(b: RowBuilder, plan: Plan, k: int, ops: list[POp], bounds: tuple[PValue, ...],
               origin: Origin | None) -> None:
     zero, chunks, one, step = bounds
     reverse = plan.reverse.get(k, False)
@@ -423,7 +372,7 @@ def _one_pass(b: _Builder, plan: Plan, k: int, ops: list[POp], bounds: tuple[PVa
             _finish_reduce(b, acc, acc.results)
 
 
-def _accumulation(b: _Builder, op: P.Reduce | P.Scan) -> _Accumulation:
+def _accumulation(b: RowBuilder, op: P.Reduce | P.Scan) -> _Accumulation:
     lanes = any(x.type.lanes for x in op.inputs)
     elementwise = isinstance(op, P.Reduce) and op.kind in ELEMENTWISE_KINDS
     tile = (b.chunk,) if elementwise else ()
@@ -439,11 +388,11 @@ def _accumulation(b: _Builder, op: P.Reduce | P.Scan) -> _Accumulation:
     return _Accumulation(op, args, inits, results, elementwise)
 
 
-def _member(b: _Builder, op: P.Reduce | P.Scan) -> PValue | None:
+def _member(b: RowBuilder, op: P.Reduce | P.Scan) -> PValue | None:
     return None if op.member is None else b.get(op.member)
 
 
-def _started(b: _Builder, first: PValue | None, own: list[PValue], joined: list[PValue], origin: Origin | None
+def _started(b: RowBuilder, first: PValue | None, own: list[PValue], joined: list[PValue], origin: Origin | None
              ) -> list[PValue]:
     """`own` in the first chunk, `joined` (the carry combined with it) in the others."""
     if first is None:
@@ -452,7 +401,7 @@ def _started(b: _Builder, first: PValue | None, own: list[PValue], joined: list[
             for o, j in zip(own, joined)]
 
 
-def _reduce_step(b: _Builder, acc: _Accumulation, reverse: bool, first: PValue | None) -> list[PValue]:
+def _reduce_step(b: RowBuilder, acc: _Accumulation, reverse: bool, first: PValue | None) -> list[PValue]:
     op = acc.op
     assert isinstance(op, P.Reduce)
     xs = [b.cast(b.get(x), dt, op.origin) for x, dt in zip(op.inputs, op.acc_dtypes)]
@@ -476,7 +425,7 @@ def _reduce_step(b: _Builder, acc: _Accumulation, reverse: bool, first: PValue |
                     op.origin)
 
 
-def _finish_reduce(b: _Builder, acc: _Accumulation, outs: list[PValue]) -> None:
+def _finish_reduce(b: RowBuilder, acc: _Accumulation, outs: list[PValue]) -> None:
     op = acc.op
     assert isinstance(op, P.Reduce)
     if not acc.elementwise:
@@ -494,21 +443,10 @@ def _finish_reduce(b: _Builder, acc: _Accumulation, outs: list[PValue]) -> None:
             b.put(P.Cast(results=(r,), origin=op.origin, x=f, dtype=r.type.dtype))
 
 
-def _scan_step(b: _Builder, acc: _Accumulation, reverse: bool, first: PValue | None) -> list[PValue]:
+def _scan_step(b: RowBuilder, acc: _Accumulation, reverse: bool, first: PValue | None) -> list[PValue]:
     op = acc.op
     assert isinstance(op, P.Scan)
-    xs = [b.cast(b.get(x), dt, op.origin) for x, dt in zip(op.inputs, op.acc_dtypes)]
-    member = _member(b, op)
-    lanes = any(x.type.lanes for x in xs)
-    tile = (b.chunk,)
-    local = [b.fresh(Fragment(dt, lanes, tile), r.name) for dt, r in zip(op.acc_dtypes, op.results)]
-    b.put(P.Scan(results=tuple(local), origin=op.origin, inputs=tuple(xs), axis=0, kind=op.kind, reverse=op.reverse,
-                 exclusive=op.exclusive, identity=op.identity, acc_dtypes=op.acc_dtypes, member=member,
-                 combine=b.copy_region(op.combine)))
-    kind = ReduceKind.custom if op.kind is ScanKind.custom else op.kind.as_reduce
-    total = [b.fresh(Fragment(dt, lanes), "chunk_total") for dt in op.acc_dtypes]
-    b.put(P.Reduce(results=tuple(total), origin=op.origin, inputs=tuple(xs), axes=(0,), kind=kind,
-                   identity=op.identity, acc_dtypes=op.acc_dtypes, member=member, combine=b.copy_region(op.combine)))
+    local, total = chunk_scan(b, op)
     # a reverse scan keeps index order: the chunks after this one (the carry) are the right operand
     pair = (lambda prefix, elem: (elem, prefix)) if reverse else (lambda prefix, elem: (prefix, elem))
     out = _started(b, first, local, b.combine(op.combine, *pair(acc.args, local), [v.type for v in local],
@@ -610,6 +548,6 @@ def substitute(e: LaunchExpr | int, old: LaunchExpr, new: LaunchExpr) -> LaunchE
     return lselect(out.cond, out.when_set, out.otherwise) if isinstance(out, LSelect) else out
 
 
-__all__ = ["LoopRows", "Plan",
+__all__ = ["LoopRows", "Plan", "row_op", "combine_op", "row_axis",
            "plan_group", "build_looped", "budget", "chunk_size", "chunk_weight", "BUDGET_VARIABLE",
            "REGISTER_VALUES", "TREE_VALUES", "CHUNK_VALUES", "TREE_CHUNK_VALUES"]

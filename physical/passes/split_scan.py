@@ -38,8 +38,6 @@ from dataclasses import dataclass, field
 from kir.dims import DConst, Dim, PCmp, dim_bin
 from kir.dtypes import DType
 from kir.pointwise import BinaryFn, CmpFn
-from kir.reduce import ReduceKind
-from kir.scan import ScanKind
 from kir.solver import default_lower_bounds, linear_proves
 
 from .. import ops as P
@@ -68,10 +66,10 @@ from ..model import (
     Segment,
     TileAxis,
 )
-from ..rewrite import map_values
 from ..workspace import LookbackBuffers, lookback_buffers
 from . import GroupPass, PassContext
-from .looped import BUDGET_VARIABLE, _Builder, _values, budget, combine_op, row_axis, row_op
+from .looped import BUDGET_VARIABLE, budget, combine_op, row_axis, row_op
+from .rows import RowBuilder, chunk_scan, on_row, values_of
 
 SPLIT_TILE = 8192  # chunk per program at most: P stays in the hundreds for 4M values (O(P) folds stay cheap)
 SLOT_BLOCK = 1024  # slots one fold step reads
@@ -90,10 +88,6 @@ class SplitPlan:
     tile: int
     reverse: bool
     scans: list[P.Scan] = field(default_factory=list)
-
-    @property
-    def chunk(self) -> int:  # what `looped._Builder` reads
-        return self.tile
 
     @property
     def block(self) -> str:
@@ -116,10 +110,6 @@ class SplitPlan:
         """All the programs of the split (rows x P)."""
         per = lcdiv(ldim(self.axis.extent), LConst(self.tile))
         return per if self.rows is None else lmul(ldim(self.rows), per)
-
-
-def _row(t: Fragment, axis: TileAxis) -> bool:
-    return axis in t.tile
 
 
 def split_tile(group: Group, axis: TileAxis, forced: int | None = None) -> int:
@@ -146,9 +136,9 @@ def plan_split(program: Program, group: Group, forced: int | None = None) -> Spl
     scans: list[P.Scan] = []
     scanned: set[int] = set()  # values computed from a scan's result
     for op in group.body.ops:
-        vals = _values(op)
-        on_row = any(_row(v.type, axis) for v in vals)
-        if not on_row:
+        vals = values_of(op)
+        touches = any(on_row(v.type, axis) for v in vals)
+        if not touches:
             if op.has_effects() and not op.TERMINATOR:
                 return f"{op.NAME} outside the row"
             continue
@@ -192,23 +182,6 @@ def rows_of(group: Group) -> Dim | None:
 # ---------------------------------------------------------------------------------------------- building
 
 
-class _SplitBuilder(_Builder):
-    """The looped form's builder, with row values one program's chunk (lanes: the program's instance)."""
-
-    def retile(self, t: Fragment) -> Fragment:
-        if not _row(t, self.plan.axis):
-            return t
-        return Fragment(t.dtype, True, (self.chunk,), t.index)
-
-    def row_op(self, op: POp, start: PValue) -> None:
-        if isinstance(op, P.TileIndex):  # positions are uniform; the chunk's start is the program's own
-            pos = self.add(P.TileIndex, op.result.type.with_tile((self.chunk,)), op.origin, "chunk_pos", axis=0)
-            self.row[op.result.id] = self.add(P.Binary, self.retile(op.result.type), op.origin, op.result.name,
-                                              fn=BinaryFn.add, lhs=start, rhs=pos)
-            return
-        super().row_op(op, start)
-
-
 def _workspace_buffers(program: Program, plan: SplitPlan) -> LookbackBuffers:
     slots_dim = plan.programs() if plan.rows is None else dim_bin("*", plan.rows, plan.programs())
     return lookback_buffers(program, plan.group.id, slots_dim, plan.count(), [op.acc_dtypes for op in plan.scans])
@@ -216,7 +189,8 @@ def _workspace_buffers(program: Program, plan: SplitPlan) -> LookbackBuffers:
 
 def build_split(program: Program, plan: SplitPlan, sync: LookbackBuffers, first_id: int) -> tuple[PRegion, int]:
     """The group body of the split: ticket, chunk, local scans, publish, ordered fold, prefixed writes."""
-    b = _SplitBuilder(plan, first_id, plan.block)  # type: ignore[arg-type]
+    # row values are one program's chunk, and vary with the program's instance (its ticket's row)
+    b = RowBuilder(plan.axis, TileAxis(DConst(plan.tile), plan.block), first_id, lanes=True)
     g = plan.group
     ops = [op for op in g.body.ops if not op.TERMINATOR]
     origin = next((op.origin for op in ops if op.origin is not None), None)
@@ -248,7 +222,7 @@ def build_split(program: Program, plan: SplitPlan, sync: LookbackBuffers, first_
     pending: list[tuple[P.Scan, list[PValue], list[PValue]]] = []
     for op in ops:
         if any(op is s for s in plan.scans):
-            pending.append(_local_scan(b, op))
+            pending.append((op, *chunk_scan(b, op)))
         elif not (isinstance(op, P.Store) or any(v.id in after for v in op.operands())):
             _copy(b, op, start)
     aggs = [v for _, _, agg in pending for v in agg]
@@ -277,29 +251,9 @@ def build_split(program: Program, plan: SplitPlan, sync: LookbackBuffers, first_
     return PRegion(g.body.args, tuple(b.frames[0].ops)), b.next_id
 
 
-def _copy(b: _SplitBuilder, op: POp, start: PValue) -> None:
-    if isinstance(op, P.OwnedInstances):  # the ticket gives the instance
-        return
-    if any(_row(v.type, b.plan.axis) for v in _values(op)):
-        b.row_op(op, start)
-    else:  # the row's instance is the ticket's row now
-        b.put(dataclasses.replace(op, **{f.name: map_values(getattr(op, f.name), b.get) for f in op.fields()}))
-
-
-def _local_scan(b: _SplitBuilder, op: P.Scan) -> tuple[P.Scan, list[PValue], list[PValue]]:
-    """The scan of this program's chunk (in the accumulator dtypes) and the chunk's aggregate."""
-    xs = [b.cast(b.get(x), dt, op.origin) for x, dt in zip(op.inputs, op.acc_dtypes)]
-    member = None if op.member is None else b.get(op.member)
-    t = Fragment(DType.i64, True, (b.chunk,))
-    local = [b.fresh(t.with_dtype(dt), r.name) for dt, r in zip(op.acc_dtypes, op.results)]
-    b.put(P.Scan(results=tuple(local), origin=op.origin, inputs=tuple(xs), axis=0, kind=op.kind, reverse=op.reverse,
-                 exclusive=op.exclusive, identity=op.identity, acc_dtypes=op.acc_dtypes, member=member,
-                 combine=b.copy_region(op.combine)))
-    kind = ReduceKind.custom if op.kind is ScanKind.custom else op.kind.as_reduce
-    agg = [b.fresh(Fragment(dt, True), "chunk_total") for dt in op.acc_dtypes]
-    b.put(P.Reduce(results=tuple(agg), origin=op.origin, inputs=tuple(xs), axes=(0,), kind=kind,
-                   identity=op.identity, acc_dtypes=op.acc_dtypes, member=member, combine=b.copy_region(op.combine)))
-    return op, local, agg
+def _copy(b: RowBuilder, op: POp, start: PValue) -> None:
+    if not isinstance(op, P.OwnedInstances):  # the ticket gives the instance
+        b.copy_op(op, start)
 
 
 # ---------------------------------------------------------------------------------------------- the pass
@@ -338,7 +292,7 @@ class SplitScans(GroupPass):
             groups[plan.group.id] = dataclasses.replace(plan.group, domain=plan.domain(), body=body)
             warps = lmax(warps, LWarps(LConst(plan.tile)))  # type: ignore[arg-type]
         # a row block no group holds any more is no constexpr of the launch (it would size a tile of the row)
-        held = {t.block for g in groups.values() for op in g.body.walk() for v in _values(op) for t in v.type.tile}
+        held = {t.block for g in groups.values() for op in g.body.walk() for v in values_of(op) for t in v.type.tile}
         order = [n for n in order if n in held or not isinstance(consts[n], LTileBlock | LNextPow2)]
         lengths, segments = [], []
         for seg in program.segments:

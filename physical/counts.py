@@ -83,28 +83,17 @@ def operation_counts(program: Program) -> Counts:
     lengths = {s.group: s.length for s in program.segments}
     for g in program.groups:
         instances = lprod(tuple(ldim(d) for d in g.domain))
-        forms = G.forms(g.body)  # a looped_rows op: each form counted, the launch's flag picks one
-        loop = next((lp for lp in (G.block_loop(f.ops) for f in forms) if lp is not None), None)
+        loop = next((lp for lp in (G.block_loop(f.ops) for f in G.forms(g.body)) if lp is not None), None)
         # a persistent group runs its body once per block, not per program
         programs = loop.blocks if loop is not None else lengths.get(g.id, LConst(1))
-        counted = []
-        for body in forms:
-            split = next((op for op in body.ops if isinstance(op, W.SplitIndex)), None)
-            # programs that share a block each run its per-instance work (on their own share of the row)
-            each = lmul(instances, LConstexpr(split.splits)) if split is not None else instances
-            w = _Walk(program, each, programs, {v.id: op for op in body.walk() for v in op.results},
-                      splits=split.splits if split is not None else None,
-                      rows=(lprod(tuple(ldim(d) for d in g.domain[:-1])), ldim(g.domain[-1]))
-                      if len(g.domain) > 1 else None)
-            counted.append(_region(w, body, LConst(1)))
-            exact &= w.exact
-        choice = G.looped_rows(g.body)
-        if choice is not None:
-            flag = LConstexpr(choice.flag)
-            (b0, f0), (b1, f1) = counted
-            counted = [(lselect(flag, b1, b0), lselect(flag, f1, f0))]
-        total_bytes.append(counted[0][0])
-        total_flops.append(counted[0][1])
+        w = _Walk(program, instances, programs, {v.id: op for op in g.body.walk() for v in op.results},
+                  rows=(lprod(tuple(ldim(d) for d in g.domain[:-1])), ldim(g.domain[-1]))
+                  if len(g.domain) > 1 else None)
+        inner = _in_form(w, g.body)
+        moved, flops = _region(inner, g.body, LConst(1))  # a looped_rows op counts each form (`_forms`)
+        exact &= w.exact and inner.exact
+        total_bytes.append(moved)
+        total_flops.append(flops)
     return Counts(lsum(tuple(total_bytes)), lsum(tuple(total_flops)), exact)
 
 
@@ -263,6 +252,28 @@ def _for(w: _Walk, op: F.For, trips: LaunchExpr) -> Cost:
         w.exact = False
         inner = LConst(1)
     return _region(w, op.body, lmul(trips, inner))
+
+
+def _in_form(w: _Walk, body: PRegion) -> _Walk:
+    """The walk of a form of a group's body: programs that share a block (a `split_index` at its top) each run
+    its per-instance work, on their own share of the row."""
+    split = next((op for op in body.ops if isinstance(op, W.SplitIndex)), None)
+    if split is None:
+        return w
+    return dataclasses.replace(w, instances=lmul(w.instances, LConstexpr(split.splits)), splits=split.splits)
+
+
+@counts(G.LoopedRows)
+def _forms(w: _Walk, op: G.LoopedRows, trips: LaunchExpr) -> Cost:
+    """Each form of a group's body counted; the launch's flag picks one."""
+    counted = []
+    for r in (op.whole, op.looped):
+        inner = _in_form(w, r)
+        counted.append(_region(inner, r, trips))
+        w.exact &= inner.exact
+    (b0, f0), (b1, f1) = counted
+    flag = LConstexpr(op.flag)
+    return lselect(flag, b1, b0), lselect(flag, f1, f0)
 
 
 @counts(G.BlockLoop)

@@ -170,8 +170,9 @@ class TrafficCounter:
             t.atomic_ops += n
             self._attribute(addresses, size, t.read_by)
             self._attribute(addresses, size, t.written_by)
-            self._atomic_programs.append(np.full(n, self._program, dtype=np.int64))
-            self._atomic_addresses.append(addresses.astype(np.int64))
+            if n:  # an atomic whose lanes are all masked off performs nothing
+                self._atomic_programs.append(np.full(n, self._program, dtype=np.int64))
+                self._atomic_addresses.append(addresses.astype(np.int64))
 
     def _attribute(self, addresses: np.ndarray, size: int, table: dict[str, int]) -> None:
         if addresses.size == 0:

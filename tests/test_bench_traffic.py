@@ -35,6 +35,11 @@ def atomics(counts, values, n, BLOCK: tl.constexpr):
     tl.atomic_cas(counts + 3, 0, 7)
 
 
+def masked_off_atomic(counts, values, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.atomic_add(counts + tl.load(values + offs), 1, mask=offs < 0)
+
+
 def interpreted(fn):
     return InterpretedFunction(fn)
 
@@ -88,6 +93,18 @@ def test_atomics_count_read_and_write_and_multiplicity_per_program():
     assert t.read_by["counts"] == t.written_by["counts"] == 4 * 12
     # program 0 (elements 0-7) adds to bin 1 four times; program 1 (elements 8, 9) twice to bin 2
     assert t.max_atomics_per_address_per_program == 4
+
+
+def test_an_atomic_with_every_lane_masked_off_counts_nothing():
+    """A ticket drawn by no lane (balanced segments: a subregion with one participant) moves no bytes and
+    leaves the per-address multiplicity at zero instead of failing on an empty tally."""
+    values = torch.zeros(8, dtype=torch.int32)
+    counts = torch.zeros(4, dtype=torch.int32)
+    with TrafficCounter({"counts": counts, "values": values}) as counter:
+        interpreted(masked_off_atomic)[(2,)](counts, values, BLOCK=8)
+    t = counter.traffic
+    assert counts.tolist() == [0, 0, 0, 0]
+    assert t.atomic_ops == 0 and t.atomic == 0 and t.max_atomics_per_address_per_program == 0
 
 
 def test_hooks_are_removed_on_exit():

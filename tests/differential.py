@@ -350,7 +350,9 @@ def _stablehlo(case: Case, inputs: Mapping[str, Arg], want: Mapping[str, np.ndar
 
 
 def _bitcasts_to_float(kernel: Kernel) -> bool:
-    return any(o.NAME == "bitcast" and o.results[0].type.dtype in (DType.f32, DType.bf16, DType.f64)
+    from oracle.pointwise import FLUSHED_BY_BITCAST
+
+    return any(o.NAME == "bitcast" and o.results[0].type.dtype in FLUSHED_BY_BITCAST
                for o in kernel.walk())
 
 

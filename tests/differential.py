@@ -8,7 +8,9 @@ Comparison (documented in docs/testing.md):
 * other floats: the same NaN positions, the same infinities, and elementwise
   `|got - want| <= tol * max(1, max |want|)` over the finite elements, with
   `tol = eps * (16 + 4 * L)`: `eps` the machine epsilon of the least precise float type in the kernel
-  (2^-10 when a contraction asks for tf32), `L` the longest reduced, scanned or contracted extent.
+  (2^-10 when a contraction asks for tf32), `L` the longest reduced, scanned or contracted extent;
+* elements that depend on the bits of a NaN that arithmetic made (through a `bitcast`): any value, but a
+  NaN's bits stay a NaN's (`tests/diffnan.py`; a NaN loaded or moved keeps its bits and is compared).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from tests.diffgen import (
     reassociated_outputs,
 )
 from tests.diffinputs import Arg, Case
+from tests.diffnan import NanBits
 
 OUTCOMES = ("ok", "refused", "mismatch", "crash", "oracle_error", "launch_error", "invalid", "sanitizer")
 FAILURES = ("mismatch", "crash", "oracle_error", "launch_error", "invalid", "sanitizer")
@@ -246,9 +249,10 @@ def run_launcher(kernel: Kernel, inputs: Mapping[str, Arg]) -> dict[str, np.ndar
 
 def check_outputs(kernel: Kernel, env: Mapping[str, int], got: Mapping[str, np.ndarray],
                   want: Mapping[str, np.ndarray], also_loose: set[str] | frozenset[str] = frozenset(),
-                  slack: Mapping[str, np.ndarray] | None = None) -> list[str]:
+                  slack: Mapping[str, np.ndarray] | None = None, nan_bits: NanBits | None = None) -> list[str]:
     """Problems of `got` against `want`; `also_loose`: further outputs compared within the tolerance;
-    `slack`: per-element allowances of ill-conditioned outputs (`tests.diffcond.slack`)."""
+    `slack`: per-element allowances of ill-conditioned outputs (`tests.diffcond.slack`); `nan_bits`: the
+    outputs whose elements may hold the platform's bits of an arithmetic NaN (`tests.diffnan`)."""
     tol = tolerance(kernel, env)
     loose = inexact_outputs(kernel) | set(also_loose)
     reassociated = association_dependent_outputs(kernel)
@@ -261,7 +265,8 @@ def check_outputs(kernel: Kernel, env: Mapping[str, int], got: Mapping[str, np.n
             if got[p.name].shape != want[p.name].shape:
                 problems.append(f"{p.name}: shape {got[p.name].shape}, want {want[p.name].shape}")
             continue
-        found = compare(p.name, str(p.type.dtype), got[p.name], want[p.name], p.name not in loose, tol,
+        g = got[p.name] if nan_bits is None else nan_bits.accept(p.name, p.type.dtype, got[p.name], want[p.name])
+        found = compare(p.name, str(p.type.dtype), g, want[p.name], p.name not in loose, tol,
                         finite_only=p.name in reassociated, slack=(slack or {}).get(p.name))
         if found:
             problems.append(found)
@@ -310,16 +315,18 @@ def _run_case(case: Case, stablehlo: bool) -> Outcome:
     except Exception as exc:
         return _crash("launch", exc)
     allowed = conditioning(kernel, env, inputs, want)
-    problems = check_outputs(kernel, env, got, want, slack=allowed)
+    nan_bits = NanBits(kernel, inputs, want)
+    problems = check_outputs(kernel, env, got, want, slack=allowed, nan_bits=nan_bits)
     outcome = Outcome("mismatch", "launch", problems[0], problems[1:]) if problems else Outcome("ok")
     if stablehlo:
-        outcome.stablehlo, extra = _stablehlo(case, inputs, want, allowed)
+        outcome.stablehlo, extra = _stablehlo(case, inputs, want, allowed, nan_bits)
         outcome.details += extra
     return outcome
 
 
 def _stablehlo(case: Case, inputs: Mapping[str, Arg], want: Mapping[str, np.ndarray],
-              slack: Mapping[str, np.ndarray] | None = None) -> tuple[str, list[str]]:
+              slack: Mapping[str, np.ndarray] | None = None, nan_bits: NanBits | None = None
+              ) -> tuple[str, list[str]]:
     try:
         import oracle.stablehlo as shlo
 
@@ -336,7 +343,7 @@ def _stablehlo(case: Case, inputs: Mapping[str, Arg], want: Mapping[str, np.ndar
     # and it contracts a float multiply feeding an add into a fused multiply-add
     loose = contracted_outputs(case.kernel) | reassociated_outputs(case.kernel)
     problems = check_outputs(case.kernel, case.env, {k: _flush(v, single) for k, v in got.items()},
-                             {k: _flush(v, single) for k, v in want.items()}, loose, slack)
+                             {k: _flush(v, single) for k, v in want.items()}, loose, slack, nan_bits)
     if problems and _bitcasts_to_float(case.kernel):
         # and it treats a subnormal made from bits (`bitcast` of small integers) as zero in every float op:
         # then XLA must agree with the oracle modelling that flush (oracle.run(flush_subnormals=True))
@@ -344,7 +351,7 @@ def _stablehlo(case: Case, inputs: Mapping[str, Arg], want: Mapping[str, np.ndar
 
         flushed = oracle.run(case.kernel, _copy(inputs), flush_subnormals=True)
         if not check_outputs(case.kernel, case.env, {k: _flush(v, single) for k, v in got.items()},
-                             {k: _flush(v, single) for k, v in flushed.items()}, loose, slack):
+                             {k: _flush(v, single) for k, v in flushed.items()}, loose, slack, nan_bits):
             problems = []
     return ("mismatch", [f"stablehlo: {p}" for p in problems]) if problems else ("ok", [])
 

@@ -48,6 +48,7 @@ from tests.differential import (
 )
 from tests.diffgen import association_dependent_outputs
 from tests.diffinputs import Arg, Case, InputSpec, make_inputs
+from tests.diffnan import NanBits
 from tests.srcgen import AVOID, SourceCase, SrcParam, random_source_case
 
 SOURCE_CASES_DIR = Path(__file__).resolve().parent / "fuzz_cases" / "source"
@@ -221,19 +222,21 @@ def run_source_case(case: SourceCase, stablehlo: bool = True, folder: Path | Non
     want_c, got_c = _canonical(want, case.unordered), _canonical(got, case.unordered)
     # unordered outputs are compared as sorted multisets: their elements have no place to be ill-conditioned at
     allowed = {k: v for k, v in conditioning(kernel, env, packed, want).items() if k not in case.unordered}
-    problems = check_outputs(kernel, env, got_c, want_c, slack=allowed)
+    nan_bits = NanBits(kernel, packed, want, exclude=case.unordered)
+    problems = check_outputs(kernel, env, got_c, want_c, slack=allowed, nan_bits=nan_bits)
     outcome = SourceOutcome("mismatch", "launch", problems[0], problems[1:]) if problems else SourceOutcome("ok")
     if stablehlo and not case.unordered:
-        outcome.stablehlo, extra = _stablehlo(Case(kernel, case.shapes, specs, case.seed), packed, want, allowed)
+        outcome.stablehlo, extra = _stablehlo(Case(kernel, case.shapes, specs, case.seed), packed, want, allowed,
+                                              nan_bits)
         outcome.details += extra
-    outcome.reference, extra = _reference(case, kernel, module, inputs, want, allowed)
+    outcome.reference, extra = _reference(case, kernel, module, inputs, want, allowed, nan_bits)
     outcome.details += extra
     return outcome
 
 
 def _reference(
     case: SourceCase, kernel: Any, module: Any, inputs: Mapping[str, Arg], want: Mapping[str, np.ndarray],
-    slack: Mapping[str, np.ndarray] | None = None,
+    slack: Mapping[str, np.ndarray] | None = None, nan_bits: NanBits | None = None,
 ) -> tuple[str, list[str]]:
     try:
         ref = module.reference(reference_inputs(inputs, case))
@@ -251,6 +254,8 @@ def _reference(
             _canonical({p.name: r}, case.unordered)[p.name],
             _canonical({p.name: want[p.name]}, case.unordered)[p.name],
         )
+        if nan_bits is not None:
+            r = nan_bits.accept(p.name, p.type.dtype, r, w)
         found = compare(p.name, dt, r, w, p.name in case.exact, tol, finite_only=p.name in loose,
                         slack=(slack or {}).get(p.name))
         if found:

@@ -300,3 +300,87 @@ symbols(M, N) {
     assert check_outputs(k, env, got, want, slack=allowed) == []
     got["a"] = np.float32([want["a"][0] * 1.01, want["a"][1], want["a"][2]])  # beyond its conditioning
     assert check_outputs(k, env, got, want, slack=allowed)[0].startswith("a (f32): 1 element(s) differ")
+
+
+NAN_BITS_KERNEL = """kernel k(xs: in f64[N], ys: in f64[N], cs: in pred[N], made: out u64[N], loaded: out u64[N],
+  chosen: out u64[N], sign: out u64[N], carried: out u64[N], kept: out u64[N]) symbols(N) {
+  %x: f64[N] = load %xs[0:N]
+  %y: f64[N] = load %ys[0:N]
+  %c: pred[N] = load %cs[0:N]
+  %two: f64 = constant 2.0 : f64
+  %twos: f64[N] = broadcast %two shape=(N) dims=()
+  %q: f64[N] = binary floordiv %x, %twos
+  %qb: u64[N] = bitcast %q to u64
+  store %made[0:N] = %qb
+  %xb: u64[N] = bitcast %x to u64
+  store %loaded[0:N] = %xb
+  %s: f64[N] = select %c, %x, %y
+  %sb: u64[N] = bitcast %s to u64
+  store %chosen[0:N] = %sb
+  %k: u64 = constant 63 : u64
+  %ks: u64[N] = broadcast %k shape=(N) dims=()
+  %top: u64[N] = binary shr %qb, %ks
+  store %sign[0:N] = %top
+  %lo: i64 = constant 0 : i64
+  %hi: i64 = constant 2 : i64
+  %one: i64 = constant 1 : i64
+  %r: f64[N] = for (%it: i64, %acc: f64[N]) in range(%lo, %hi, %one) init(%y) {
+    %m: f64[N] = binary mul %acc, %twos
+    yield %m
+  }
+  %rb: u64[N] = bitcast %r to u64
+  store %carried[0:N] = %rb
+  %w: f64[N] = for (%it2: i64, %acc2: f64[N]) in range(%lo, %hi, %one) init(%x) {
+    yield %acc2
+  }
+  %wb: u64[N] = bitcast %w to u64
+  store %kept[0:N] = %wb
+  yield
+}"""
+
+
+def test_only_bitcasts_of_nans_that_arithmetic_made_have_platform_bits() -> None:
+    """A NaN made by an operation (`inf // 2.0`) has the platform's bits (x86 and NumPy 0xFFF8..., XLA
+    0x7FF8...): outputs fed by its bitcast, through integer arithmetic or a loop carry too, accept any NaN
+    bits; a NaN loaded, selected or carried unchanged keeps its bits (campaign case 9400555/32)."""
+    from kir.text import parse_kernel
+    from tests.diffnan import nan_bits_outputs
+
+    k = parse_kernel(NAN_BITS_KERNEL)
+    assert nan_bits_outputs(k) == {"made", "sign", "carried"}
+
+
+def test_the_comparison_accepts_any_bits_of_an_arithmetic_nan_and_no_other_difference() -> None:
+    import oracle
+    from kir.text import parse_kernel
+    from tests.differential import check_outputs
+    from tests.diffnan import NanBits
+
+    k = parse_kernel(NAN_BITS_KERNEL)
+    quiet_nan = np.uint64(0x7FF8_0000_0000_0001).view(np.float64)  # a payload the loads must keep
+    inputs = {"xs": np.array([np.inf, 3.0, quiet_nan]), "ys": np.array([1.0, np.nan, 5.0]),
+              "cs": np.array([True, False, True])}
+    inputs |= {name: np.zeros(3, np.uint64) for name in ("made", "loaded", "chosen", "sign", "carried", "kept")}
+    want = oracle.run(k, inputs)
+    env = {"N": 3}
+    positive = np.uint64(0x7FF8_0000_0000_0000)
+    got = dict(want)
+    got["made"] = want["made"].copy()
+    got["made"][0] = positive  # XLA's default NaN for inf // 2.0 (NumPy's is 0xFFF8...)
+    got["sign"] = np.array([0, 0, 0], np.uint64)  # so its sign bit
+    assert check_outputs(k, env, got, want)  # compared bit for bit, they differ
+    nan_bits = NanBits(k, inputs, want)
+    assert check_outputs(k, env, got, want, nan_bits=nan_bits) == []
+    # the element that is not a NaN (3.0 // 2.0) keeps its bits; a NaN's bits must stay a NaN's
+    got["made"] = want["made"].copy()
+    got["made"][1] = np.uint64(0x3FF0_0000_0000_0001)
+    assert check_outputs(k, env, got, want, nan_bits=nan_bits) == [
+        "made (u64): 1 element(s) differ, first at (1,): got 4607182418800017409, want 4607182418800017408"]
+    got["made"] = want["made"].copy()
+    got["made"][0] = np.uint64(0x7FF0_0000_0000_0000)  # inf, not a NaN
+    assert check_outputs(k, env, got, want, nan_bits=nan_bits)[0].startswith("made (u64): 1 element(s) differ")
+    # loaded and selected NaNs keep their payload exactly, even with the exemption at hand
+    for name in ("loaded", "chosen", "kept"):
+        got = dict(want)
+        got[name] = np.where(np.isnan(want[name].view(np.float64)), positive, want[name])
+        assert check_outputs(k, env, got, want, nan_bits=nan_bits)[0].startswith(f"{name} (u64): 1 element(s) differ")

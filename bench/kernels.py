@@ -552,7 +552,8 @@ def model_cases(scale: str) -> list[BenchCase]:
                 head_split_case(8, 512, 1024), flatten_case(8, 512, 1024), permute_3d_case(64, 48, 256),
                 nhwc_to_nchw_case(8, 32, 32, 64), subtract_row_max_case(4096, 1024),
                 skewed_segment_sum_case(1 << 21), skewed_segment_sum_case(1 << 21, 1 << 16),
-                skewed_segment_cumsum_case(1 << 21), histogram_case(1 << 22, 256)]
+                skewed_segment_cumsum_case(1 << 21), skewed_segment_cumsum_case(1 << 21, 1 << 16),
+                histogram_case(1 << 22, 256)]
     raise ValueError(f"scale: expected one of {', '.join(SCALES[:3])}, got {scale!r}")
 
 

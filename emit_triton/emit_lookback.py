@@ -12,6 +12,7 @@ from __future__ import annotations
 from intent.runtime.safety import INLINE_ASM
 from kir.dtypes import DType
 from physical import ops as P
+from physical.launch_expr import LConst
 from physical.model import PValue
 
 from .emit import DEVICE_FLAG, REGISTER_DTYPE, TL_DTYPE, Emitter, emits, literal
@@ -25,6 +26,17 @@ assert set(ACQUIRE_LOAD) <= INLINE_ASM
 def _uniform(em: Emitter, v: PValue) -> str:
     """`v` as a scalar: a lanes value of a ticket group has one lane (the group's block is 1)."""
     return f"tl.sum({em.name(v)}, axis=0)" if v.type.lanes else em.name(v)
+
+
+def _packed(em: Emitter, v: PValue) -> bool:
+    """Whether `v` is a slot per lane of a ticket group whose programs own blocks of several instances (the
+    block is not 1): each lane then has its own slot, and the program's one flag is its ticket."""
+    if not v.type.lanes:
+        return False
+    try:
+        return em.p.constexpr(em.lanes_block) != LConst(1)
+    except KeyError:
+        return False
 
 
 def _slot_ptr(em: Emitter, bid: int) -> tuple[str, DType]:
@@ -51,15 +63,21 @@ def emit_ticket(em: Emitter, op: P.OwnedInstances) -> None:
 def emit_publish(em: Emitter, op: P.PublishSlot) -> None:
     sync, _ = _slot_ptr(em, op.sync)
     slot = em.name(op.slot)
+    mask = "" if op.active is None else f", mask={em.arg(op.active, op.slot.type.with_dtype(DType.pred))}"
     for bid, v in zip(op.slots, op.values):
         ptr, dt = _slot_ptr(em, bid)
-        em.line(f"tl.store({ptr} + {slot}, {_to_slot(em.full(v, op.slot.type.with_dtype(v.type.dtype)), dt)})")
+        em.line(f"tl.store({ptr} + {slot}, {_to_slot(em.full(v, op.slot.type.with_dtype(v.type.dtype)), dt)}{mask})")
     em.line("tl.debug_barrier()  # every thread's slot writes precede the flag")
-    em.line(f"tl.atomic_xchg({sync} + {P.SYNC_FLAGS} + {slot}, 1, sem=\"release\", scope=\"gpu\")")
+    # a block of several instances raises one flag for all its lanes' slots: its ticket's
+    flag = em.ticket if _packed(em, op.slot) else slot
+    em.line(f"tl.atomic_xchg({sync} + {P.SYNC_FLAGS} + {flag}, 1, sem=\"release\", scope=\"gpu\")")
 
 
 @emits(P.FoldSlots)
 def emit_fold_slots(em: Emitter, op: P.FoldSlots) -> None:
+    if _packed(em, op.upto):
+        _fold_lane_slots(em, op)
+        return
     sync, _ = _slot_ptr(em, op.sync)
     first, upto = em.fresh("fold_first"), em.fresh("fold_upto")
     em.line(f"{first} = {_uniform(em, op.first)}")
@@ -111,6 +129,72 @@ def emit_fold_slots(em: Emitter, op: P.FoldSlots) -> None:
     for r, a in zip(op.results, accs):
         n = em.define(r, "prefix")
         em.line(f"{n} = tl.broadcast_to({a}, {em.shape(r.type)})" if r.type.rank else f"{n} = {a}")
+
+
+def _wait_for_flags(em: Emitter, flag_ptr: str, m: str, flags: str) -> None:
+    """Spin until the flags at `flag_ptr` (members `m`) are set, then a barrier before any slot is read."""
+    # On a GPU every lane reads its flag with an acquire load (coalesced, no atomics); Triton's interpreter
+    # has no inline assembly, and runs the lower tickets before this one: a plain read sees their flags.
+    em.uses_device_flag = True
+    node = em.branches(DEVICE_FLAG)
+    asm, constraints = ACQUIRE_LOAD
+    for branch, read in ((node.then, f"tl.inline_asm_elementwise(\"{asm}\", \"{constraints}\", [{flag_ptr}], "
+                                      f"dtype=tl.int32, is_pure=False, pack=1)"),
+                         (node.otherwise, f"tl.load({flag_ptr}, mask={m}, other=1, volatile=True)")):
+        with em.into(branch):
+            em.line(f"{flags} = {read}")
+            em.line("# only lower tickets: they have started")
+            with em.block(f"while tl.min(tl.where({m}, {flags}, 1)) == 0"):
+                em.line(f"{flags} = {read}")
+    em.line("tl.debug_barrier()  # the flags seen by any thread precede every thread's reads of the slots")
+
+
+def _fold_lane_slots(em: Emitter, op: P.FoldSlots) -> None:
+    """`fold_slots` of a program that owns a block of instances: lane l folds its own slots [first_l, upto_l)
+    (the same count in every lane: the pieces of its instance before the program's), which the programs of
+    the tickets just below the program's published under one flag each."""
+    sync, _ = _slot_ptr(em, op.sync)
+    lanes = em.lanes_block
+    count, base = em.fresh("fold_count"), em.fresh("fold_base")
+    em.line(f"{count} = tl.max({em.name(op.upto)} - {em.name(op.first)}, axis=0)")
+    em.line(f"{base} = {em.ticket} - {count}  # the ticket that published each lane's slot `first`")
+    accs = [em.fresh("folded") for _ in op.results]
+    for a, ident, dt in zip(accs, op.identity, op.acc_dtypes):
+        em.line(f"{a} = tl.full(({lanes},), {literal(ident, dt)}, {REGISTER_DTYPE[dt]})")
+    step, k, m, slot, flags = (em.fresh(x) for x in ("fold_step", "fold_k", "fold_member", "fold_slot",
+                                                     "fold_flags"))
+    width = f"(({op.block} + {lanes} - 1) // {lanes})"  # slots a step: a lanes x width tile of at most `block`
+    em.line(f"# each lane's slots {'from upto - 1 down to first' if op.reverse else 'from first up to upto'}, "
+            f"{width} a step: each step an element-order tree, steps in sequence (the order is fixed)")
+    with em.block(f"for {step} in range(0, {count}, {width})"):
+        em.line(f"{k} = {step} + tl.arange(0, {width}).to(pid.dtype)")
+        em.line(f"{m} = {k} < {count}")
+        _wait_for_flags(em, f"{sync} + {P.SYNC_FLAGS} + {base} + tl.where({m}, {k}, 0)", m, flags)
+        pick = f"{em.name(op.upto)}[:, None] - 1 - {k}[None, :]" if op.reverse else \
+            f"{em.name(op.first)}[:, None] + {k}[None, :]"
+        em.line(f"{slot} = tl.where({m}[None, :], {pick}, {em.name(op.first)}[:, None])")
+        live = f"{m}[None, :]" if op.active is None else \
+            f"{m}[None, :] & {em.arg(op.active, op.upto.type.with_dtype(DType.pred))}[:, None]"
+        cur = []
+        for bid, ident, dt in zip(op.slots, op.identity, op.acc_dtypes):
+            ptr, sdt = _slot_ptr(em, bid)
+            v = em.fresh("slot_value")
+            fill = literal(ident, dt) if not dt.is_pred else "0"
+            em.line(f"{v} = tl.load({ptr} + {slot}, mask={live}, other={fill}, volatile=True)")
+            if dt.is_pred:
+                em.line(f"{v} = {v} != 0")
+            elif sdt != dt:
+                em.line(f"{v} = {v}.to({REGISTER_DTYPE[dt]})")
+            cur.append(v)
+        valid = em.fresh("fold_valid")
+        em.line(f"{valid} = tl.broadcast_to({m}[None, :], {cur[0]}.shape)")
+        fold_inline(em, op.combine, cur, 1, 2, valid)
+        joined = combine_inline(em, op.combine, accs, cur, accs)
+        for a, c, j in zip(accs, cur, joined):
+            em.line(f"{a} = tl.where({step} == 0, {c}, {j})")
+    for r, a in zip(op.results, accs):
+        n = em.define(r, "prefix")
+        em.line(f"{n} = {a}")
 
 
 @emits(P.RetireTicket)

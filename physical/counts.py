@@ -199,15 +199,24 @@ def _owned(w: _Walk, op: G.OwnedInstances, trips: LaunchExpr) -> Cost:
 
 @counts(K.PublishSlot)
 def _publish(w: _Walk, op: K.PublishSlot, trips: LaunchExpr) -> Cost:
-    """Each program: its values, then its flag (an atomic exchange)."""
+    """Each program: its values (one per instance it holds, where the pieces of a block share a ticket each),
+    then its flag (an atomic exchange)."""
     size = sum(w.program.buffer(b).dtype.bits // 8 for b in op.slots)
+    if w.splits is not None:  # split-region-scans: a slot per lane and piece, a flag per program
+        return ladd(lmul(LConst(size), lmul(trips, w.instances)), lmul(LConst(8), lmul(trips, w.programs))), _ZERO
     return lmul(LConst(size + 8), lmul(trips, w.programs)), _ZERO
 
 
 @counts(K.FoldSlots)
 def _fold_slots(w: _Walk, op: K.FoldSlots, trips: LaunchExpr) -> Cost:
-    """Program t reads the flag and the values of the slots before it in its row."""
+    """Program t reads the flag and the values of the slots before it in its row (split-region-scans: the
+    flags of its block's lower pieces, and each lane's values of them)."""
     size = 4 + sum(w.program.buffer(b).dtype.bits // 8 for b in op.slots)
+    if w.splits is not None and w.rows is None:
+        per = LConstexpr(w.splits)
+        pairs = LBin("//", lmul(per, LBin("-", per, LConst(1))), LConst(2))
+        blocks, lanes = LBin("//", w.programs, per), LBin("//", w.instances, per)
+        return lmul(trips, lmul(pairs, ladd(lmul(LConst(4), blocks), lmul(LConst(size - 4), lanes)))), _ZERO
     rows, per = w.rows if w.rows is not None else (LConst(1), w.programs) if w.splits is None else \
         (LBin("//", w.programs, LConstexpr(w.splits)), LConstexpr(w.splits))  # pieces of an instance
     pairs = lmul(rows, LBin("//", lmul(per, LBin("-", per, LConst(1))), LConst(2)))

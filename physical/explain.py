@@ -194,23 +194,32 @@ def _lookback_lines(p: Program, g: Group, f: _Formulas) -> list[str]:
         per = g.domain[-1]
         each += (f" ({' * '.join(map(str, g.domain[:-1]))} rows x {per} programs a row: ticket t runs chunk "
                  f"t % ({per}) of row t // ({per}))")
-    if ticket.splits is not None:  # split-region-scans: the pieces of an instance hold consecutive tickets
-        each += (f" ({ticket.splits} programs an instance: ticket t scans piece t % {ticket.splits} of instance "
-                 f"t // {ticket.splits}'s subregion, the s-th run of whole chunks in traversal order)")
-    lines = [f"  across programs: {f(seg.length) if seg else '?'} programs{each}, one instance each, in the order "
+    owned = "one instance each"
+    if ticket.splits is not None:  # split-region-scans: the pieces of a block hold consecutive tickets
+        each += (f" ({ticket.splits} programs a block: ticket t scans piece t % {ticket.splits} of the subregion "
+                 f"of each instance of block t // {ticket.splits}, the s-th run of whole chunks in traversal order)")
+        owned = f"one block of {ticket.block} instances each (several short segments a program)"
+    lines = [f"  across programs: {f(seg.length) if seg else '?'} programs{each}, {owned}, in the order "
              f"of an acq_rel ticket on {sync.name}[{P.SYNC_TICKET}] (no launch order assumed; a program waits only "
              f"for lower tickets)"]
     for op in g.body.ops:
-        if isinstance(op, P.PublishSlot):
+        if isinstance(op, P.PublishSlot) and ticket.splits is not None:
+            names = ", ".join(p.buffer(b).name for b in op.slots)
+            lines.append(f"  each program publishes each instance's piece aggregate in slot = instance * "
+                         f"{ticket.splits} + piece of {names}, then raises one flag, "
+                         f"{sync.name}[{P.SYNC_FLAGS} + ticket] (release)")
+        elif isinstance(op, P.PublishSlot):
             names = ", ".join(p.buffer(b).name for b in op.slots)
             lines.append(f"  each program publishes its aggregate in slot = its ticket of {names}, then raises "
                          f"flag {sync.name}[{P.SYNC_FLAGS} + slot] (release)")
         elif isinstance(op, P.FoldSlots):
             base = "its row's first ticket" if rows else "its instance's first piece" if ticket.splits else "0"
-            order = f"from the nearest lower ticket down to {base}" if op.reverse else \
-                f"from {base} up to its own ticket"
-            mine = " of its row" if rows else " of its instance" if ticket.splits else ""
-            lines.append(f"  then waits for the flags of every lower ticket{mine} (acquire) and folds their slots "
+            own = "its own piece" if ticket.splits else "its own ticket"
+            order = f"from the nearest lower piece down to {base}" if op.reverse and ticket.splits else \
+                f"from the nearest lower ticket down to {base}" if op.reverse else f"from {base} up to {own}"
+            mine = " of its row" if rows else " of its block" if ticket.splits else ""
+            folds = "each lane folds its instance's slots" if ticket.splits else "folds their slots"
+            lines.append(f"  then waits for the flags of every lower ticket{mine} (acquire) and {folds} "
                          f"{order}, in index order, {op.block} slots a step (a fixed combine order: the same "
                          f"bits every run), and combines the result with its own "
                          f"{'scanned piece (folded first: its aggregate)' if ticket.splits else 'chunk'}")

@@ -118,10 +118,13 @@ class LookbackBuffers:
 
 
 def lookback_buffers(program: Program, group: int, slots: Dim, count: LaunchExpr,
-                     accs: list[tuple[DType, ...]]) -> LookbackBuffers:
+                     accs: list[tuple[DType, ...]], values: tuple[Dim, LaunchExpr] | None = None
+                     ) -> LookbackBuffers:
     """The look-back workspace of `group` (not yet added to `program`): a self-resetting i32 sync buffer of
     `slots` flags after the two counters and, per scan, a slot buffer per accumulator (`accs`), `slots`
-    elements each; `count` is the flags' count as the launcher evaluates it (shape symbols)."""
+    elements each; `count` is the flags' count as the launcher evaluates it (shape symbols). `values`: the slot
+    buffers' elements instead (as a dim and as the launcher evaluates it), where a program publishes one value
+    per lane of its block under one flag."""
     next_bid = _fresh_buffer_id(program)
     taken = {w.name for w in program.workspaces}
 
@@ -133,7 +136,7 @@ def lookback_buffers(program: Program, group: int, slots: Dim, count: LaunchExpr
         taken.add(n)
         return n
 
-    def buffer(label: str, dtype: DType, shape: Dim, init: M.BufferInit, elements: LaunchExpr
+    def buffer(label: str, dtype: DType, shape: Dim, elements: LaunchExpr, init: M.BufferInit
                ) -> tuple[Buffer, Workspace]:
         nonlocal next_bid
         storage = name(f"ws_g{group}_{label}")
@@ -144,13 +147,14 @@ def lookback_buffers(program: Program, group: int, slots: Dim, count: LaunchExpr
         next_bid += 1
         return b, Workspace(storage, dtype, elements, 0 if resets else None, b.id, resets=resets)
 
-    sync, wsync = buffer("scan_sync", DType.i32, dim_bin("+", slots, P.SYNC_FLAGS), M.BufferInit.SELF_RESETTING,
-                         ladd(count, LConst(P.SYNC_FLAGS)))
+    sync, wsync = buffer("scan_sync", DType.i32, dim_bin("+", slots, P.SYNC_FLAGS), ladd(count, LConst(P.SYNC_FLAGS)),
+                         M.BufferInit.SELF_RESETTING)
     bufs, wss = [], [wsync]
     for n, dts in enumerate(accs):
         row = []
         for k, dt in enumerate(dts):
-            b, ws = buffer(f"scan{n}_slot{k}", P.slot_dtype(dt), slots, M.BufferInit.UNINITIALISED, count)
+            b, ws = buffer(f"scan{n}_slot{k}", P.slot_dtype(dt), *((slots, count) if values is None else values),
+                           M.BufferInit.UNINITIALISED)
             row.append(b)
             wss.append(ws)
         bufs.append(row)

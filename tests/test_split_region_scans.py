@@ -18,7 +18,9 @@ import oracle
 import physical
 from emit_triton.targets import simulated_multiprocessors
 from intent import Out, dims, f32, i32, i64, parallel
+from kir.dims import dim_bin
 from physical import ops as P
+from physical.launch_expr import LConst
 from physical.passes import PIPELINE
 from physical.passes.split_region_scan import plan_region_scans
 from physical.verifier import check
@@ -94,10 +96,22 @@ def splits(kernel, args) -> int:
     return int(re.findall(r"SPLITS_0 = (\d+)", kernel.explain(*args.values()))[-1])
 
 
-def test_a_skewed_segmented_cumsum_splits_and_agrees_with_the_oracle() -> None:
+def packed(kernel, args) -> tuple[int, int]:
+    """(instances a program, programs a block) of the launch."""
+    text = kernel.explain(*args.values())
+    return int(re.findall(r"BLOCK_I0 = (\d+)", text)[-1]), int(re.findall(r"SPLITS_0 = (\d+)", text)[-1])
+
+
+# 132 multiprocessors: a segment a program, each split over many programs; one (8 resident programs): the 16
+# segments two a program, each split over two programs (a block's pieces pass each lane's aggregate on)
+DEVICES = {132: lambda b, s: b == 1 and s > 1, 1: lambda b, s: (b, s) == (2, 2)}
+
+
+@pytest.mark.parametrize("sms", sorted(DEVICES))
+def test_a_skewed_segmented_cumsum_splits_and_agrees_with_the_oracle(sms: int) -> None:
     args = args_for(1, ("out",))
-    with simulated_multiprocessors(132):
-        assert splits(cumsum, args) > 1
+    with simulated_multiprocessors(sms):
+        assert DEVICES[sms](*packed(cumsum, args))
         got = three_ways(cumsum, args, ("out",), rtol=1e-4, atol=1e-3, stablehlo=False)
     o = args["offsets"].tolist()
     v = args["values"].double()
@@ -105,10 +119,11 @@ def test_a_skewed_segmented_cumsum_splits_and_agrees_with_the_oracle() -> None:
     np.testing.assert_allclose(got["out"], want, rtol=1e-4, atol=1e-3)
 
 
-def test_exclusive_reverse_and_max_scans_split() -> None:
+@pytest.mark.parametrize("sms", sorted(DEVICES))
+def test_exclusive_reverse_and_max_scans_split(sms: int) -> None:
     args = args_for(2, ("ex", "rev", "rex", "top"))
-    with simulated_multiprocessors(132):
-        assert splits(forms, args) > 1
+    with simulated_multiprocessors(sms):
+        assert DEVICES[sms](*packed(forms, args))
         got = three_ways(forms, args, ("ex", "rev", "rex", "top"), rtol=1e-4, atol=1e-3, stablehlo=False)
     o = args["offsets"].tolist()
     v = args["values"]
@@ -122,10 +137,11 @@ def test_integer_scans_with_i32_offsets_split_exactly() -> None:
         three_ways(ints, args, ("low", "total"), rtol=0, atol=0, stablehlo=False)
 
 
-def test_custom_combines_split_in_index_order() -> None:
+@pytest.mark.parametrize("sms", sorted(DEVICES))
+def test_custom_combines_split_in_index_order(sms: int) -> None:
     args = args_for(4, ("fwd", "back"))
-    with simulated_multiprocessors(132):
-        assert splits(custom, args) > 1
+    with simulated_multiprocessors(sms):
+        assert DEVICES[sms](*packed(custom, args))
         three_ways(custom, args, ("fwd", "back"), rtol=1e-4, atol=1e-3, stablehlo=False)
 
 
@@ -143,13 +159,14 @@ def test_a_target_at_other_offsets_keeps_its_positions() -> None:
     assert got["out"][:7].tolist() == [0.0] * 7
 
 
-def test_split_scans_are_bitwise_reproducible() -> None:
+@pytest.mark.parametrize("sms", sorted(DEVICES))
+def test_split_scans_are_bitwise_reproducible(sms: int) -> None:
     """Every piece folds its predecessors' aggregates in index order (never a timing-dependent mix), and the sync
     buffer restores itself, so a second launch of the same plan (its workspace kept, never filled) gives the same
     bits."""
     args = args_for(6, ("ex", "rev", "rex", "top"))
     runs = []
-    with simulated_multiprocessors(132):
+    with simulated_multiprocessors(sms):
         for _ in range(2):
             out = {k: v.clone() for k, v in args.items()}
             forms(**out)
@@ -175,12 +192,18 @@ def test_the_plan_verifies_after_every_pass_and_explain_shows_it() -> None:
     branches = [o for o in ops if isinstance(o, P.If) and o.flag == "SPLIT_0"]
     assert len(branches) == 4 and all(isinstance(b.then_.ops[0], P.RegionFold) for b in branches)
     assert sum(w.resets for w in program.workspaces) == 1  # the sync buffer restores itself: no launch fills it
-    with simulated_multiprocessors(132):
+    with simulated_multiprocessors(1):
         plan = forms.explain(*args.values())
-    assert "SPLITS_0 programs an instance: ticket t scans piece t % SPLITS_0 of instance t // SPLITS_0" in plan
-    assert "waits for the flags of every lower ticket of its instance (acquire) and folds their slots from its " \
-           "instance's first piece up to its own ticket, in index order" in plan
-    assert "programs per block of subregions, passing piece aggregates on by look-back in index order" in plan
+    assert "SPLITS_0 programs a block: ticket t scans piece t % SPLITS_0 of the subregion of each instance of " \
+           "block t // SPLITS_0" in plan
+    assert "one block of BLOCK_I0 instances each (several short segments a program)" in plan
+    assert "each program publishes each instance's piece aggregate in slot = instance * SPLITS_0 + piece of " \
+           "scan0_slot0_g0, scan1_slot0_g0, scan2_slot0_g0, scan3_slot0_g0, then raises one flag, " \
+           "scan_sync_g0[2 + ticket] (release)" in plan
+    assert "waits for the flags of every lower ticket of its block (acquire) and each lane folds its instance's " \
+           "slots from its instance's first piece up to its own piece, in index order" in plan
+    assert "one block of BLOCK_I0 = 2 instances per split: SPLITS_0 = 2 programs per block of subregions, passing " \
+           "piece aggregates on by look-back in index order" in plan
     assert "construction verifier: all" in plan
 
 
@@ -250,3 +273,60 @@ def test_one_piece_an_instance_reads_each_segment_once() -> None:
     with simulated_multiprocessors(132), counting(out) as split:
         cumsum(**out)
     assert split.read_by["values"] == 2 * 4 * args["values"].numel()  # a piece's fold, then its scan
+
+
+def _mutated(p, g, ops):
+    return p.replace(groups=(dataclasses.replace(g, body=dataclasses.replace(g.body, ops=tuple(ops))),))
+
+
+def test_a_block_of_several_instances_keeps_the_protocol() -> None:
+    """S tickets a block of BLOCK_I0 instances: the look-back takes a block of any size (each lane its own slot,
+    the program one flag), where a look-back without pieces keeps one instance a program."""
+    k, p = _lowered(args_for(11, ("out",)))
+    assert p.constexpr("BLOCK_I0") != LConst(1) and check(p, k) == []
+    owned = next(op for op in p.groups[0].body.ops if isinstance(op, P.OwnedInstances))
+    assert owned.splits == "SPLITS_0" and owned.ticket is not None
+
+
+def test_a_slot_buffer_without_a_slot_per_lane_is_refused() -> None:
+    """Mutation: the slot buffer holds a slot per program, not per lane of its block (exact message)."""
+    k, p = _lowered(args_for(12, ("out",)))
+    pub = next(op for op in p.groups[0].body.ops if isinstance(op, P.PublishSlot))
+    sync = p.buffer(pub.sync)
+    slot = p.buffer(pub.slots[0])
+    small = dataclasses.replace(slot, shape=(dim_bin("-", sync.shape[0], P.SYNC_FLAGS),))
+    broken = p.replace(buffers=tuple(small if b.id == slot.id else b for b in p.buffers))
+    assert [str(v) for v in check(broken, k) if v.rule == "lookback-protocol"] == [
+        "[lookback-protocol] group 0: scan0_slot0_g0 holds 9 elements, fewer than the 9 programs of 16 lanes need "
+        "(a slot per lane)"]
+
+
+def test_a_publish_by_lanes_past_the_instances_is_refused() -> None:
+    """Mutation: every lane of the last block publishes, those past the instances too."""
+    k, p = _lowered(args_for(13, ("out",)))
+    g = p.groups[0]
+    ops = [dataclasses.replace(op, active=None) if isinstance(op, P.PublishSlot) else op for op in g.body.ops]
+    assert [v.message.split(" (from")[0] for v in check(_mutated(p, g, ops), k)] == ["publish_slot"]
+
+
+def test_many_short_segments_pack_several_a_program() -> None:
+    """200 short segments on a device of 8 resident programs: 16 segments a program (13 programs, not 200), each
+    scanned whole (SPLITS_0 = 1: no piece fold, each value read once)."""
+    from bench.traffic import counting
+
+    g = torch.Generator().manual_seed(14)
+    lengths = torch.randint(0, 9, (200,), generator=g).tolist()
+    off = offsets_of(lengths)
+    n = int(off[-1])
+    args = {"values": torch.randn(n, generator=g), "offsets": off, "out": torch.zeros(n)}
+    with simulated_multiprocessors(1):
+        assert packed(cumsum, args) == (16, 1)
+        assert "grid = 13 programs" in cumsum.explain(*args.values())
+        got = three_ways(cumsum, args, ("out",), rtol=1e-4, atol=1e-4, stablehlo=False)
+        out = {k: v.clone() for k, v in args.items()}
+        with counting(out) as traffic:
+            cumsum(**out)
+    assert traffic.read_by["values"] == 4 * n
+    o = off.tolist()
+    want = torch.cat([args["values"][b:e].double().cumsum(0) for b, e in zip(o, o[1:])]).numpy()
+    np.testing.assert_allclose(got["out"], want, rtol=1e-4, atol=1e-4)

@@ -16,7 +16,7 @@ from kir.dtypes import DType
 
 from ..launch_expr import LaunchExpr
 from ..model import Literal, POp, PRegion, PValue
-from ._base import EFFECTS, LOOKBACK, effect_members, per_program, pop, typing_rule
+from ._base import EFFECTS, LOOKBACK, active_members, effect_members, per_program, pop, typing_rule
 
 SYNC_TICKET = 0   # sync buffer element: the next ticket
 SYNC_DONE = 1     # ... the programs that have finished with the workspace
@@ -36,12 +36,15 @@ def slot_dtype(acc: DType) -> DType:
 @pop("publish_slot", EFFECTS | LOOKBACK)
 class PublishSlot(POp):
     """Write `values[k]` into slot `slot` of slot buffer `slots[k]`, then set the slot's flag (release, after
-    a barrier: every thread's writes of the program precede the flag)."""
+    a barrier: every thread's writes of the program precede the flag). In a group whose S consecutive tickets
+    share a block of several instances, each `active` lane writes its own slot and the program raises one flag,
+    its ticket's."""
 
     sync: int
     slots: tuple[int, ...]
     slot: PValue
     values: tuple[PValue, ...]
+    active: PValue | None = None  # the lanes that publish (a block's lanes past the instances do not)
 
 
 @pop("fold_slots", EFFECTS | LOOKBACK)
@@ -49,7 +52,9 @@ class FoldSlots(POp):
     """Wait until the flags of slots `first <= s < upto` are set (acquire), then fold their values with
     `combine` in index order (`reverse`: from `upto - 1` down to `first`), `block` slots per step: each step
     an element-order tree, steps in sequence, so the order of combination depends on the range only, never
-    on timing. An empty range gives `identity`."""
+    on timing. An empty range gives `identity`. In a group whose S consecutive tickets share a block of several
+    instances, each `active` lane folds its own slots (the same count in every lane), whose flags are those of
+    the tickets just below the program's."""
 
     sync: int
     slots: tuple[int, ...]
@@ -60,6 +65,7 @@ class FoldSlots(POp):
     acc_dtypes: tuple[DType, ...]
     block: int
     combine: PRegion
+    active: PValue | None = None  # the lanes that fold (a block's lanes past the instances do not)
 
 
 @pop("retire_ticket", EFFECTS | LOOKBACK)
@@ -90,7 +96,14 @@ def _publish_types(op: PublishSlot) -> list[str]:
     for v in op.values:
         if v.type.tile or v.type.lanes != op.slot.type.lanes:
             out.append(f"a published value must have the slot's lanes and no tile, got {v.type}")
-    return out
+    return out + _active_types(op.active, op.slot)
+
+
+def _active_types(active: PValue | None, slot: PValue) -> list[str]:
+    if active is None or (active.type.dtype is DType.pred and not active.type.tile and
+                          active.type.lanes == slot.type.lanes):
+        return []
+    return [f"the active lanes must be a predicate with the slot's lanes and no tile, got {active.type}"]
 
 
 @typing_rule(FoldSlots)
@@ -112,7 +125,7 @@ def _fold_types(op: FoldSlots) -> list[str]:
         out.append(f"the combine must take two ({', '.join(map(str, op.acc_dtypes))}) and yield one")
     if op.block < 1 or op.block & (op.block - 1):
         out.append(f"the slots per step ({op.block}) must be a power of two")
-    return out
+    return out + _active_types(op.active, op.upto)
 
 
 @typing_rule(RetireTicket)
@@ -126,4 +139,5 @@ __all__ = ["PublishSlot", "FoldSlots", "RetireTicket", "slot_dtype", "SYNC_TICKE
 # ---------------------------------------------------------------------------------------------- members
 
 
-effect_members(PublishSlot, FoldSlots, RetireTicket)(per_program)
+effect_members(RetireTicket)(per_program)
+effect_members(PublishSlot, FoldSlots)(active_members)

@@ -40,12 +40,12 @@ from kir.scan import ScanKind
 
 from .. import ops as P
 from ..builder import Builder
-from ..launch_expr import LaunchExpr, LBin, LConst, LConstexpr, ldim, lmax, lmin, lmul, lprod, lsum
+from ..launch_expr import LaunchExpr, LBin, LConst, LConstexpr, lcdiv, ldim, lmax, lmin, lmul, lprod, lsum
 from ..model import Fragment, Group, POp, PRegion, Program, PValue
 from ..rewrite import map_operands
 from ..workspace import INDEX, lookback_buffers
 from . import GroupPass, PassContext
-from .partials import split_flag
+from .partials import lane_test, split_flag
 from .split_scan import SLOT_BLOCK
 from .split_segments import _piece, split_count
 
@@ -80,8 +80,9 @@ def plan_region_scans(program: Program, g: Group) -> RegionScanPlan | str:
     for op in ops:
         if not (isinstance(op, P.RegionScan) or op.TERMINATOR) and op.has_effects():
             return f"it has effects besides its region scans ({op.NAME})"
-    if sum(isinstance(op, P.OwnedInstances) for op in ops) != 1:
-        return "it does not decode its instances once"
+    found = lane_test(ops)
+    if isinstance(found, str):
+        return found
     values: list[LaunchExpr] = []
     for n in scans:
         scan = ops[n]
@@ -119,26 +120,31 @@ def _split(program: Program, plan: RegionScanPlan) -> Program:
     ops = g.body.ops
     scans = [ops[n] for n in plan.scans]
     splits = f"SPLITS_{gid}"
-    # one instance per program: a piece's aggregate is one slot, and programs of one instance hold consecutive tickets
+    # a program keeps its block of BLOCK_g instances (several short segments each) and scans its piece of each
     consts = dict(program.constexprs)
-    consts[g.block] = LConst(1)
-    program = dataclasses.replace(program, constexprs=tuple((n, consts[n]) for n, _ in program.constexprs))
     count = split_count(program, g, plan.values, scans[0].block)  # type: ignore[attr-defined]
     fast = split_flag(gid)
     selects = lmin(LBin("-", count, LConst(1)), LConst(1))  # 1: several pieces an instance (SPLITS_g > 1)
     program = dataclasses.replace(program, constexprs=tuple((n, consts[n]) for n, _ in program.constexprs) +
                                   ((splits, count), (fast, selects)))
-    instances = lprod(tuple(ldim(d) for d in g.domain))
-    programs = lmul(instances, count)
+    blocks = lcdiv(lprod(tuple(ldim(d) for d in g.domain)), consts[g.block])
+    programs = lmul(blocks, count)
     lengths = [programs if seg.group == gid else seg.length for seg in program.segments]
     segments = tuple(dataclasses.replace(seg, length=n, offset=lsum(tuple(lengths[:k])))
                      for k, (seg, n) in enumerate(zip(program.segments, lengths)))
-    slots_dim = dim_bin("*", _flat(g), DSym(splits))
-    ws = lookback_buffers(program, gid, slots_dim, programs, [s.acc_dtypes for s in scans])  # type: ignore
+    # a flag per program (ticket); the slots hold a value per lane: instance * S + piece, the block's last lanes
+    # past the instances included (they publish what they scanned: nothing)
+    lanes = DSym(g.block)
+    padded = dim_bin("*", dim_bin("//", dim_bin("+", _flat(g), dim_bin("-", lanes, 1)), lanes), lanes)
+    flags_dim = dim_bin("*", dim_bin("//", dim_bin("+", _flat(g), dim_bin("-", lanes, 1)), lanes), DSym(splits))
+    values = (dim_bin("*", padded, DSym(splits)), lmul(lmul(blocks, consts[g.block]), count))
+    ws = lookback_buffers(program, gid, flags_dim, programs, [s.acc_dtypes for s in scans], values)  # type: ignore
     program = dataclasses.replace(program, buffers=program.buffers + (ws.sync,) + tuple(b for row in ws.slots
                                                                                           for b in row),
                                   workspaces=program.workspaces + tuple(ws.workspaces))
 
+    found = lane_test(ops)
+    lane_ok = None if isinstance(found, str) else found[1]  # the block's lanes within the instances
     w = Builder.after(program)
     origin = scans[0].origin
     s: PValue | None = None
@@ -197,13 +203,14 @@ def _split(program: Program, plan: RegionScanPlan) -> Program:
         w.put(P.If(results=outs, origin=scan.origin, cond=split, then_=folded, else_=none, flag=fast))
         aggregates += list(outs)
     w.put(P.PublishSlot(origin=origin, sync=ws.sync.id, slots=tuple(b.id for row in ws.slots for b in row),
-                        slot=slot, values=tuple(aggregates)))
+                        slot=slot, values=tuple(aggregates), active=lane_ok))
     for scan, piece, bufs in zip(scans, pieces, ws.slots):
         assert isinstance(scan, P.RegionScan)
         prefix = [w.fresh(Fragment(dt, flat.type.lanes), "prefix") for dt in scan.acc_dtypes]
         w.put(P.FoldSlots(results=tuple(prefix), origin=scan.origin, sync=ws.sync.id, slots=tuple(b.id for b in bufs),
                           first=first, upto=slot, reverse=scan.reverse, identity=scan.identity,
-                          acc_dtypes=scan.acc_dtypes, block=SLOT_BLOCK, combine=w.copy_region(scan.combine)))
+                          acc_dtypes=scan.acc_dtypes, block=SLOT_BLOCK, combine=w.copy_region(scan.combine),
+                          active=lane_ok))
         w.put(dataclasses.replace(piece, emit=_prefixed(w, piece, prefix, leading)))
     w.put(P.RetireTicket(origin=origin, sync=ws.sync.id, programs=programs))
     w.put(P.Yield(values=()))

@@ -1,14 +1,16 @@
 """Look-back through an invocation workspace (`physical.ops.lookback`): types and the protocol rule.
 
 * lookback-protocol: a group that publishes, folds or retires slots takes its instances from a ticket on
-  its own self-resetting i32 sync buffer (one instance per program: block 1), publishes exactly once, at
+  its own self-resetting i32 sync buffer (one instance per program: block 1, unless S consecutive tickets
+  share a block: then each lane has its own slot and the program one flag), publishes exactly once, at
   its top level, into the slot of its own instance (its ownership slice: tickets are distinct, so no two
   programs write one slot), folds only slots below its own ticket (it waits only for programs that have
   started: no deadlock, whatever order the launch runs programs in) and only slots it publishes under
   the same sync buffer's flags (visibility: every value read was written before the flag the fold waits
   for), and retires once, at its top level, after every other use of the workspace, counting exactly the
   programs of its segment (so the last one restores the flags and counters for the next launch). The
-  workspaces hold a flag and a slot for every program; no other op touches these buffers.
+  workspaces hold a flag for every program and a slot for every lane of every program; no other op touches
+  these buffers.
 """
 
 from __future__ import annotations
@@ -82,7 +84,9 @@ def _group(program: Program, ix, g: Group, report: Reporter, used: dict[int, int
     ticket = tickets[0]
     sync = ix.buffers.get(ticket.ticket)  # type: ignore[arg-type]
     block = dict(program.constexprs).get(ticket.block)
-    if block is None or any(v != 1 for v in ix.values(block)):
+    # S pieces of a block (`splits`): each lane publishes its own slot (instance * S + piece) under the program's
+    # one flag, so a block may hold several instances; otherwise the slot and the flag are the ticket
+    if block is None or (ticket.splits is None and any(v != 1 for v in ix.values(block))):
         report(f"group {g.id}: a ticket program owns one instance, but {ticket.block} = {block}", ticket, g.id)
     if sync is None or sync.scope is not BufferScope.INVOCATION_WORKSPACE or \
             sync.init is not BufferInit.SELF_RESETTING or sync.dtype is not DType.i32 or sync.owner_group != g.id:
@@ -124,6 +128,11 @@ def _group(program: Program, ix, g: Group, report: Reporter, used: dict[int, int
             if programs is not None and n is not None and n < programs + extra:
                 report(f"group {g.id}: {b.name} holds {n} elements, fewer than the {programs} programs need",
                        None, g.id)
+                break
+            lanes = evaluate(block, env) if block is not None and bid != sync.id else 1
+            if programs is not None and n is not None and lanes is not None and lanes > 1 and n < programs * lanes:
+                report(f"group {g.id}: {b.name} holds {n} elements, fewer than the {programs} programs of {lanes} "
+                       f"lanes need (a slot per lane)", None, g.id)
                 break
             if have is not None and n is not None and have < n:
                 report(f"group {g.id}: workspace {w.name} holds {have} elements, fewer than {b.name} needs ({n})",  # type: ignore

@@ -195,9 +195,10 @@ def test_a_fold_over_segments_counts_each_value_once(segments: int, values: int)
 def test_a_scan_over_segments_counts_each_value_once_read_and_once_written() -> None:
     """A segment scan over CSR offsets (its segments run at once, split over programs by split-region-scans):
     with one piece a segment (no piece folds: SPLIT_0 = 0) the scans read and write each value once, whatever
-    the segments hold, not a chunk per segment; each program adds a fixed 64 bytes (its offsets, ticket, slot
-    and flag, retirement and the reset of its flag) and the last one the two counters. With several pieces a
-    segment each piece is read twice (its fold, then its scan)."""
+    the segments hold, not a chunk per segment; each segment's piece adds a fixed 36 bytes (its offsets and its
+    slot), each program 28 (its ticket, its one flag, its retirement and the reset of its flag: a program holds
+    a block of BLOCK_I0 segments) and the last one the two counters. With several pieces a segment each piece is
+    read twice (its fold, then its scan)."""
     from physical.counts import operation_counts
     from physical.explain import launch_environment
     from tests.perf_reduce_kernels import seg_last_nz_scan
@@ -206,9 +207,10 @@ def test_a_scan_over_segments_counts_each_value_once_read_and_once_written() -> 
     counts = operation_counts(program)
     for segments, values in ((65536, 131072), (64, 1 << 24)):
         env = launch_environment(program, {"S": segments, "E": values}, 0)  # the interpreter: a piece a segment
-        assert env["SPLITS_0"] == 1
-        assert counts.bytes.evaluate(env) == (4 + 4) * values + 64 * segments + 8
+        assert env["SPLITS_0"] == 1 and env["BLOCK_I0"] == 16
+        assert counts.bytes.evaluate(env) == (4 + 4) * values + 36 * segments + 28 * (segments // 16) + 8
     env = launch_environment(program, {"S": 64, "E": 1 << 24}, 132)
     programs, pieces = 64 * env["SPLITS_0"], env["SPLITS_0"]
+    assert env["BLOCK_I0"] == 1
     slots = 64 * pieces * (pieces - 1) // 2 * 8  # each piece reads the flags and slots of the lower ones
     assert env["SPLIT_0"] == 1 and counts.bytes.evaluate(env) == (4 + 4 + 4) * (1 << 24) + 64 * programs + 8 + slots

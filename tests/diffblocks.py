@@ -107,6 +107,12 @@ def rank(v: Value) -> int:
 # ---------------------------------------------------------------------------------------------- shared steps
 
 
+def storable(g: Gen, v: Value, out_shape: tuple[Dim, ...]) -> Value:
+    """`v`, or its cast to i8 where an i4 output of `out_shape` could not be passed (an odd last extent)."""
+    dt = v.type.dtype
+    return v if g.packable(dt, out_shape) else g.add(Cast, x=v, dtype=DType.i8)  # type: ignore[arg-type]
+
+
 def store_new(g: Gen, shape: tuple[Dim, ...], out_shape: tuple[Dim, ...], index: tuple, newest: bool = True) -> None:
     """Store a value of `shape` (the newest, or a random one) into a fresh output parameter."""
     options = [v for v in g.pool if isinstance(v.type, TensorType) and v.type.shape == shape]
@@ -118,6 +124,7 @@ def store_new(g: Gen, shape: tuple[Dim, ...], out_shape: tuple[Dim, ...], index:
         target = g.dtype()
         if target != dt:
             v = g.add(Cast, x=v, dtype=target)
+    v = storable(g, v, out_shape)
     out = g.output(v.type.dtype, out_shape)  # type: ignore[arg-type]
     g.effect(Store, dst=out, index=index, value=v)
 
@@ -345,8 +352,9 @@ def block_rows(g: Gen) -> None:
                 step_if(g, g.choose(((), (N,))))
         scalars = [v for v in g.pool if isinstance(v.type, TensorType) and v.type.shape == () and v is not i]
         if scalars and g.flip(0.6):
-            out = g.output(scalars[-1].type.dtype, (M,))  # type: ignore[arg-type]
-            g.effect(Store, dst=out, index=(i,), value=scalars[-1])
+            value = storable(g, scalars[-1], (M,))
+            out = g.output(value.type.dtype, (M,))  # type: ignore[arg-type]
+            g.effect(Store, dst=out, index=(i,), value=value)
         store_new(g, (N,), (M, N), (i, full(N)))
 
 
@@ -498,7 +506,7 @@ def block_elements(g: Gen) -> None:
             elif step == "scatter":
                 perm = g.input("perm", g.choose((DType.i32, DType.i64)), (K,), InputSpec("perm", "K"))
                 where = g.add(Load, src=perm, index=(k,))
-                value = g.pick((), exact=True) or g.constant(g.dtype())
+                value = storable(g, g.pick((), exact=True) or g.constant(g.dtype()), (K,))
                 dst = g.output(value.type.dtype, (K,))  # type: ignore[arg-type]
                 g.effect(Scatter, dst=dst, indices=(where,), value=value, unique=True)
                 g.features.add("scatter")

@@ -93,7 +93,8 @@ SHAPE_CHOICES: dict[str, tuple[int, ...]] = {
     "B": (1, 2, 3, 5, 8, 9, 17),
 }
 FLOATS = (DType.f32, DType.f16, DType.bf16, DType.f64)
-INTS = (DType.i32, DType.i64, DType.i8, DType.u8, DType.i16, DType.u16, DType.u32, DType.u64)
+# i4 (two values a byte in memory, kir.dtypes.I4_PACKING) is a parameter's dtype only where the last extent is even
+INTS = (DType.i32, DType.i64, DType.i8, DType.u8, DType.i16, DType.u16, DType.u32, DType.u64, DType.i4)
 
 TRANSCENDENTAL = {UnaryFn.exp, UnaryFn.exp2, UnaryFn.log, UnaryFn.log2, UnaryFn.log1p, UnaryFn.sqrt, UnaryFn.rsqrt,
                   UnaryFn.sin, UnaryFn.cos, UnaryFn.tanh, UnaryFn.sigmoid, UnaryFn.erf}
@@ -399,6 +400,8 @@ class Gen:
 
     # --- parameters
     def param(self, prefix: str, type_: RefType | TensorType, spec: InputSpec | None = None) -> Value:
+        if type_.dtype is DType.i4:
+            self.features.add(f"param:i4:{'tensor' if isinstance(type_, RefType) else 'scalar'}")
         n = self.counters.get(prefix, 0)
         self.counters[prefix] = n + 1
         name = f"{prefix}{n}"
@@ -408,12 +411,18 @@ class Gen:
             self.specs[name] = spec
         return v
 
+    def packable(self, dtype: DType, shape: tuple[Dim, ...]) -> bool:
+        """Whether a parameter of `dtype` and `shape` can be passed: i4 needs an even last extent."""
+        return dtype is not DType.i4 or (bool(shape) and shape[-1].evaluate(self.env) % 2 == 0)
+
     def input(self, prefix: str, dtype: DType, shape: tuple[Dim, ...], spec: InputSpec | None = None) -> Value:
+        dtype = dtype if self.packable(dtype, shape) else DType.i8  # the reader takes the loaded value's dtype
         if spec is None:
             spec = InputSpec("values", wide=self.flip(0.15), specials=dtype.is_float and self.flip(0.15))
         return self.param(prefix, RefType(dtype, shape, Role.IN), spec)
 
     def output(self, dtype: DType, shape: tuple[Dim, ...], role: Role = Role.OUT) -> Value:
+        assert self.packable(dtype, shape), f"an i4 output needs an even last extent, got {shape} (diffblocks.storable)"
         return self.param("out" if role is Role.OUT else "acc", RefType(dtype, shape, role), InputSpec("values"))
 
     def scalar_input(self, prefix: str, dtype: DType) -> Value:
@@ -581,7 +590,7 @@ def pointwise(g: Gen, shape: tuple[Dim, ...]) -> Value:
         target = g.dtype()
         if target != dt:
             return g.add(Cast, x=x, dtype=target)
-    if kind == "bitcast" and dt != DType.pred and (exact or not dt.is_float):
+    if kind == "bitcast" and dt.bits in BITCAST_PARTNERS and (exact or not dt.is_float):
         return g.add(Bitcast, x=x, dtype=g.choose(BITCAST_PARTNERS[dt.bits]))
     return binary(g, x)
 

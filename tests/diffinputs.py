@@ -74,7 +74,8 @@ class Case:
         return dict(self.specs)
 
     def inputs(self) -> dict[str, Arg]:
-        return make_inputs(self.kernel, self.env, self.spec_of, self.seed)
+        """The arguments as a caller passes them: i4 tensors as their packed bytes (`kir.dtypes.I4_PACKING`)."""
+        return packed_i4(self.kernel, make_inputs(self.kernel, self.env, self.spec_of, self.seed))
 
     def describe(self) -> str:
         shapes = ", ".join(f"{k}={v}" for k, v in self.shapes)
@@ -111,6 +112,14 @@ def make_inputs(kernel: Kernel, env: Mapping[str, int], specs: Mapping[str, Inpu
         else:
             out[p.name] = _values(shape, dtype, spec, rng)
     return out
+
+
+def packed_i4(kernel: Kernel, args: Mapping[str, Arg]) -> dict[str, Arg]:
+    """`args` with each i4 tensor's values (int8, one a byte) packed two a byte as the kernel takes them."""
+    from kir.dtypes import i4_packed
+
+    return {p.name: (i4_packed(args[p.name]) if isinstance(p.type, RefType) and p.type.dtype is DType.i4
+                     else args[p.name]) for p in kernel.params}
 
 
 def _extent(d: Dim, env: Mapping[str, int]) -> int:

@@ -74,7 +74,7 @@ REQUIRED = (
     "buffer:empty", ("atomic:add", "atomic:or", "atomic:max", "atomic:min"),
     tuple(f"atomic:{k}:unique" for k in ("add", "max", "min", "and", "or", "xor", "xchg")),
     "dot:f32", "dot:i8", "loop", "sort", tuple(f"sort topk rank {r}" for r in (1, 2, 3, 4)), "layout:reshape merge",
-    "layout:reshape regroup",
+    "layout:reshape regroup", "param:i4:tensor",
 )
 
 
@@ -384,3 +384,36 @@ def test_the_comparison_accepts_any_bits_of_an_arithmetic_nan_and_no_other_diffe
         got = dict(want)
         got[name] = np.where(np.isnan(want[name].view(np.float64)), positive, want[name])
         assert check_outputs(k, env, got, want, nan_bits=nan_bits)[0].startswith(f"{name} (u64): 1 element(s) differ")
+
+
+def test_i4_parameters_travel_packed_and_are_compared_as_values() -> None:
+    """An i4 tensor is passed as its packed bytes (two values a byte, kir.dtypes.I4_PACKING) to the oracle, the
+    launcher and the StableHLO exit; the launcher's packed output is unpacked before the comparison."""
+    from kir.dtypes import i4_unpacked
+    from kir.text import parse_kernel
+    from tests.differential import run_launcher
+    from tests.diffinputs import Case, InputSpec
+
+    k = parse_kernel("""kernel k(x: in i4[M, N], out: out i4[M, N], s: out i32[M]) symbols(M, N) {
+  parallel (%i: i64) in (M) {
+    %r: i4[N] = load %x[%i, 0:N]
+    %c: i4 = constant 3 : i4
+    %cs: i4[N] = broadcast %c shape=(N) dims=()
+    %y: i4[N] = binary add %r, %cs
+    store %out[%i, 0:N] = %y
+    %w: i32[N] = cast %r to i32
+    %t: i32 = reduce sum(%w) axes=(0)
+    store %s[%i] = %t
+    yield
+  }
+  yield
+}""")
+    case = Case(k, (("M", 3), ("N", 6)), (("x", InputSpec("values", wide=True)),), 5)
+    inputs = case.inputs()
+    assert inputs["x"].dtype == np.uint8 and inputs["x"].shape == (3, 3)
+    x = i4_unpacked(inputs["x"])
+    got = run_launcher(k, inputs)
+    np.testing.assert_array_equal(got["out"], ((x.astype(np.int64) + 3 + 8) % 16 - 8).astype(np.int8))
+    np.testing.assert_array_equal(got["s"], x.astype(np.int32).sum(axis=1))
+    outcome = run_case(case)
+    assert (outcome.kind, outcome.stablehlo) == ("ok", "ok"), outcome.text()

@@ -128,6 +128,23 @@ def test_signed_integer_results_wrap_where_xla_assumes_them_non_negative() -> No
     close(run_both(negative_abs, {"x": x, "y": y})["out"], x == -(2 ** 31))
 
 
+def test_the_logarithm_of_a_power_of_a_negative_base_stays_nan() -> None:
+    """`log(x ** y)` (campaign case 9401027/11): XLA's algebraic simplifier rewrites `log(power(a, b))` as
+    `b * log(abs(a))`, a number where `a ** b` is negative (`(-2.0) ** 3`) or NaN (`(-1.5) ** -1.5`); the
+    exit spells out C's NaN for a negative finite base and a non-integer exponent, which keeps the rewrite
+    away, so every case keeps the oracle's meaning."""
+    x = np.float32([-2.0, -1.5, -0.5, 2.0, 0.0, -0.0, -np.inf, -np.inf, -2.0, 3.0])
+    y = np.float32([3.0, -1.5, 2.0, 0.5, 0.0, 0.5, 0.5, 3.0, np.inf, np.nan])
+    k = K.elementwise(K.f32, lambda k, a, b: k.un(UnaryFn.log, k.bin(BinaryFn.pow, a, b)))
+    with np.errstate(all="ignore"):
+        want = np.log(np.power(x.astype(np.float64), y)).astype(np.float32)
+    assert np.isnan(want).tolist() == [True, True, False, False, False, False, False, True, False, True]
+    close(run_both(k, {"x": x, "y": y})["out"], want)
+    power = K.elementwise(K.f32, lambda k, a, b: k.bin(BinaryFn.pow, a, b))
+    with np.errstate(all="ignore"):
+        close(run_both(power, {"x": x, "y": y})["out"], np.power(x, y))
+
+
 NARROWED_BITWISE = """
 import numpy as np
 import intent

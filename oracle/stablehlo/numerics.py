@@ -5,6 +5,8 @@ left to the consumer:
 
 * an integer `floordiv`/`mod` by zero gives 0 (quotients truncate toward zero, as `divide` does);
 * an integer `pow` with a negative exponent gives `1 / a**-b` truncated toward zero;
+* a float `pow` of a negative finite base and a non-integer exponent is NaN (C's `pow`), spelled out so that
+  XLA's algebraic simplifier cannot rewrite `log(pow(a, b))` as `b * log(abs(a))`, which is a number there;
 * a shift by an amount outside [0, bits) gives 0, or the sign fill for `shr` of a signed value;
 * float -> integer casts truncate toward zero, saturate at the target's range, and map NaN to 0;
 * casts to bf16 round through f32 (as torch and the oracle do).
@@ -72,6 +74,19 @@ def int_power(ctx: Ctx, a: Val, b: Val) -> Val:
     inverse = s.select(s.compare("EQ", a, one), one,
                        s.select(s.compare("EQ", a, minus), s.select(odd, minus, one), ctx.splat_like(0, a)))
     return s.select(negative, inverse, raised)
+
+
+def float_power(ctx: Ctx, a: Val, b: Val) -> Val:
+    """C's `pow` of floats: NaN for a negative finite base and a non-integer (or NaN) exponent.
+
+    The select is also what keeps XLA's algebraic simplifier from rewriting `log(power(a, b))` into
+    `b * log(abs(a))` (`select(b == 0, 0, ...)`): that is a number where `a ** b` is negative (`(-2.0) ** 3`)
+    or NaN (`(-1.5) ** -1.5`), whose logarithm is NaN. The rewrite matches a `log` of a `power` only."""
+    s = ctx.ssa
+    negative = s.binary("and", s.compare("LT", a, ctx.splat_like(0.0, a)),
+                        s.compare("GT", a, ctx.splat_like(float("-inf"), a)))
+    fractional = s.compare("NE", s.unary("floor", b), b)
+    return s.select(s.binary("and", negative, fractional), ctx.splat_like(float("nan"), a), s.binary("power", a, b))
 
 
 def shift(ctx: Ctx, name: str, a: Val, b: Val) -> Val:

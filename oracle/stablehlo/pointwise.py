@@ -21,7 +21,7 @@ from kir.dtypes import DType
 from kir.pointwise import BinaryFn, CmpFn, UnaryFn
 
 from .context import Ctx
-from .numerics import cast, int_abs, int_divide, int_multiply, int_power, shift
+from .numerics import cast, float_power, int_abs, int_divide, int_multiply, int_power, shift
 from .registry import emits
 from .values import Val
 
@@ -228,6 +228,8 @@ def binary(ctx: Ctx, fn: BinaryFn, a: Val, b: Val) -> Val:
         return int_divide(ctx, "divide" if fn is BinaryFn.floordiv else "remainder", a, b)
     if fn is BinaryFn.pow and dt.is_int:
         return int_power(ctx, a, b)
+    if fn is BinaryFn.pow and dt.is_float:
+        return float_power(ctx, a, b)
     if fn is BinaryFn.mul and dt.is_int:
         return int_multiply(ctx, a, b)
     if fn is BinaryFn.shl:

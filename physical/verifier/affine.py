@@ -118,7 +118,7 @@ class Forms:
         if isinstance(e, LScalar):
             return DSym(e.name)
         if isinstance(e, LConstexpr):
-            return self.shared_atom(("constexpr", e.name), positive=True)
+            return self.shared_atom(("constexpr", self._canonical_constexprs().get(e.name, e.name)), positive=True)
         named = self._constexpr_named(e)
         if named is not None:  # a constexpr's definition written out (host-side extents): the same value
             return self.shared_atom(("constexpr", named), positive=True)
@@ -135,11 +135,27 @@ class Forms:
             return atom
         return self.shared_atom(("launch", e))
 
+    def _canonical_constexprs(self) -> dict[str, str]:
+        """Each constexpr's atom name: the first constexpr (in program order) with the same definition.
+
+        The launcher evaluates every constexpr from its definition, so constexprs defined alike are one value
+        (two groups over one domain have equal BLOCK_I and SPLITS definitions), and a definition written out (a
+        workspace's copy count, a host-side extent) is that value whichever of them it was taken from: all of
+        them share one atom."""
+        if not hasattr(self, "_canonical"):
+            self._by_definition: dict[LaunchExpr, str] = {}
+            self._canonical: dict[str, str] = {}
+            for name, expr in self.ix.constexprs.items():
+                try:
+                    self._canonical[name] = self._by_definition.setdefault(expr, name)
+                except TypeError:  # an unhashable expression: a value of its own
+                    self._canonical[name] = name
+        return self._canonical
+
     def _constexpr_named(self, e: LaunchExpr) -> str | None:
         if isinstance(e, LConst | LDim | LScalar):
             return None
-        if not hasattr(self, "_by_definition"):
-            self._by_definition = {expr: name for name, expr in self.ix.constexprs.items()}
+        self._canonical_constexprs()
         try:
             return self._by_definition.get(e)
         except TypeError:  # an unhashable expression

@@ -11,16 +11,18 @@ import intent
 import physical
 from kir.cli import specialize_dtypes
 from kir.core import Kernel
+from kir.dtypes import DType
 from kir.errors import DiagnosticError, VerifyError
-from kir.text import parse_module
+from kir.text import parse_kernel, parse_module
 from physical import ops as P
+from physical.lowering import run_passes
 from physical.ops._base import typed_elsewhere as typed_elsewhere_rule
 from physical.verifier import RULE_DOCS, RULES, PhysicalVerifyError, Violation, check, run_rule, verify
 from physical.verifier.structured import STRUCTURED
 from physical.verify import PhysicalVerifyError as StructuralVerifyError
 from tests import acceptance as acceptance_files
 from tests import samples
-from tests.test_physical_mutation import MUTATIONS, two_groups
+from tests.test_physical_mutation import MUTATIONS, swap, two_groups
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -104,6 +106,41 @@ def test_every_acceptance_kernel_constructs_verifies_and_prints(acceptance):
         program = physical.lower(k)
         assert check(program, k) == [], name
         assert physical.print_program(program).startswith(f"program {k.name}\n")
+
+
+FUZZ_CASES = sorted((ROOT / "tests" / "fuzz_cases").glob("*.kir"))
+
+
+@pytest.mark.parametrize("path", FUZZ_CASES, ids=lambda p: p.stem)
+def test_every_saved_fuzz_kernel_verifies_after_every_pass_or_is_refused(path):
+    """What the fuzzers found keeps every rule too, or is refused with a diagnostic about the input."""
+    k = parse_kernel(path.read_text(encoding="utf-8"), str(path))
+    try:
+        program = physical.construct(k)
+    except DiagnosticError as exc:
+        assert not isinstance(exc, PhysicalVerifyError) and not exc.message.startswith("internal"), exc.message
+        return
+    assert [str(v) for v in check(program, k)] == []
+    run_passes(program, verify_with=k)
+
+
+def test_a_region_scan_emit_takes_the_scanned_values_in_the_accumulator_dtype():
+    """An f16 product scans in f32 (as the oracle does) and rounds each element once as emit stores it; an
+    emit that takes the component dtype instead is refused."""
+    path = ROOT / "tests" / "fuzz_cases" / "lower_region_scan_f16_prod_in_f32.kir"
+    k = parse_kernel(path.read_text(encoding="utf-8"), path.name)
+    p = physical.lower(k)
+    scan = next(op for op in p.walk() if isinstance(op, P.RegionScan))
+    start, scanned, member = scan.emit.args
+    assert scan.acc_dtypes == (DType.f32,) and scanned.type.dtype is DType.f32
+    assert check(p, k) == []
+    narrow = dataclasses.replace(scanned, type=scanned.type.with_dtype(DType.f16))
+    broken = swap(p, scan, dataclasses.replace(scan, emit=dataclasses.replace(scan.emit, args=(start, narrow, member))))
+    found = [str(v) for v in check(broken, k) if v.rule == "region-op-complete"]
+    assert found == ["[region-op-complete] region_scan (from region_scan at lower_region_scan_f16_prod_in_f32.kir:7): "
+                     "region_scan emit takes (i64(index), f16[I, 256:BLOCK_C256], pred[I, 256:BLOCK_C256]); it "
+                     "takes the chunk start, the scanned components in their accumulator dtypes "
+                     "(f32[I, 256:BLOCK_C256]) and their membership"]
 
 
 @pytest.mark.parametrize("make", samples.ALL, ids=lambda f: f.__name__)

@@ -368,10 +368,13 @@ def _emit_problems(ix: ProgramIndex, op: P.RegionScan, comps: tuple[PValue, ...]
         return ["region_scan has no emit region"]
     out: list[str] = []
     args = emit.args
-    if len(args) != len(comps) + 2 or not args[0].type.dtype.is_int or not args[-1].type.dtype.is_pred or \
-            any(not ints_agree(a.type, c.type) and a.type.dtype != c.type.dtype for a, c in zip(args[1:-1], comps)):
+    # the scanned values arrive in the accumulator dtypes (an f16 sum or product scans in f32, as the oracle
+    # does, and emit rounds each element once as it stores it)
+    accs = tuple(Fragment(d, c.type.lanes, c.type.tile) for c, d in zip(comps, op.acc_dtypes))
+    if len(args) != len(comps) + 2 or len(accs) != len(comps) or not args[0].type.dtype.is_int or \
+            not args[-1].type.dtype.is_pred or any(not ints_agree(a.type, c) for a, c in zip(args[1:-1], accs)):
         out.append(f"region_scan emit takes {show(types_of(args))}; it takes the chunk start, the scanned "
-                   f"components {show(types_of(comps))} and their membership")
+                   f"components in their accumulator dtypes {show(accs)} and their membership")
     if emit.yielded:
         out.append("region_scan emit yields values; it writes the scanned chunk instead")
     stores = [o for o in emit.walk() if isinstance(o, P.Store)]

@@ -117,7 +117,8 @@ def _group(program: Program, ix, g: Group, report: Reporter, used: dict[int, int
             report(f"group {g.id}: retire_ticket runs before {top[last_use].NAME}: the last program would restore "
                    f"the flags while others still use them", op, g.id)
     workspaces = {w.name: w for w in program.workspaces}
-    for bid in used:
+    # this group's buffers only: `used` holds the earlier groups' too, sized for their own programs and blocks
+    for bid in [b for b, owner in used.items() if owner == g.id]:
         b = ix.buffers[bid]
         w = workspaces.get(b.storage or "")
         need = product(b.shape)

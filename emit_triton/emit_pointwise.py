@@ -155,9 +155,16 @@ def emit_compare(em: Emitter, op: P.Compare) -> None:
 @emits(P.Select)
 def emit_select(em: Emitter, op: P.Select) -> None:
     t = op.result.type
-    # a result at its KIR width takes index operands at that width (a select from an if over indices)
-    em.line(f"{em.define(op.result)} = tl.where({em.arg(op.cond, t)}, {em.arg(op.on_true, t, not t.index)}, "
-            f"{em.arg(op.on_false, t, not t.index)})")
+    # a result at its KIR width takes index operands at that width (a select from an if over indices); a
+    # select of two literals (an `if` yielding integer constants) takes typed ones: Triton would type the
+    # result int32, its default for Python ints, not the KIR dtype (an i64 loop carry then bitcast to f64
+    # met 32 bits; an i8 would not wrap)
+    literals = op.on_true.id in em.literals and op.on_false.id in em.literals
+
+    def value(v: PValue) -> str:
+        return em.tensor(v) if literals else em.arg(v, t, not t.index)
+
+    em.line(f"{em.define(op.result)} = tl.where({em.arg(op.cond, t)}, {value(op.on_true)}, {value(op.on_false)})")
 
 
 @emits(P.Cast)

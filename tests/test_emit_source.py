@@ -147,6 +147,31 @@ _LOOP_INDEX_BITS = """kernel loop_bits(out: out u64[N]) symbols(N) {
   yield
 }"""
 
+_SELECT_OF_LITERALS_BITS = """kernel select_bits(x: in i64[N], out: out u64[N]) symbols(N) {
+  parallel (%i: i64) in (N) {
+    %v: i64 = load %x[%i]
+    %zero: i64 = constant 0 : i64
+    %neg: pred = compare lt %v, %zero
+    %two: i64 = constant 2 : i64
+    %three: i64 = constant 3 : i64
+    %k: i64 = if %neg {
+      yield %two
+    } else {
+      yield %three
+    }
+    %one: i64 = constant 1 : i64
+    %c: i64 = for (%it: i64, %acc: i64) in range(%one, %one, %one) init(%k) {
+      %m: i64 = binary minimum %acc, %one
+      yield %m
+    }
+    %f: f64 = bitcast %c to f64
+    %b: u64 = bitcast %f to u64
+    store %out[%i] = %b
+    yield
+  }
+  yield
+}"""
+
 _XCHG_F32 = """kernel xchg(acc: inout f32[K], out: out f32[K]) symbols(K) {
   parallel (%i: i64) in (K) {
     %v: f32 = constant -2.5 : f32
@@ -167,7 +192,10 @@ _XCHG_F32 = """kernel xchg(acc: inout f32[K], out: out f32[K]) symbols(K) {
     (_LOOP_INDEX_BITS, {"out": ("uint64", 3)}),
     # float xchg goes through an int32 pointer (the interpreter has none for floats): the GPU takes it too
     (_XCHG_F32, {"acc": ("float32", 3), "out": ("float32", 3)}),
-], ids=["region_scan_i8", "for_index_bitcast", "xchg_f32"])
+    # an `if` yielding two i64 constants was tl.where(m, 2, 3), int32 in Triton: the loop carrying it and the
+    # bitcast to f64 met 32 bits (campaign case 9401035/41); the select now takes typed literals
+    (_SELECT_OF_LITERALS_BITS, {"x": [-1, 4, 0], "out": ("uint64", 3)}),
+], ids=["region_scan_i8", "for_index_bitcast", "xchg_f32", "select_of_literals_bitcast"])
 def test_narrow_sums_and_loop_indices_keep_their_kir_dtype_on_the_gpu(text: str, args: dict) -> None:
     import torch
 
@@ -181,6 +209,12 @@ def test_narrow_sums_and_loop_indices_keep_their_kir_dtype_on_the_gpu(text: str,
         assert "dtype=tl.int8)" in src
     if "xchg" in text:
         assert "tl.atomic_xchg((" in src and ".to(tl.pointer_type(tl.int32))" in src
+    if "select_bits" in text:
+        typed = r"tl\.full\(\(\), \w+, tl\.int64\)"
+        assert re.search(rf"tl\.where\(\w+, {typed}, {typed}\)", src), src
+        out = torch.zeros(3, dtype=torch.uint64)
+        emit_triton.launch(k, {"x": tensors["x"], "out": out})
+        assert out.tolist() == [2, 3, 3]
     assert ".entry" in emit_triton.ptx(k, tensors, arch=90)
 
 

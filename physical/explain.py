@@ -195,7 +195,11 @@ def _lookback_lines(p: Program, g: Group, f: _Formulas) -> list[str]:
         each += (f" ({' * '.join(map(str, g.domain[:-1]))} rows x {per} programs a row: ticket t runs chunk "
                  f"t % ({per}) of row t // ({per}))")
     owned = "one instance each"
-    if ticket.splits is not None:  # split-region-scans: the pieces of a block hold consecutive tickets
+    if ticket.splits is not None and g.single_instance:  # a top-level region scan: ticket t scans piece t
+        each += (" (ticket t scans piece t of the one subregion, the t-th run of whole chunks in traversal "
+                 "order)")
+        owned = "one piece each"
+    elif ticket.splits is not None:  # split-region-scans: the pieces of a block hold consecutive tickets
         each += (f" ({ticket.splits} programs a block: ticket t scans piece t % {ticket.splits} of the subregion "
                  f"of each instance of block t // {ticket.splits}, the s-th run of whole chunks in traversal order)")
         owned = f"one block of {ticket.block} instances each (several short segments a program)"
@@ -203,7 +207,11 @@ def _lookback_lines(p: Program, g: Group, f: _Formulas) -> list[str]:
              f"of an acq_rel ticket on {sync.name}[{P.SYNC_TICKET}] (no launch order assumed; a program waits only "
              f"for lower tickets)"]
     for op in g.body.ops:
-        if isinstance(op, P.PublishSlot) and ticket.splits is not None:
+        if isinstance(op, P.PublishSlot) and ticket.splits is not None and g.single_instance:
+            names = ", ".join(p.buffer(b).name for b in op.slots)
+            lines.append(f"  each program publishes its piece's aggregate in slot = its ticket of {names}, then "
+                         f"raises flag {sync.name}[{P.SYNC_FLAGS} + slot] (release)")
+        elif isinstance(op, P.PublishSlot) and ticket.splits is not None:
             names = ", ".join(p.buffer(b).name for b in op.slots)
             lines.append(f"  each program publishes each instance's piece aggregate in slot = instance * "
                          f"{ticket.splits} + piece of {names}, then raises one flag, "
@@ -213,12 +221,13 @@ def _lookback_lines(p: Program, g: Group, f: _Formulas) -> list[str]:
             lines.append(f"  each program publishes its aggregate in slot = its ticket of {names}, then raises "
                          f"flag {sync.name}[{P.SYNC_FLAGS} + slot] (release)")
         elif isinstance(op, P.FoldSlots):
-            base = "its row's first ticket" if rows else "its instance's first piece" if ticket.splits else "0"
-            own = "its own piece" if ticket.splits else "its own ticket"
-            order = f"from the nearest lower piece down to {base}" if op.reverse and ticket.splits else \
+            packed = ticket.splits is not None and not g.single_instance
+            base = "its row's first ticket" if rows else "its instance's first piece" if packed else "0"
+            own = "its own piece" if packed else "its own ticket"
+            order = f"from the nearest lower piece down to {base}" if op.reverse and packed else \
                 f"from the nearest lower ticket down to {base}" if op.reverse else f"from {base} up to {own}"
-            mine = " of its row" if rows else " of its block" if ticket.splits else ""
-            folds = "each lane folds its instance's slots" if ticket.splits else "folds their slots"
+            mine = " of its row" if rows else " of its block" if packed else ""
+            folds = "each lane folds its instance's slots" if packed else "folds their slots"
             lines.append(f"  then waits for the flags of every lower ticket{mine} (acquire) and {folds} "
                          f"{order}, in index order, {op.block} slots a step (a fixed combine order: the same "
                          f"bits every run), and combines the result with its own "

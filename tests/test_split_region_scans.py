@@ -276,7 +276,8 @@ def test_one_piece_an_instance_reads_each_segment_once() -> None:
 
 
 def _mutated(p, g, ops):
-    return p.replace(groups=(dataclasses.replace(g, body=dataclasses.replace(g.body, ops=tuple(ops))),))
+    new = dataclasses.replace(g, body=dataclasses.replace(g.body, ops=tuple(ops)))
+    return p.replace(groups=tuple(new if x.id == g.id else x for x in p.groups))
 
 
 def test_a_block_of_several_instances_keeps_the_protocol() -> None:
@@ -330,3 +331,87 @@ def test_many_short_segments_pack_several_a_program() -> None:
     o = off.tolist()
     want = torch.cat([args["values"][b:e].double().cumsum(0) for b, e in zip(o, o[1:])]).numpy()
     np.testing.assert_allclose(got["out"], want, rtol=1e-4, atol=1e-4)
+
+
+# ---------------------------------------------------------------------------------------------- top level
+
+
+@intent.kernel
+def top_forms(values: f32[E], b: i64, e: i64, run: Out[f32[E]], ex: Out[f32[E]], rev: Out[f32[E]],
+              best: Out[f32[E]]):
+    run[b:e] = intent.cumsum(values[b:e])
+    ex[b:e] = intent.cumsum(values[b:e], exclusive=True)
+    rev[b:e] = intent.cumsum(values[b:e], reverse=True)
+    best[b:e] = intent.scan(values[b:e], add, reverse=True, identity=0.0)
+
+
+TOP_OUTS = ("run", "ex", "rev", "best")
+
+
+def top_args(seed: int, n: int = 20000) -> dict:
+    g = torch.Generator().manual_seed(seed)
+    return {"values": torch.randn(n, generator=g), "b": 3, "e": n - 5, **{o: torch.zeros(n) for o in TOP_OUTS}}
+
+
+def test_a_top_level_region_scan_splits_its_one_subregion() -> None:
+    """`out[b:e] = cumsum(values[b:e])` at top level: one instance, its subregion split over SPLITS_0 programs
+    (ticket t scans piece t), in every form; a second launch gives the same bits."""
+    args = top_args(15)
+    n = args["values"].numel()
+    with simulated_multiprocessors(132):
+        assert packed(top_forms, args) == (1, 39)
+        got = three_ways(top_forms, args, TOP_OUTS, rtol=1e-4, atol=1e-3, stablehlo=False)
+        again = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in args.items()}
+        top_forms(**again)
+    v = args["values"][3:n - 5].double()
+    np.testing.assert_allclose(got["run"][3:n - 5], v.cumsum(0).numpy(), rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(got["rev"][3:n - 5], v.flip(0).cumsum(0).flip(0).numpy(), rtol=1e-4, atol=1e-3)
+    assert got["run"][:3].tolist() == [0.0] * 3 and got["run"][n - 5:].tolist() == [0.0] * 5
+    assert all(again[o].numpy().tobytes() == got[o].tobytes() for o in TOP_OUTS)
+
+
+def test_a_top_level_plan_verifies_after_every_pass_and_explain_shows_it() -> None:
+    args = top_args(16, 3000)
+    k = top_forms.specialize(args)
+    program = physical.construct(k)
+    names = []
+    for p in PIPELINE:
+        if p.legal(program) is True and p.profitable(program):
+            program = p.run(program)
+            names.append(p.name)
+            assert check(program, k) == [], p.name
+    assert "split-region-scans" in names and program.groups[0].single_instance
+    with simulated_multiprocessors(132):
+        plan = top_forms.explain(*args.values())
+    # a statement a group, each split over its own programs with its own look-back workspace
+    assert plan.count("programs (ticket t scans piece t of the one subregion, the t-th run of whole chunks in "
+                      "traversal order), one piece each") == 4
+    assert "each program publishes its piece's aggregate in slot = its ticket of scan0_slot0_g3, then raises flag " \
+           "scan_sync_g3[2 + slot] (release)" in plan
+    assert "then waits for the flags of every lower ticket (acquire) and folds their slots from the nearest lower " \
+           "ticket down to 0, in index order" in plan
+    assert "construction verifier: all" in plan
+
+
+def _top_lowered():
+    args = top_args(17, 3000)
+    k = top_forms.specialize(args)
+    return k, physical.lower(k)
+
+
+def test_a_top_level_fold_of_slots_from_another_start_is_refused() -> None:
+    """Mutation: a piece folds the slots from its own piece (the predecessors' aggregates are left out)."""
+    k, p = _top_lowered()
+    g = p.groups[0]
+    ops = [dataclasses.replace(op, first=op.upto) if isinstance(op, P.FoldSlots) else op for op in g.body.ops]
+    assert [str(v) for v in check(_mutated(p, g, ops), k) if v.rule == "lookback-protocol"] == [
+        "[lookback-protocol] group 0: fold_slots of a single instance's pieces must start at slot 0"]
+
+
+def test_a_single_instance_decoding_instances_without_pieces_is_refused() -> None:
+    """Mutation: the top-level group's ticket decodes instances without splitting them into pieces."""
+    k, p = _top_lowered()
+    g = p.groups[0]
+    ops = [dataclasses.replace(op, splits=None) if isinstance(op, P.OwnedInstances) else op for op in g.body.ops]
+    assert "[ownership] single-instance group 0 (region_scan) decodes owned instances" in \
+        [str(v).split(" (from")[0] for v in check(_mutated(p, g, ops), k)]

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from kir.dims import Dim, DSym, dim_bin
+from kir.dims import DConst, Dim, DSym, dim_bin
 from kir.dtypes import DType
 from kir.pointwise import BinaryFn, CmpFn
 from kir.reduce import ReduceKind
@@ -70,8 +70,6 @@ def plan_region_scans(program: Program, g: Group) -> RegionScanPlan | str:
     scans = tuple(n for n, op in enumerate(ops) if isinstance(op, P.RegionScan))
     if not scans:
         return "it scans no data-dependent subregion"
-    if g.single_instance:
-        return "it scans the subregion of a single instance"
     walked = list(g.body.walk())
     if sum(isinstance(op, P.RegionScan) for op in walked) != len(scans):
         return "a scan runs inside another op (a loop or a branch)"
@@ -80,7 +78,7 @@ def plan_region_scans(program: Program, g: Group) -> RegionScanPlan | str:
     for op in ops:
         if not (isinstance(op, P.RegionScan) or op.TERMINATOR) and op.has_effects():
             return f"it has effects besides its region scans ({op.NAME})"
-    found = lane_test(ops)
+    found = None if g.single_instance else lane_test(ops)
     if isinstance(found, str):
         return found
     values: list[LaunchExpr] = []
@@ -143,12 +141,16 @@ def _split(program: Program, plan: RegionScanPlan) -> Program:
                                                                                           for b in row),
                                   workspaces=program.workspaces + tuple(ws.workspaces))
 
-    found = lane_test(ops)
-    lane_ok = None if isinstance(found, str) else found[1]  # the block's lanes within the instances
+    found = None if g.single_instance else lane_test(ops)
+    lane_ok = found[1] if isinstance(found, tuple) else None  # the block's lanes within the instances
     w = Builder.after(program)
     origin = scans[0].origin
     s: PValue | None = None
     flat: PValue | None = None
+    if g.single_instance:  # a top-level scan: the ticket gives the piece, the one instance has slots 0 .. S - 1
+        w.add(P.OwnedInstances, Fragment(DType.i64, True, (), True), origin, "ticket", group=gid, block=g.block,
+              splits=splits, ticket=ws.sync.id)
+        s = w.add(P.SplitIndex, INDEX, origin, "piece", group=gid, splits=splits)
     for op in ops:
         if isinstance(op, P.RegionScan) or op.TERMINATOR:
             continue
@@ -159,11 +161,14 @@ def _split(program: Program, plan: RegionScanPlan) -> Program:
             s = w.add(P.SplitIndex, INDEX, origin, "piece", group=gid, splits=splits)
             continue
         w.put(op)
-    assert s is not None and flat is not None
-    per = w.add(P.ShapeValue, INDEX, origin, "splits", expr=LConstexpr(splits))
-    first = w.add(P.Binary, flat.type, origin, "instance_first", fn=BinaryFn.mul, lhs=flat, rhs=per)
-    slot = w.add(P.Binary, flat.type, origin, "slot", fn=BinaryFn.add, lhs=first, rhs=s)
+    assert s is not None
     zero = w.add(P.Const, INDEX, origin, value=0, dtype=DType.i64)
+    if flat is None:  # one instance: its pieces' slots are the pieces
+        first, slot = zero, s
+    else:
+        per = w.add(P.ShapeValue, INDEX, origin, "splits", expr=LConstexpr(splits))
+        first = w.add(P.Binary, flat.type, origin, "instance_first", fn=BinaryFn.mul, lhs=flat, rhs=per)
+        slot = w.add(P.Binary, flat.type, origin, "slot", fn=BinaryFn.add, lhs=first, rhs=s)
     leading = w.add(P.Compare, Fragment(DType.pred), origin, "first_piece", fn=CmpFn.eq, lhs=s, rhs=zero)
     flag = w.add(P.ShapeValue, INDEX, origin, "split", expr=LConstexpr(fast))
     split = w.add(P.Compare, Fragment(DType.pred), origin, fn=CmpFn.ne, lhs=flag, rhs=zero)
@@ -206,7 +211,7 @@ def _split(program: Program, plan: RegionScanPlan) -> Program:
                         slot=slot, values=tuple(aggregates), active=lane_ok))
     for scan, piece, bufs in zip(scans, pieces, ws.slots):
         assert isinstance(scan, P.RegionScan)
-        prefix = [w.fresh(Fragment(dt, flat.type.lanes), "prefix") for dt in scan.acc_dtypes]
+        prefix = [w.fresh(Fragment(dt, slot.type.lanes), "prefix") for dt in scan.acc_dtypes]
         w.put(P.FoldSlots(results=tuple(prefix), origin=scan.origin, sync=ws.sync.id, slots=tuple(b.id for b in bufs),
                           first=first, upto=slot, reverse=scan.reverse, identity=scan.identity,
                           acc_dtypes=scan.acc_dtypes, block=SLOT_BLOCK, combine=w.copy_region(scan.combine),
@@ -220,6 +225,8 @@ def _split(program: Program, plan: RegionScanPlan) -> Program:
 
 
 def _flat(g: Group) -> Dim:
+    if not g.domain:
+        return DConst(1)
     total = g.domain[0]
     for d in g.domain[1:]:
         total = dim_bin("*", total, d)

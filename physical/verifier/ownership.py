@@ -216,8 +216,10 @@ def _owned_instances(program: Program, ix: ProgramIndex, g: Group, report: Repor
 
 def _decoded_once(g: Group, top: list[P.OwnedInstances], report: Reporter) -> None:
     if g.single_instance:
+        # a split top-level scan's ticket (`ticket` and `splits`): its programs share the one instance by pieces
         for op in top:
-            report(f"single-instance group {g.id} ({g.name}) decodes owned instances", op, g.id)
+            if op.ticket is None or op.splits is None or len(top) != 1:
+                report(f"single-instance group {g.id} ({g.name}) decodes owned instances", op, g.id)
         return
     if len(top) != 1:
         report(f"group {g.id} ({g.name}) over ({', '.join(map(str, g.domain))}) has {len(top)} owned_instances; "

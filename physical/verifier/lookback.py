@@ -166,11 +166,11 @@ def _slot_op(ix, g: Group, op: POp, held: tuple, protocol: tuple, report: Report
     first = _own_slot(ix, ticket, getattr(op, own[0]), top) if own is not None else None
     if own is not None and first is None:
         report(f"group {g.id}: {op.NAME} {own[1]}", op, g.id)
-    elif isinstance(op, P.FoldSlots) and first is not None and first.id == op.upto.id and \
-            not (isinstance(ix.producer(op.first), P.Const) and ix.producer(op.first).value == 0):
-        report(f"group {g.id}: fold_slots of a single instance's pieces must start at slot 0", op, g.id)
-    elif isinstance(op, P.FoldSlots) and first is not ticket.result and first.id != op.upto.id and \
-            op.first != first:
+    elif isinstance(op, P.FoldSlots) and g.single_instance and first is not None and first is not ticket.result:
+        start = ix.producer(op.first)
+        if not (isinstance(start, P.Const) and start.value == 0):
+            report(f"group {g.id}: fold_slots of a single instance's pieces must start at slot 0", op, g.id)
+    elif isinstance(op, P.FoldSlots) and first is not ticket.result and op.first != first:
         report(f"group {g.id}: fold_slots must start at the first slot of the program's instance (the slots "
                f"below it hold other instances' pieces, whose tickets may be higher)", op, g.id)
     publishes = isinstance(op, P.PublishSlot)

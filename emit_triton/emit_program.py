@@ -21,6 +21,9 @@ def emit_owned(em: Emitter, op: P.OwnedInstances) -> None:
     block = em.block_index or em.program_index
     if op.splits is not None:  # `splits` consecutive programs share each block (see split_index)
         block = f"({block} // {op.splits})"
+    if op.helper_block is not None:  # a helper program (past the blocks) joins the block the data gave it
+        helper = em.name(op.helper_block)
+        block = f"tl.where({helper} >= 0, {helper}, {block})"
     em.line(f"{n} = {block} * {op.block} + tl.arange(0, {op.block}).to(pid.dtype)")
 
 
@@ -53,6 +56,12 @@ def emit_looped_rows(em: Emitter, op: P.LoopedRows) -> None:
 def emit_split_index(em: Emitter, op: P.SplitIndex) -> None:
     n = em.define(op.result, "split")
     em.line(f"{n} = {em.ticket or em.program_index} % {op.splits}")  # a ticket group's position is its ticket
+
+
+@emits(P.HelperIndex)
+def emit_helper_index(em: Emitter, op: P.HelperIndex) -> None:
+    n = em.define(op.result, "helper")
+    em.line(f"{n} = {em.program_index} - tl.cast({em.launch(op.blocks)}, pid.dtype)")
 
 
 @emits(P.ChunkLanes)

@@ -73,6 +73,9 @@ class _Walk:
     rows: tuple[LaunchExpr, LaunchExpr] | None = None
     # inside a fold or scan over data-dependent subregions: the positions all instances' subregions hold
     subregions: LaunchExpr | None = None
+    # folds already counted, by (origin, folded buffer): the head and tail pieces of one fold (balanced
+    # segments) together hold the subregions' positions once
+    folded: set = dataclasses.field(default_factory=set)
 
 
 def operation_counts(program: Program) -> Counts:
@@ -166,8 +169,8 @@ def costs_nothing(*classes: type[POp]) -> None:
 
 
 costs_nothing(G.OwnedTile, G.ChunkLanes, G.ShapeValue, G.TileIndex, G.ScalarParam, G.Barrier, W.SplitIndex,
-              A.Check, P.Const, P.Compare, P.Select, P.Cast, P.Bitcast, F.Yield, B.AllocBuffer, H.Histogram,
-              H.BinCount, L.Broadcast, L.Permute, L.ExpandDims, L.Squeeze, L.TileSlice, L.TileConcat,
+              W.HelperIndex, A.Check, P.Const, P.Compare, P.Select, P.Cast, P.Bitcast, F.Yield, B.AllocBuffer,
+              H.Histogram, H.BinCount, L.Broadcast, L.Permute, L.ExpandDims, L.Squeeze, L.TileSlice, L.TileConcat,
               L.TileReshape, RN.Random, SO.Sort)
 
 
@@ -293,6 +296,11 @@ def _block_loop(w: _Walk, op: G.BlockLoop, trips: LaunchExpr) -> Cost:
 @counts(RG.RegionFold, RG.RegionScan)
 def _subregions(w: _Walk, op: RG.RegionFold | RG.RegionScan, trips: LaunchExpr) -> Cost:
     positions = _subregion_positions(w, op) if w.subregions is None else None
+    if positions is not None and isinstance(op, RG.RegionFold):
+        load = next(o for o in op.source.ops if isinstance(o, A.Load))
+        if (op.origin, load.access.buffer) in w.folded:
+            positions = LConst(0)  # another piece of a fold already counted: its positions are counted there
+        w.folded.add((op.origin, load.access.buffer))
     if positions is None:
         return _regions(w, op, trips)
     inner = dataclasses.replace(w, subregions=positions)
@@ -306,7 +314,12 @@ def _regions(w: _Walk, op: POp, trips: LaunchExpr) -> Cost:
     """While and if (both branches), and region folds: each region counted once, so the count is an estimate.
     An if that a constexpr selects counts the branch the launch takes."""
     if isinstance(op, F.If) and op.flag is not None:
-        (b1, f1), (b0, f0) = (_region(w, r, trips) for r in (op.then_, op.else_))
+        folded = set(w.folded)  # each branch counts its own pieces of a fold: the launch runs one of them
+        counted = []
+        for r in (op.then_, op.else_):
+            w.folded = set(folded)
+            counted.append(_region(w, r, trips))
+        (b1, f1), (b0, f0) = counted
         flag = LConstexpr(op.flag)
         return lselect(flag, b1, b0), lselect(flag, f1, f0)
     w.exact = False

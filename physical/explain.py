@@ -168,6 +168,7 @@ def _split_segments(p: Program, g: Group) -> list[str]:
                     and p.buffer(op.access.buffer).scope is BufferScope.INVOCATION_WORKSPACE
                     and op.access.copy is not None})
     counters = sorted({p.buffer(t.access.buffer).name for t in g.body.walk() if isinstance(t, P.Ticket)})
+    helper = next((op for op in g.body.ops if isinstance(op, P.HelperIndex)), None)
     return [f"  split across programs: {split.splits} programs share each block of instances (1 where there are "
             f"instances enough to fill the device); program s folds the s-th piece of every subregion (whole "
             f"chunks, cdiv(end - begin, {split.splits} * chunk) chunks each) and writes its partials into its own "
@@ -177,7 +178,37 @@ def _split_segments(p: Program, g: Group) -> list[str]:
             f"same order every run: bitwise reproducible, no float atomics), stores the results and resets the "
             f"counter (self-resetting: nothing is filled before a launch)",
             f"  where {split.splits} = 1 (constexpr SPLIT_{g.id} = 0) the kernel holds only the direct form: each "
-            f"program stores its own folds, with no workspace traffic"]
+            f"program stores its own folds, with no workspace traffic"] if helper is None else _helper_lines(
+        p, g, split, helper, slots, counters)
+
+
+def _helper_lines(p: Program, g: Group, split: P.SplitIndex, helper: P.HelperIndex, slots: list[str],
+                  counters: list[str]) -> list[str]:
+    """Balanced segments by the data (passes/balance_segments.py): helpers past the blocks."""
+    fold = next((op for op in g.body.walk() if isinstance(op, P.RegionFold)), None)
+    block = fold.block if fold is not None else "the fold's chunk"
+    chunk_slots = sorted({p.buffer(op.access.buffer).name for op in g.body.walk() if isinstance(op, P.Store)
+                          and op.access.copy is not None and op.access.copy.id == helper.results[0].id})
+    heads = [s for s in slots if s not in chunk_slots]
+    h, sp = helper.helpers, split.splits
+    return [f"  split across programs: {sp} programs share each block of instances (1 where there are instances "
+            f"enough to fill the device); program s folds the s-th piece of each subregion's head (whole chunks) and "
+            f"program {sp} - 1 its tail, into its own slots of {', '.join(heads)} (one slot per program, invocation "
+            f"workspace)",
+            f"  balanced by the data: {h} helper programs past the blocks (0 where {sp} > 1, and under the "
+            f"interpreter); the folded tensor is cut into {h} chunks of C = cdiv(size, {h} * {block}) * {block} "
+            f"positions; helper k finds the subregion holding position k * C by binary search over the offsets "
+            f"(a while loop, about log2(instances) probes) and, if that subregion hands its whole chunks to helpers, "
+            f"folds chunk k into its slot of {', '.join(chunk_slots)}; a subregion hands them over when it owns the "
+            f"first and the last of them (always for sorted offsets; otherwise its block folds it whole), and keeps "
+            f"its head [begin, first chunk) and tail [last chunk end, end)",
+            f"  combine: a subregion with one participant stores its result at once (no workspace traffic); the "
+            f"others' participants ({sp} + its whole chunks) draw a ticket from {', '.join(counters)} (acq_rel "
+            f"atomic, device scope); the one that draws the last folds head, chunk slots in chunk order, tail with "
+            f"each fold's combine (the same order every run: bitwise reproducible, no float atomics), stores the "
+            f"results and resets the counter (self-resetting: nothing is filled before a launch; nobody waits)",
+            f"  where {sp} = 1 and {h} = 0 (constexpr SPLIT_{g.id} = 0) the kernel holds only the direct form: each "
+            f"program folds its subregions whole and stores them, with no search and no workspace traffic"]
 
 
 def _lookback_lines(p: Program, g: Group, f: _Formulas) -> list[str]:
@@ -380,6 +411,13 @@ def _split_at(g: Group, env: Mapping[str, int]) -> str:
         n = env.get(split.splits) if split is not None else None
         lookback = any(isinstance(op, P.PublishSlot) for op in g.body.ops)
         how = "passing piece aggregates on by look-back in index order" if lookback else "combined in slot order"
+        helper = next((op for op in g.body.ops if isinstance(op, P.HelperIndex)), None)
+        h = env.get(helper.helpers) if helper is not None else None
+        if h:
+            chunk = next((op.expr.evaluate(env) for op in g.body.walk() if isinstance(op, P.ShapeValue)
+                          and op.results[0].name == "chunk"), "?")
+            return f"program; balanced: {helper.helpers} = {h} helper programs, one chunk of {chunk} positions of " \
+                f"the folded tensor each, joining the subregion that holds it; the last participant combines"
         return f"split: {split.splits} = {n} programs per block of subregions, {how}" \
             if split is not None and n and n > 1 else ""
     if env.get(choice.flag) != 1:
@@ -406,6 +444,9 @@ def _whole_subregions(g: Group, env: Mapping[str, int]) -> list[str]:
         if P.looped_rows(g.body) is None else None
     if split is None or env.get(split.splits) != 1 or env.get(DEVICE_SMS, 0) <= 0:
         return []
+    helper = next((op for op in g.body.ops if isinstance(op, P.HelperIndex)), None)
+    if helper is not None and env.get(helper.helpers):
+        return []  # helpers balance the subregions by the data
     return [f"    performance: {split.splits} = 1 at these shapes (the blocks of subregions already fill the device, "
             f"or the average block holds too few values to split): each subregion runs whole in one program, so "
             f"one holding much of the values runs alone while the device idles"]

@@ -187,20 +187,22 @@ def _access(buf: Buffer, inst: PValue, mask: PValue | None, lane_ok: PValue | No
 
 
 def write_slot(b: Builder, slots: Buffer, split: PValue, inst: PValue, value: PValue, lane_ok: PValue | None,
-               origin: Origin | None) -> None:
-    """This program's partial `value` into its own slot (copy `split`) of every instance it holds."""
-    b.put(P.Store(access=_access(slots, inst, lane_ok, lane_ok, split), value=value, origin=origin))
+               origin: Origin | None, mask: PValue | None = None) -> None:
+    """This program's partial `value` into its own slot (copy `split`) of every instance it holds (those in
+    `mask`, a conjunction with `lane_ok`, where only some take part)."""
+    b.put(P.Store(access=_access(slots, inst, mask or lane_ok, lane_ok, split), value=value, origin=origin))
 
 
 def draw_ticket(b: Builder, counter: Buffer, inst: PValue, lane_ok: PValue | None,
-                origin: Origin | None) -> PValue:
-    """The arrival order of this program among the splits of each instance it holds (i32, per lane).
+                origin: Origin | None, mask: PValue | None = None) -> PValue:
+    """The arrival order of this program among the splits of each instance it holds (i32, per lane; only
+    the instances in `mask`, a conjunction with `lane_ok`, where only some take part).
 
     Barriers on both sides: the program's threads' slot writes precede the ticket (whose release then
     publishes them device-wide), and its reads of other slots follow the ticket's acquire."""
     b.put(P.Barrier(origin=origin))
     t = Fragment(TICKET_DTYPE, inst.type.lanes)
-    ticket = b.add(P.Ticket, t, origin, "ticket", access=_access(counter, inst, lane_ok, lane_ok, fill=0))
+    ticket = b.add(P.Ticket, t, origin, "ticket", access=_access(counter, inst, mask or lane_ok, lane_ok, fill=0))
     b.put(P.Barrier(origin=origin))
     return ticket
 

@@ -174,13 +174,17 @@ def test_one_program_is_singular(capsys) -> None:
 
 
 
-@pytest.mark.parametrize("segments, values", [(65536, 131072), (64, 1 << 24)])
+@pytest.mark.parametrize("segments, values", [(65536, 131072), (64, 1 << 24), (65536, 2048)])
 def test_a_fold_over_segments_counts_each_value_once(segments: int, values: int) -> None:
     """A segment sum reads each value once, whatever the segments' lengths: a chunk of BLOCK_C elements per
     segment (most of it masked off when segments are short, one of many when they are long) is not what it
-    moves. The rest is per program sharing a segment (split-segments): its two offsets, its partial written
-    and read back, its ticket (read and written), the counter's reset and the result (counted for each); where
-    one program holds each segment (SPLITS_0 = 1, 65536 segments) only the offsets and the result."""
+    moves. The rest, where programs cooperate (SPLIT_0 = 1: split-segments' pieces or balanced segments'
+    helpers), is per program sharing a segment: its two offsets, its head and tail partials written and read
+    back, its helper-chunk partial, its ticket (read and written), the counter's reset, the result and the
+    probes of the two binary searches for its whole chunks (counted for each, though a subregion with one
+    participant skips the workspace and one without whole chunks does not search: an upper bound), and per
+    program the helper's own search probe and the last participant's chunk slots; where one program holds each
+    segment and no helper joins (SPLIT_0 = 0) only the offsets and the result."""
     from physical.counts import operation_counts
     from physical.explain import launch_environment
 
@@ -188,8 +192,14 @@ def test_a_fold_over_segments_counts_each_value_once(segments: int, values: int)
     counts = operation_counts(program)
     env = launch_environment(program, {"S": segments, "E": values}, 132)
     assert not counts.exact
-    each = 2 * 8 + 4 + 4 + 8 + 4 + 4 if env["SPLITS_0"] > 1 else 2 * 8 + 4
-    assert counts.bytes.evaluate(env) == 4 * values + each * env["SPLITS_0"] * segments
+    assert env["SPLIT_0"] == int(values >= 4096)  # 2048 values give neither pieces nor a helper's chunk
+    if env["SPLIT_0"] == 0:
+        assert counts.bytes.evaluate(env) == 4 * values + (2 * 8 + 4) * segments
+        return
+    per_instance = 2 * 8 + 3 * 4 + 8 + 2 * 4 + 4 + 4 + 2 * 8
+    programs = program.grid.evaluate(env)
+    assert counts.bytes.evaluate(env) == 4 * values + per_instance * env["SPLITS_0"] * segments + 8 * programs + \
+        4 // env["SPLITS_0"]
 
 
 def test_a_scan_over_segments_counts_each_value_once_read_and_once_written() -> None:

@@ -82,8 +82,15 @@ def test_softmax_workset_is_its_rows():
 def test_segment_sum_workset_is_its_segments():
     _, p = lowered("segment_sum")
     assert _domains(p) == [("S",)]
-    (fold,) = _inside(p, P.RegionFold)
-    assert fold.begin.type.lanes and fold.end.type.lanes  # each instance folds its own data-dependent subregion
+    # each instance folds its own data-dependent subregion: where programs cooperate (the `if` on SPLIT_0) a
+    # head and a tail piece (the helpers fold the whole chunks between, physical/passes/balance_segments.py)
+    # and the last participant their partials; in the direct form the whole subregion
+    (branch,) = [op for op in p.groups[0].body.ops if isinstance(op, P.If) and any(
+        isinstance(o, P.RegionFold) for o in op.then_.walk())]
+    cooperating, direct = ([op for op in r.walk() if isinstance(op, P.RegionFold)]
+                           for r in (branch.then_, branch.else_))
+    assert (len(cooperating), len(direct)) == (3, 1) and len(_inside(p, P.RegionFold)) == 4
+    assert all(f.begin.type.lanes and f.end.type.lanes for f in cooperating + direct)
 
 
 def test_histogram_workset_is_its_elements():

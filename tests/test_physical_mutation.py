@@ -311,7 +311,7 @@ def reduction_identity_with_an_extra_component():
 def region_fold_source_without_membership():
     k = samples.segment_sum()
     p = physical.lower(k)
-    fold = only(p, P.RegionFold)
+    fold = ops_of(p, P.RegionFold)[0]  # the head piece (balanced segments add a tail and the parts' fold)
     src = fold.source
     y = src.ops[-1]
     source = dataclasses.replace(src, ops=src.ops[:-1] + (dataclasses.replace(y, values=y.values[:-1]),))
@@ -544,7 +544,7 @@ def atomic_with_block_scope_on_an_external_buffer():
 def region_fold_component_depends_on_the_chunk_start():
     k = samples.segment_sum()
     p = physical.lower(k)
-    fold = only(p, P.RegionFold)
+    fold = ops_of(p, P.RegionFold)[0]  # the head piece (balanced segments add a tail and the parts' fold)
     src = fold.source
     start = src.args[0]
     elem = src.yielded[0]

@@ -149,17 +149,19 @@ def test_the_plan_verifies_after_every_pass_and_explain_shows_it() -> None:
             assert check(program, k) == [], p.name
     assert "split-segments" in names
     ops = list(program.walk())
-    # three folds share the group's one split index and ticket; a slot array each
+    # three folds share the group's one split index and ticket; head, tail and helper-chunk slot arrays each
+    # (the offsets are one tensor's: physical/passes/balance_segments.py), the heads and tails read in slot order
     assert sum(isinstance(o, P.Ticket) for o in ops) == 1 and sum(isinstance(o, P.SplitIndex) for o in ops) == 1
-    assert sum(isinstance(o, P.Reduce) for o in ops) == 3
+    assert sum(isinstance(o, P.Reduce) for o in ops) == 6 and sum(isinstance(o, P.HelperIndex) for o in ops) == 1
     ws = {w.name: w for w in program.workspaces}
-    assert len(ws) == 4 and sum(w.resets and w.fill == 0 for w in ws.values()) == 1  # the counter resets itself
+    assert len(ws) == 10 and sum(w.resets and w.fill == 0 for w in ws.values()) == 1  # the counter resets itself
     assert all(w.fill is None for w in ws.values() if not w.resets)    # slots: never filled
     with simulated_multiprocessors(132):
         plan = folds.explain(*args.values())
     assert "reduce sum over SPLITS_0" in plan and "ticket arrivals" in plan and "SPLITS_0 copies" in plan
     assert "split across programs: SPLITS_0 programs share each block of instances" in plan
-    assert "folds the SPLITS_0 slots in slot order with each fold's combine" in plan
+    # the offsets are one tensor's: the pieces are the heads, helpers may take whole chunks (none here: SPLITS_0 > 1)
+    assert "folds head, chunk slots in chunk order, tail with each fold's combine" in plan
     assert "programs per block of subregions, combined in slot order" in plan  # at these shapes: split
     count = program.constexpr("SPLITS_0")
     assert count.evaluate({"S": 16, "E": 1 << 21, DEVICE_SMS: 132, "BLOCK_I0": 1}) > 1
@@ -215,38 +217,53 @@ def test_an_output_stored_by_every_split_is_refused() -> None:
 
 
 def test_explain_names_the_cliff_where_the_split_count_comes_out_one() -> None:
-    """The split count follows the shapes, not the data: with blocks enough to fill the device it is 1 and
-    a subregion holding half the values runs whole in one program; explain says so at those shapes only."""
+    """The split count follows the shapes, not the data: with blocks enough to fill the device it is 1. Where
+    the helpers of balance_segments.py take the whole chunks there is no cliff; where the folded tensor is too
+    small to give them a chunk (HELPERS_0 = 0) a subregion holding half the values runs whole in one program,
+    and explain says so at those shapes only."""
     lengths = [3] * 4000
     lengths[7] = 12000
     offsets = offsets_of(lengths)
     n = len(lengths)
     args = {"values": torch.randn(int(offsets[-1])), "offsets": offsets, "total": torch.empty(n),
             "top": torch.empty(n), "low": torch.empty(n)}
+    few = [0] * 4000
+    few[7] = 1500
+    small = offsets_of(few)
+    small_args = {**args, "values": torch.randn(int(small[-1])), "offsets": small}
     cliff = "performance: SPLITS_0 = 1 at these shapes"
     with simulated_multiprocessors(132):
-        assert splits(folds, args) == 1
-        plan = folds.explain(*args.values())
+        assert splits(folds, args) == 1 and splits(folds, small_args) == 1
+        assert cliff not in folds.explain(*args.values())  # balanced by the helpers
+        plan = folds.explain(*small_args.values())
+        assert "HELPERS_0 = 0" in plan
         assert cliff + " (the blocks of subregions already fill the device" in plan
         assert "each subregion runs whole in one program, so one holding much of the values runs alone" in plan
         assert cliff not in folds.explain(*fold_args(8).values())  # split: no cliff
     with simulated_multiprocessors(0):  # the interpreter runs one program at a time: nothing to balance
-        assert cliff not in folds.explain(*args.values())
+        assert cliff not in folds.explain(*small_args.values())
 
 
 def test_one_split_stores_directly_with_no_workspace_traffic() -> None:
-    """Where the launch decides SPLITS_0 = 1, a constexpr branch keeps only the direct form: the partials are
-    the results, stored by their program, and the workspace is neither written, read nor counted on."""
+    """Where the launch decides SPLITS_0 = 1 and gives no helpers (HELPERS_0 = 0), constexpr branches keep only
+    the direct form: the folds' results are stored by their program, no helper searches the offsets, and the
+    workspace is neither written, read nor counted on."""
     import emit_triton
     from bench.traffic import counting
 
     args = fold_args(9)
     k = folds.specialize(args)
     source = emit_triton.emit(physical.lower(k)).source
-    shared, alone = source.split("if SPLIT_0:")[1].split("else:")[:2]
+    branches = [b.split("\n    else:\n")[:2] for b in source.split("    if SPLIT_0:\n")[1:]]
+    assert len(branches) == 2  # the helper's search of the offsets, then the folds and their combine
+    (search, no_search), (shared, alone) = branches
+    assert "while" in search and "while" not in no_search.split("\n    # ")[0]
     assert "w_ws_" in shared and "atomic_add" in shared
     assert "w_ws_" not in alone.split("# store")[0] and "atomic" not in alone.split("# store")[0]
     out = {n: v.clone() for n, v in args.items()}
+    with simulated_multiprocessors(0):
+        text = folds.explain(*args.values())
+        assert "SPLITS_0 = 1" in text and "HELPERS_0 = 0" in text and "SPLIT_0 = 0" in text
     with simulated_multiprocessors(0), counting(out) as traffic:
         folds(**out)
     assert traffic.atomic == 0 and set(traffic.read_by) | set(traffic.written_by) <= set(args)
@@ -265,7 +282,8 @@ def test_a_branch_not_selected_by_the_split_count_is_refused() -> None:
     p = physical.lower(k)
     g = p.groups[0]
     ops = list(g.body.ops)
-    at = next(n for n, op in enumerate(ops) if isinstance(op, P.If) and op.flag == "SPLIT_0")
+    at = next(n for n, op in enumerate(ops) if isinstance(op, P.If) and op.flag == "SPLIT_0"
+              and any(isinstance(o, P.Ticket) for o in op.then_.walk()))  # the folds' branch, not the search
     ops[at] = dataclasses.replace(ops[at], flag="BLOCK_SPLITS_0")
     broken = p.replace(groups=(dataclasses.replace(g, body=dataclasses.replace(g.body, ops=tuple(ops))),))
     found = check(broken, k)

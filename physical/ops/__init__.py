@@ -34,7 +34,7 @@ from .region import RegionFold, RegionScan
 from .rng import Random
 from .scan import Scan, native_scan
 from .sort import Sort
-from .workspace import SplitIndex, Ticket
+from .workspace import HelperIndex, SplitIndex, Ticket
 
 __all__ = ["OP_CLASSES", "pop", "Trait", "DEVICE_CHECK", "Check", "Load", "Store", "AtomicRMW", "AtomicCAS", "Sharing",
            "SCOPE_FOR_SHARING", "AllocBuffer", "Contract", "MatMul", "For", "If", "While", "Yield", "Histogram",
@@ -43,5 +43,6 @@ __all__ = ["OP_CLASSES", "pop", "Trait", "DEVICE_CHECK", "Check", "Load", "Store
            "block_loop", "instance_ops", "once_ops",
            "LoopedRows", "looped_rows", "forms", "whole_form", "with_form",
            "OwnedInstances", "OwnedTile", "ScalarParam", "ShapeValue", "TileIndex", "Reduce", "RegionFold",
-           "RegionScan", "Random", "Scan", "Sort", "native_reduce", "native_scan", "SplitIndex", "Ticket",
+           "RegionScan", "Random", "Scan", "Sort", "native_reduce", "native_scan", "SplitIndex", "HelperIndex",
+           "Ticket",
            "PublishSlot", "FoldSlots", "RetireTicket", "SYNC_TICKET", "SYNC_DONE", "SYNC_FLAGS", "slot_dtype"]

@@ -34,12 +34,18 @@ class OwnedInstances(POp):
     block numbers follow the order in which programs start, whatever order the launch runs them in (a
     program may then wait for lower-numbered ones: they have started). With both, S consecutive tickets
     share each block: the block is `ticket // S` and `split_index` is `ticket % S`.
+
+    With `helper_block` (a uniform index the body computes before, from data: see `helper_index`), the
+    group's segment ends in helper programs past its blocks; a helper owns block `helper_block` (negative in
+    the block programs, which own their own) and takes part in the work of its instances that the data hands
+    it (balanced segments: physical/passes/balance_segments.py).
     """
 
     group: int
     block: str
     splits: str | None = None
     ticket: int | None = None
+    helper_block: PValue | None = None
 
 
 @pop("owned_tile", NO_TRAITS)
@@ -193,6 +199,9 @@ class ScalarParam(POp):
 
 @typing_rule(OwnedInstances, ChunkLanes, one_result=True)
 def _lanes(op: OwnedInstances | ChunkLanes, r: Fragment) -> list[str]:
+    helper = getattr(op, "helper_block", None)
+    if helper is not None and not (helper.type.is_scalar and helper.type.dtype.is_int):
+        return [f"a helper's block is a uniform integer scalar, got {helper.type}"]
     out = [] if r.lanes and not r.tile and r.dtype.is_int else [f"instance indices are an integer lanes vector, "
                                                                   f"got {r}"]
     if isinstance(op, ChunkLanes) and not (op.base.type.is_scalar and op.base.type.dtype.is_int):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from kir.dtypes import DType
 
+from ..launch_expr import LaunchExpr
 from ..model import AccessRelation, Fragment, POp
 from ._base import EFFECTS, NO_TRAITS, READS, WRITES, access_members, effect_members, pop, typing_rule
 
@@ -22,6 +23,18 @@ class SplitIndex(POp):
 
     group: int
     splits: str
+
+
+@pop("helper_index", NO_TRAITS)
+class HelperIndex(POp):
+    """Which helper program this is: `(pid - O_g) - blocks` (uniform index), where `blocks` counts the group's
+    programs that own blocks of instances; the programs after them are helpers (0, 1, ...) and the block
+    programs get negative values. A helper takes an equal share of a data range (balanced segments) and
+    joins the instance that the data gives that share to (`owned_instances` with `helper_block`)."""
+
+    group: int
+    blocks: LaunchExpr
+    helpers: str  # the constexpr H: the helpers at the end of the group's segment
 
 
 @pop("ticket", READS | WRITES | EFFECTS)
@@ -40,6 +53,11 @@ class Ticket(POp):
 @typing_rule(SplitIndex, one_result=True)
 def _split_index(op: SplitIndex, r: Fragment) -> list[str]:
     return [] if r.is_scalar and r.dtype.is_int else [f"a split position is a uniform integer scalar, got {r}"]
+
+
+@typing_rule(HelperIndex, one_result=True)
+def _helper_index(op: HelperIndex, r: Fragment) -> list[str]:
+    return [] if r.is_scalar and r.dtype.is_int else [f"a helper position is a uniform integer scalar, got {r}"]
 
 
 @typing_rule(Ticket, one_result=True)

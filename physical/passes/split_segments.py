@@ -24,6 +24,11 @@ S is decided at launch from the shapes: `max(1, min(2 * resident_programs // blo
 split. Under Triton's interpreter (one program at a time) S is 1: every program finishes its own instances,
 and where S is 1 the constexpr SPLIT_g = 0 leaves the kernel only that direct form (its folds stored as they
 are, no workspace traffic).
+
+S follows the shapes, not the data: with blocks enough to fill the device it is 1, however skewed the subregions.
+Where every fold's bounds are `offsets[i]`, `offsets[i + 1]` of one integer tensor, the pass writes the group
+with helper programs past its blocks instead (physical/passes/balance_segments.py): they take equal chunks of the
+folded tensor, joining the subregion a binary search over the offsets gives each.
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ from ..rewrite import map_operands, used_values
 from ..workspace import INDEX
 from . import GroupPass
 from . import partials as shared
+from .balance_segments import balanced_split, bounds_source
 
 MIN_CHUNKS_PER_SPLIT = 2  # a split folds at least this many chunks of the average block's values
 PROGRAMS_PER_SLOT = 2     # programs per resident program slot: the pieces of one long segment spread wide
@@ -143,7 +149,8 @@ class SplitSegments(GroupPass):
         return plan_segments(program, group)
 
     def apply(self, program: Program, plan: SegmentPlan) -> Program:  # type: ignore[override]
-        return _split(program, plan)
+        bounds = bounds_source(program, plan)  # offsets of one tensor: helpers balance by the data
+        return _split(program, plan) if bounds is None else balanced_split(program, plan, bounds)
 
 
 

@@ -251,6 +251,10 @@ class Forms:
             self.facts.append(PCmp(">=", split, DConst(0)))
             self.facts.append(PCmp("<", split, self.launch_dim(LConstexpr(op.splits))))
             return split
+        if isinstance(op, P.HelperIndex):  # negative in the block programs, below H in the helpers
+            helper = self.atom("hp")
+            self.facts.append(PCmp("<", helper, self.launch_dim(LConstexpr(op.helpers))))
+            return helper
         if isinstance(op, P.OwnedTile):
             from .tiles import owned_tile_form
 

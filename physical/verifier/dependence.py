@@ -60,7 +60,10 @@ def _concurrent_pairs(ix: ProgramIndex, want: tuple[Access, ...], other: tuple[A
 
     With `symmetric`, each unordered pair comes once (x before or equal to y)."""
     by_source: dict[int, tuple[POp, list[AccessSite]]] = {}
+    helper_slots = _helper_slot_arrays(ix)
     for site in ix.accesses:
+        if site.access.buffer in helper_slots:
+            continue
         src = lane_source(ix, site.op)
         if src is None:
             continue
@@ -74,6 +77,15 @@ def _concurrent_pairs(ix: ProgramIndex, want: tuple[Access, ...], other: tuple[A
                     continue
                 if y.access.buffer == x.access.buffer and y.kind in other:
                     yield source, x, y
+
+
+def _helper_slot_arrays(ix: ProgramIndex) -> set[int]:
+    """Workspace slot arrays with one slot per helper program (written at the program's helper_index, for the one
+    lane the helper joins): the rule workspace-protocol checks who writes and reads them, not the lanes' forms."""
+    helpers = {op.results[0].id for pl in ix.placed if isinstance(op := pl.op, P.HelperIndex) and op.results}
+    return {s.access.buffer for s in ix.accesses if s.kind is Access.WRITE and s.access.copy is not None
+            and s.access.copy.id in helpers and ix.buffers.get(s.access.buffer) is not None
+            and ix.buffers[s.access.buffer].scope is BufferScope.INVOCATION_WORKSPACE}
 
 
 def _forms(ix: ProgramIndex, site: AccessSite) -> Forms:

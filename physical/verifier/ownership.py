@@ -18,7 +18,7 @@ from ..launch_expr import DEVICE_SMS, LaunchExpr, LConstexpr
 from ..model import AccessRelation, BufferScope, Group, POp, Program, PValue, Trait
 from .base import Reporter, describe, rule
 from .index import ProgramIndex, evaluate, index_of, product
-from .structure import domain_programs, group_splits
+from .structure import domain_programs, group_helpers, group_splits
 from .tiles import check_tile_group, exclusive, tile_programs_text
 
 # ---------------------------------------------------------------------------------------------- lane sources
@@ -129,8 +129,11 @@ def check_ownership(program: Program, kernel: Kernel | None, report: Reporter) -
                     tile_programs_text(g)
                 if group_splits(g) is not None:
                     need = f"{need} x {group_splits(g)} (the programs that share each block)"
+                if group_helpers(g) is not None:
+                    need = f"{need} + {group_helpers(g)} (the helpers past the blocks)"
                 report(f"segment of group {g.id} ({g.name}) has {seg.length} programs, but its domain needs {need}",
                        group=g.id)
+        _helper_blocks(program, ix, g, report)
         if g.ownership.tiled:
             for message, op in check_tile_group(ix, g):
                 report(message, op, g.id)
@@ -148,6 +151,31 @@ def check_ownership(program: Program, kernel: Kernel | None, report: Reporter) -
             if not any(lane_valid_test(ix, src[0], src[1], c) for c in ix.conjuncts(mask)):
                 report(f"{describe(program, op)} is not masked by the lane-validity test {src[1].name or 'flat'} < "
                        f"(instances): programs whose lanes run past the domain would perform it", op, pl.group)
+
+
+def _helper_blocks(program: Program, ix: ProgramIndex, g: Group, report: Reporter) -> None:
+    """Helpers are the programs past the blocks: `helper_index` counts from the first program after them, and a
+    group with helpers decodes its instances with the helper's block (and the other way round)."""
+    found = [op for op in P.instance_ops(g.body) if isinstance(op, P.HelperIndex)]
+    owned = [op for op in P.instance_ops(g.body) if isinstance(op, P.OwnedInstances)]
+    if any(op.helper_block is not None for op in owned) and not found:
+        report(f"group {g.id} ({g.name}) decodes a helper's block but has no helper programs", owned[0], g.id)
+    if not found:
+        return
+    if len(found) > 1 or found[0].group != g.id:
+        report(f"group {g.id} ({g.name}) must number its helpers once, for itself", found[0], g.id)
+        return
+    if not any(op.helper_block is not None for op in owned):
+        report(f"group {g.id} ({g.name}) has helper programs, but its owned_instances gives them no block: they "
+               f"would take the instances past the domain", found[0], g.id)
+    blocks = ix.values(found[0].blocks)
+    want = domain_programs(ix, g)
+    for b, w, env in zip(blocks, want, ix.envs):
+        if b is not None and w is not None and env.get(found[0].helpers) is not None and b + env[found[0].helpers] != w:
+            report(f"helper_index of group {g.id} ({g.name}) counts {found[0].blocks} = {b} block programs, but the "
+                   f"group's blocks take {w - env[found[0].helpers]} ({_sample(ix, env)}): helpers would overlap "
+                   f"the blocks or leave programs idle", found[0], g.id)
+            return
 
 
 def _persistent_blocks(ix: ProgramIndex, g: Group, p: P.BlockLoop, length: LaunchExpr, want: list[int | None],

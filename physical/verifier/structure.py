@@ -217,7 +217,7 @@ def group_splits(group: Group) -> str | None:
 
 def domain_programs(ix, group: Group) -> list[int | None]:
     """cdiv(prod(domain), BLOCK_I) on every sample (1 for a single-instance group), times the programs that
-    share each block (`group_splits`)."""
+    share each block (`group_splits`), plus the helpers past the blocks (`group_helpers`)."""
     splits = group_splits(group)
     if group.single_instance:
         out = [1] * len(ix.envs)
@@ -230,10 +230,18 @@ def domain_programs(ix, group: Group) -> list[int | None]:
         for env in ix.envs:
             n, b = evaluate(product(group.domain), env), env.get(group.block)
             out.append(None if n is None or not b else -(-n // b))
-    if splits is None:
+    if splits is not None:
+        out = [None if n is None or env.get(splits) is None else n * env[splits] for n, env in zip(out, ix.envs)]
+    helpers = group_helpers(group)
+    if helpers is None:
         return out
-    return [None if n is None or env.get(splits) is None else n * env[splits] for n, env in zip(out, ix.envs)]
+    return [None if n is None or env.get(helpers) is None else n + env[helpers] for n, env in zip(out, ix.envs)]
+
+
+def group_helpers(group: Group) -> str | None:
+    """The constexpr H of a group whose segment ends in H helper programs past its blocks (`helper_index`)."""
+    return next((op.helpers for op in P.instance_ops(group.body) if isinstance(op, P.HelperIndex)), None)
 
 
 __all__ = ["check_self_contained", "check_ssa", "check_segments", "check_launch_extents", "launch_expressions",
-           "domain_programs", "group_splits"]
+           "domain_programs", "group_splits", "group_helpers"]

@@ -17,12 +17,19 @@ from .. import ops as P
 from ..model import Access, AccessRelation, Buffer, BufferInit, BufferScope, POp, Program, PValue
 from .base import Reporter, describe, rule
 from .index import AccessSite, ProgramIndex, evaluate, index_of
+from .structure import group_helpers
 
 
 def _split_values(ix: ProgramIndex) -> dict[int, tuple[int, str]]:
     """Value id of every split_index result -> (group, splits constexpr)."""
     return {op.results[0].id: (pl.group, op.splits) for pl in ix.placed
             if isinstance(op := pl.op, P.SplitIndex) and op.results}
+
+
+def _helper_values(ix: ProgramIndex) -> dict[int, tuple[int, str]]:
+    """Value id of every helper_index result -> (group, helpers constexpr)."""
+    return {op.results[0].id: (pl.group, op.helpers) for pl in ix.placed
+            if isinstance(op := pl.op, P.HelperIndex) and op.results}
 
 
 def _strip_casts(ix: ProgramIndex, v: PValue) -> POp | None:
@@ -44,6 +51,10 @@ def _is_last(ix: ProgramIndex, v: PValue, ticket: PValue, splits: str | None) ->
     else:
         return False
     src = _strip_casts(ix, other)
+    if isinstance(src, P.Binary) and src.fn.value == "add" and _has_helpers(ix, ticket):
+        # balanced segments: S - 1 plus the chunks the subregion hands to helpers (data; one ticket each)
+        src = next((x for x in map(lambda v: _strip_casts(ix, v), (src.lhs, src.rhs)) if isinstance(x, P.ShapeValue)),
+                   None)
     if not isinstance(src, P.ShapeValue) or splits is None:
         return False
     pairs = [(evaluate(src.expr, env), env.get(splits)) for env in ix.envs]
@@ -51,18 +62,31 @@ def _is_last(ix: ProgramIndex, v: PValue, ticket: PValue, splits: str | None) ->
     return bool(pairs) and all(a == b - 1 for a, b in pairs)
 
 
+def _has_helpers(ix: ProgramIndex, ticket: PValue) -> bool:
+    """Whether the group that draws `ticket` has helper programs (helper_index)."""
+    op = ix.producer(ticket)
+    pl = ix.place.get(id(op)) if op is not None else None
+    return pl is not None and any(isinstance(o.op, P.HelperIndex) for o in ix.group_ops(pl.group))
+
+
 def _last_conjunct(ix: ProgramIndex, mask: PValue | None, tickets: list[P.Ticket], splits: str | None
                    ) -> P.Ticket | None:
-    """The ticket whose last holder `mask` restricts to, if any. A conjunct may be the result of an `if` that the
-    constexpr `flag` = (splits > 1) selects: where it is set, the then-branch's value (the last holder), where it
-    is not, the program is the only one of its block (splits = 1)."""
+    """The ticket whose last holder `mask` restricts to, if any (a lanes mask broadcast over a tile restricts the
+    tile as its lanes do). A conjunct may be the result of an `if` that the constexpr `flag` selects where more
+    than one program may take part in a block (splits > 1, or helpers past the blocks): where it is set, the
+    then-branch's value (the last holder), where it is not, the program is the only one of its block."""
     for c in ix.conjuncts(mask):
+        wide = ix.producer(c)
+        if isinstance(wide, P.Broadcast):
+            found = _last_conjunct(ix, wide.x, tickets, splits)
+            if found is not None:
+                return found
         for t in tickets:
             if _is_last(ix, c, t.results[0], splits):
                 return t
         branch = ix.producer(c)
         if isinstance(branch, P.If) and branch.flag is not None and splits is not None and _selects_split(
-                ix, branch.flag, splits):
+                ix, branch.flag, splits, _branch_helpers(ix, branch)):
             inner = branch.then_.yielded[[r.id for r in branch.results].index(c.id)]
             drawn = [o for o in branch.then_.walk() if isinstance(o, P.Ticket)]
             found = _last_conjunct(ix, inner, drawn, splits)
@@ -71,11 +95,18 @@ def _last_conjunct(ix: ProgramIndex, mask: PValue | None, tickets: list[P.Ticket
     return None
 
 
-def _selects_split(ix: ProgramIndex, flag: str, splits: str) -> bool:
-    """Whether the constexpr `flag` is 1 exactly where `splits` > 1 (on every sample launch)."""
-    pairs = [(env.get(flag), env.get(splits)) for env in ix.envs]
-    pairs = [(f, n) for f, n in pairs if f is not None and n is not None]
-    return bool(pairs) and all(f == int(n > 1) for f, n in pairs)
+def _selects_split(ix: ProgramIndex, flag: str, splits: str, helpers: str | None = None) -> bool:
+    """Whether the constexpr `flag` is 1 exactly where more than one program may take part in a block (on every
+    sample launch): `splits` > 1, or, in a group with helpers past its blocks, `helpers` > 0."""
+    pairs = [(env.get(flag), env.get(splits), env.get(helpers) if helpers is not None else 0) for env in ix.envs]
+    pairs = [(f, n, h) for f, n, h in pairs if f is not None and n is not None and h is not None]
+    return bool(pairs) and all(f == int(n > 1 or h > 0) for f, n, h in pairs)
+
+
+def _branch_helpers(ix: ProgramIndex, branch: P.If) -> str | None:
+    """The helpers constexpr of the group whose body holds `branch` (balanced segments), if any."""
+    pl = ix.place.get(id(branch))
+    return group_helpers(ix.groups[pl.group]) if pl is not None else None
 
 
 def _same_coords(a: AccessRelation, b: AccessRelation) -> bool:
@@ -90,6 +121,7 @@ def check_workspace_protocol(program: Program, kernel: Kernel | None, report: Re
     ix = index_of(program)
     splits_of = _split_values(ix)
     group_splits = {g: s for g, s in splits_of.values()}
+    helpers_of = _helper_values(ix)
     tickets: dict[int, list[tuple[int, P.Ticket]]] = {}  # group -> (order, ticket)
     for pl in ix.placed:
         if isinstance(pl.op, P.Ticket):
@@ -103,7 +135,7 @@ def check_workspace_protocol(program: Program, kernel: Kernel | None, report: Re
         if b.init is BufferInit.SELF_RESETTING:
             _counter(program, ix, b, sites.get(b.id, []), group_splits, report)
         else:
-            _slots(program, ix, b, sites.get(b.id, []), splits_of, tickets, group_splits, report)
+            _slots(program, ix, b, sites.get(b.id, []), splits_of, helpers_of, tickets, group_splits, report)
     for gid, found in tickets.items():
         for _, t in found:
             b = ix.buffers.get(t.access.buffer)
@@ -113,14 +145,25 @@ def check_workspace_protocol(program: Program, kernel: Kernel | None, report: Re
 
 
 def _slots(program: Program, ix: ProgramIndex, b: Buffer, found: list[AccessSite],
-           splits_of: dict[int, tuple[int, str]], tickets: dict[int, list[tuple[int, P.Ticket]]],
-           group_splits: dict[int, str], report: Reporter) -> None:
+           splits_of: dict[int, tuple[int, str]], helpers_of: dict[int, tuple[int, str]],
+           tickets: dict[int, list[tuple[int, P.Ticket]]], group_splits: dict[int, str], report: Reporter) -> None:
+    per_helper = any(s.kind is Access.WRITE and s.access.copy is not None and s.access.copy.id in helpers_of
+                     for s in found)
     for site in found:
         op, gid, order = site.op, site.placed.group, site.placed.order
         drawn = tickets.get(gid, [])
         if site.kind is Access.WRITE:
             copy = site.access.copy
-            if copy is None or copy.id not in splits_of or splits_of[copy.id][0] != gid:
+            if per_helper:
+                if copy is None or copy.id not in helpers_of or helpers_of[copy.id][0] != gid:
+                    report(f"{describe(program, op)} writes helper slot array {b.name} at slot "
+                           f"{'%' + str(copy.id) if copy is not None else '(none)'}, not its program's helper "
+                           f"position: two programs would write one slot", op, gid)
+                elif not _helpers_only(ix, site.access.mask, copy):
+                    report(f"{describe(program, op)} writes helper slot array {b.name} without the test that its "
+                           f"program is a helper (helper_index >= 0): a block program would write a helper's slot",
+                           op, gid)
+            elif copy is None or copy.id not in splits_of or splits_of[copy.id][0] != gid:
                 report(f"{describe(program, op)} writes slot array {b.name} at slot "
                        f"{'%' + str(copy.id) if copy is not None else '(none)'}, not its program's split position: two "
                        f"programs would write one slot", op, gid)
@@ -137,7 +180,7 @@ def _slots(program: Program, ix: ProgramIndex, b: Buffer, found: list[AccessSite
             report(f"{describe(program, op)} reads slot array {b.name} outside the holder of the last ticket: the "
                    f"other programs' slots may not be written yet", op, gid)
             continue
-        if not _in_slot_order(ix, op):
+        if not (_in_fold_order(ix, op) if per_helper else _in_slot_order(ix, op)):
             report(f"{describe(program, op)} reads slot array {b.name} out of slot order: the slot must be the "
                    f"position along a tile axis that one reduce folds, so that the partials always meet in the same "
                    f"order", op, gid)
@@ -155,6 +198,25 @@ def _in_slot_order(ix: ProgramIndex, load: P.Load) -> bool:
     k = value.type.tile.index(axis)
     users = [pl.op for pl in ix.placed if any(v.id == value.id for v in pl.op.operands())]
     return len(users) == 1 and isinstance(users[0], P.Reduce) and users[0].axes == (k,)
+
+
+def _helpers_only(ix: ProgramIndex, mask: PValue | None, helper: PValue) -> bool:
+    """Whether `mask` implies `helper >= 0` (the program is a helper, not a block program)."""
+    for c in ix.conjuncts(mask):
+        op = ix.producer(c)
+        if isinstance(op, P.Compare) and op.fn.value == "ge":
+            lhs, rhs = ix.producer(op.lhs), ix.producer(op.rhs)
+            zero = isinstance(rhs, P.Const) and rhs.value == 0
+            if zero and (op.lhs.id == helper.id or isinstance(lhs, P.Cast) and lhs.x.id == helper.id):
+                return True
+    return False
+
+
+def _in_fold_order(ix: ProgramIndex, load: P.Load) -> bool:
+    """Whether a helper slot's read sits in the source of a region fold (which meets its positions in order)."""
+    pl = ix.place.get(id(load))
+    return pl is not None and any(isinstance(p, P.RegionFold) and any(o is load for o in p.source.walk())
+                                  for p in pl.parents)
 
 
 def _counter(program: Program, ix: ProgramIndex, b: Buffer, found: list[AccessSite], group_splits: dict[int, str],

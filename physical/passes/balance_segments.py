@@ -1,0 +1,496 @@
+"""Balanced segments by the data: helper programs take equal shares of the folded range, whoever the segments are.
+
+`split-segments` splits every subregion over S = `SPLITS_g` programs decided from the shapes at launch. With
+blocks enough to fill the device S is 1, and one subregion holding half of the values runs whole in one program
+while the others idle. Where the subregions' bounds are `offsets[i]` and `offsets[i + 1]` of one integer tensor
+(segment sums, CSR rows), the group's segment ends in H = `HELPERS_g` helper programs besides its blocks (H is 0
+where S > 1: the pieces already spread the work):
+
+* the folded tensor's positions [0, H * C) are cut into H chunks of C positions (C = `cdiv(E, H * B) * B` for a
+  folded tensor of E elements and the fold's chunk block B, so a chunk is whole fold chunks);
+* the *owner* of chunk k is `search(k * C)`: the last i < instances with `offsets[i] <= k * C` (a binary search,
+  a `while` loop of about log2(instances) steps; -1 if none). Whatever the offsets hold, the search visits them
+  by one decision tree, so the owner never decreases with k;
+* subregion i *delegates* its whole chunks k0 <= k < k1 (the chunks inside [begin, end)) when it has some and
+  owns both the first and the last of them, so (the owner being monotone) every one of them. Sorted offsets
+  always delegate; for unsorted ones the test can fail, and then the subregion's block folds it whole: a chunk
+  is never folded twice nor left out. Helper k joins the subregion that owns its chunk if that subregion
+  delegates it (the same test, computed from the same bounds): a helper's program decodes the owner's block
+  (`owned_instances` with `helper_block`) and folds its chunk for that one lane; every other lane of a helper
+  does nothing;
+* the block program folds the rest of each subregion: piece s of the head [begin, k0 * C) (of the whole
+  subregion when it delegates nothing) and, in split S - 1, the tail [k1 * C, end);
+* a subregion with one participant (S = 1, nothing delegated) stores its result at once, with no workspace
+  traffic; the others go through the invocation workspace of physical/workspace.py: each participant writes
+  its partial into its slot (the block's head and tail slots, copy s; a helper's chunk slot, copy k) and draws
+  the subregion's acq_rel ticket; participants number S + (delegated chunks), so the one drawing that count
+  minus one is the last: it folds head, the chunk slots k0 .. k1 - 1, tail, in that order (a region fold over
+  the positions k0 - 1 .. k1, each fold's own combine), stores the result through the group's pointwise work
+  and resets the counter. The order depends on the bounds only: bitwise reproducible, no float atomics, and
+  nobody waits for anybody (under Triton's interpreter programs run one by one in order).
+
+All of this is one form of the group's body, which the launch selects with the constexpr SPLIT_g (1 where
+S > 1 or H > 0), as split-segments does (physical/passes/partials.py): an `if` with that flag holds the
+helper's search (before `owned_instances`, which takes its block from it) and another the pieces, the slots and
+the combine. Where S = 1 and H = 0 (a launch whose blocks fill the device and whose folded tensor is too small
+to give a helper a chunk, or Triton's interpreter) the kernel holds only the other branches: each program folds
+its subregions whole and stores them, with no search and no workspace traffic.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from kir.dims import DConst
+from kir.dtypes import DType
+from kir.pointwise import BinaryFn, CmpFn
+
+from .. import ops as P
+from ..builder import Builder
+from ..launch_expr import (
+    LaunchExpr,
+    LBin,
+    LConst,
+    LConstexpr,
+    LNextPow2,
+    LResidentPrograms,
+    as_launch,
+    lcdiv,
+    ldim,
+    lmax,
+    lmin,
+    lmul,
+    lprod,
+    lsum,
+)
+from ..model import AccessRelation, Fragment, Guard, Origin, Program, PValue, TileAxis
+from ..rewrite import map_operands
+from ..workspace import (
+    INDEX,
+    add_slot_array,
+    add_ticket_counter,
+    conjoin,
+    draw_ticket,
+    read_slots,
+    reset_counter,
+    write_slot,
+)
+from . import partials as shared
+
+HELPER_CHUNK_BLOCKS = 16  # a helper's chunk holds at least this many of the fold's chunks
+HELPERS_PER_SLOT = 2      # helpers per resident program slot (like PROGRAMS_PER_SLOT of the shape split)
+PARTS_BLOCK = 32          # partials the last participant folds per step
+I64 = Fragment(DType.i64)
+PRED = Fragment(DType.pred)
+
+
+@dataclasses.dataclass(frozen=True)
+class Bounds:
+    """Where the folds' subregions come from: `offsets[flat]` and `offsets[flat + 1]` of one integer tensor."""
+
+    offsets: int  # the buffer
+    begin: PValue
+    end: PValue
+
+
+def bounds_source(program: Program, plan) -> Bounds | None:  # plan: split_segments.SegmentPlan
+    """The offsets tensor every fold of the plan takes its bounds from, if they all share them."""
+    if plan.owned is None or plan.lane_ok is None:
+        return None
+    ops = plan.group.body.ops
+    folds = [ops[n] for n in plan.folds]
+    begin, end = folds[0].begin, folds[0].end
+    if any(f.begin.id != begin.id or f.end.id != end.id for f in folds):
+        return None
+    flat = ops[plan.owned].results[0]
+    defs = {v.id: op for op in ops for v in op.results}
+    lb, le = defs.get(begin.id), defs.get(end.id)
+    if not isinstance(lb, P.Load) or not isinstance(le, P.Load) or lb.access.buffer != le.access.buffer:
+        return None
+    buf = program.buffer(lb.access.buffer)
+    if len(buf.shape) != 1 or not buf.dtype.is_int or buf.copies is not None or lb.access.copy is not None:
+        return None
+    if [c.id for c in lb.access.coords] != [flat.id]:
+        return None
+    (c,) = le.access.coords
+    nxt = defs.get(c.id)
+    if not (isinstance(nxt, P.Binary) and nxt.fn is BinaryFn.add and nxt.lhs.id == flat.id
+            and isinstance(defs.get(nxt.rhs.id), P.Const) and defs[nxt.rhs.id].value == 1):  # type: ignore[union-attr]
+        return None
+    if any(isinstance(op, P.Store | P.AtomicRMW | P.AtomicCAS) and op.access.buffer == buf.id
+           for g in program.groups for op in g.body.walk()):
+        return None  # the helpers read the offsets while the launch runs: nobody may write them
+    return Bounds(buf.id, begin, end)
+
+
+def helper_count(program: Program, g, values: LaunchExpr, chunk: str, splits: LaunchExpr) -> LaunchExpr:
+    """H: HELPERS_PER_SLOT per resident program slot where the shape split gives S = 1 (0 where S > 1), at most
+    one per HELPER_CHUNK_BLOCKS fold chunks of the folded tensor; 0 under the interpreter (one resident program:
+    nothing runs beside anything)."""
+    consts = dict(program.constexprs)
+    resident = LResidentPrograms(as_launch(program.num_warps))
+    device = lmul(resident, lmin(LBin("-", resident, LConst(1)), LConst(HELPERS_PER_SLOT)))
+    by_work = LBin("//", values, lmul(consts[chunk], LConst(HELPER_CHUNK_BLOCKS)))
+    only = LBin("-", LConst(2), lmin(splits, LConst(2)))  # 1 where S = 1, else 0
+    return lmul(only, lmin(device, by_work))
+
+
+class _Ops:
+    """Builder shorthands for i64 arithmetic on scalars and lanes."""
+
+    def __init__(self, w: Builder, origin: Origin | None) -> None:
+        self.w, self.origin = w, origin
+
+    def const(self, value: int, dt: DType = DType.i64) -> PValue:
+        return self.w.add(P.Const, Fragment(dt), self.origin, value=value, dtype=dt)
+
+    def launch(self, expr: LaunchExpr, name: str) -> PValue:
+        return self.cast(self.w.add(P.ShapeValue, INDEX, self.origin, name, expr=expr), DType.i64)
+
+    def cast(self, x: PValue, dt: DType, name: str | None = None) -> PValue:
+        if x.type.dtype is dt and not x.type.index:
+            return x
+        return self.w.add(P.Cast, Fragment(dt, x.type.lanes, x.type.tile), self.origin, name, x=x, dtype=dt)
+
+    def bin(self, fn: BinaryFn, x: PValue, y: PValue, name: str | None = None) -> PValue:
+        dt = DType.pred if fn in (BinaryFn.and_, BinaryFn.or_) else x.type.dtype
+        t = Fragment(dt, x.type.lanes or y.type.lanes, x.type.tile or y.type.tile, x.type.index and y.type.index)
+        return self.w.add(P.Binary, t, self.origin, name, fn=fn, lhs=x, rhs=y)
+
+    def cmp(self, fn: CmpFn, x: PValue, y: PValue, name: str | None = None) -> PValue:
+        t = Fragment(DType.pred, x.type.lanes or y.type.lanes, x.type.tile or y.type.tile)
+        return self.w.add(P.Compare, t, self.origin, name, fn=fn, lhs=x, rhs=y)
+
+    def select(self, c: PValue, x: PValue, y: PValue, name: str | None = None) -> PValue:
+        t = Fragment(x.type.dtype, c.type.lanes or x.type.lanes or y.type.lanes, c.type.tile or x.type.tile
+                     or y.type.tile)
+        return self.w.add(P.Select, t, self.origin, name, cond=c, on_true=x, on_false=y)
+
+    def not_(self, x: PValue) -> PValue:
+        return self.cmp(CmpFn.eq, x, self.const(False, DType.pred))
+
+
+def search(w: Builder, program: Program, offsets: int, count: PValue, x: PValue, active: PValue,
+           origin: Origin | None) -> PValue:
+    """The last i < `count` with `offsets[i] <= x`, -1 if none (i64, with `x`'s lanes; -1 where `active` is false).
+
+    lo, hi = -1, count; while hi - lo > 1: mid = (lo + hi) // 2; offsets[mid] <= x ? lo = mid : hi = mid. The
+    probes follow one decision tree whatever the offsets hold, so the result never decreases as x grows."""
+    o = _Ops(w, origin)
+    lanes = x.type.lanes or active.type.lanes
+    t = Fragment(DType.i64, lanes)
+    zero = o.bin(BinaryFn.mul, x, o.const(0)) if x.type.lanes else o.const(0)
+    lo0 = o.select(active, o.bin(BinaryFn.sub, zero, o.const(1)), o.bin(BinaryFn.sub, zero, o.const(1)))
+    hi0 = o.select(active, o.bin(BinaryFn.add, zero, count), o.bin(BinaryFn.sub, zero, o.const(0)))
+    buf = program.buffer(offsets)
+    extent = o.launch(lprod(tuple(ldim(d) for d in buf.shape)), "offsets_extent")
+
+    lo, hi = w.begin((t, t), ("lo", "hi"))
+    cond = o.cmp(CmpFn.gt, o.bin(BinaryFn.sub, hi, lo), o.const(1))
+    cond_region = w.finish((conjoin(w, cond, active, origin),))  # type: ignore[arg-type]
+
+    lo, hi, going = w.begin((t, t, Fragment(DType.pred, lanes)), ("lo", "hi", "searching"))
+    mid = o.bin(BinaryFn.floordiv, o.bin(BinaryFn.add, lo, hi), o.const(2), "mid")
+    inside = o.bin(BinaryFn.and_, o.cmp(CmpFn.ge, mid, o.const(0)), o.cmp(CmpFn.lt, mid, extent))
+    mask = o.bin(BinaryFn.and_, going, inside)
+    probe = w.add(P.Load, Fragment(buf.dtype, lanes), origin, "probe",
+                  access=AccessRelation(offsets, (mid,), mask, Guard(inside), 0, None))
+    right = o.bin(BinaryFn.and_, going, o.cmp(CmpFn.le, o.cast(probe, DType.i64), x))
+    left = o.bin(BinaryFn.and_, going, o.not_(right))
+    body = w.finish((o.select(right, mid, lo), o.select(left, mid, hi)))
+
+    found = w.fresh(t, "found")
+    hi_out = w.fresh(t)
+    w.put(P.While(results=(found, hi_out), origin=origin, inits=(lo0, hi0), cond=cond_region, body=body))
+    return found
+
+
+def balanced_split(program: Program, plan, bounds: Bounds) -> Program:  # plan: split_segments.SegmentPlan
+    """The group of `plan` split over SPLITS_g programs per block plus HELPERS_g helpers (see the module)."""
+    from .split_segments import split_count
+
+    g = plan.group
+    gid = g.id
+    ops = g.body.ops
+    folds = [ops[n] for n in plan.folds]
+    assert all(isinstance(f, P.RegionFold) for f in folds) and plan.owned is not None and plan.lane_ok is not None
+    block_c = folds[0].block
+    splits, block_s, helpers, parts = f"SPLITS_{gid}", f"BLOCK_SPLITS_{gid}", f"HELPERS_{gid}", f"BLOCK_PARTS_{gid}"
+    flag = shared.split_flag(gid)
+    count = split_count(program, g, plan.values, block_c)
+    consts = dict(program.constexprs)
+    consts[splits] = count
+    consts[block_s] = LNextPow2(count)
+    consts[helpers] = helper_count(program, g, plan.values, block_c, count)
+    # SPLIT_g: 1 where more than one program may take part in a block (SPLITS_g > 1, or helpers past the
+    # blocks), 0 where each program runs its own alone (the kernel then holds only the direct form)
+    consts[flag] = lmin(LBin("-", lsum((count, consts[helpers])), LConst(1)), LConst(1))
+    consts[parts] = LNextPow2(LConst(PARTS_BLOCK))
+    order = [n for n, _ in program.constexprs] + [splits, block_s, helpers, flag, parts]
+    seg = next(s for s in program.segments if s.group == gid)
+    block_programs = lmul(as_launch(seg.length), count)
+    lengths = [lsum((block_programs, consts[helpers])) if s.group == gid else as_launch(s.length)
+               for s in program.segments]
+    segments = tuple(dataclasses.replace(s, length=n, offset=lsum(tuple(lengths[:k])))
+                     for k, (s, n) in enumerate(zip(program.segments, lengths)))
+    program = dataclasses.replace(program, constexprs=tuple((n, consts[n]) for n in order))
+
+    # ---- workspace: head and tail slots per instance (a copy per split), a chunk slot per helper, the counter
+    heads: list[list] = []
+    tails: list[list] = []
+    chunks: list[list] = []
+    for j, fold in enumerate(folds):
+        hs, ts, cs = [], [], []
+        for k, dt in enumerate(fold.acc_dtypes):  # type: ignore[attr-defined]
+            tag = (f"{j}" if len(folds) > 1 else "") + (f"_{k}" if len(fold.acc_dtypes) > 1 else "")  # type: ignore
+            program, b = add_slot_array(program, gid, "partial" + tag, dt, splits)
+            hs.append(b)
+            program, b = add_slot_array(program, gid, "tail" + tag, dt, splits)
+            ts.append(b)
+            program, b = add_slot_array(program, gid, "chunk" + tag, dt, helpers, domain=())
+            cs.append(b)
+        heads.append(hs)
+        tails.append(ts)
+        chunks.append(cs)
+    program, counter = add_ticket_counter(program, gid, "arrivals")
+
+    w = Builder.after(program)
+    origin = folds[-1].origin
+    o = _Ops(w, origin)
+    s = w.add(P.SplitIndex, INDEX, origin, "split", group=gid, splits=splits)
+    h_index = w.add(P.HelperIndex, INDEX, origin, "helper", group=gid, blocks=block_programs,
+                    helpers=helpers)
+    selected = w.add(P.ShapeValue, INDEX, origin, "split", expr=LConstexpr(flag))
+    cond = o.cmp(CmpFn.ne, selected, w.add(P.Const, INDEX, origin, value=0, dtype=DType.i64))
+
+    # ---- which subregion's block a helper joins: a binary search, only in the cooperating form
+    w.begin()
+    h = _helper_values(o, plan, g, h_index, helpers, block_c)
+    owner = search(w, program, bounds.offsets, h.instances, h.c0, h.is_helper, origin)
+    block_i = o.launch(LConstexpr(g.block), "block")
+    joined = o.bin(BinaryFn.and_, h.is_helper, o.cmp(CmpFn.ge, owner, h.zero))
+    block = o.select(joined, o.bin(BinaryFn.floordiv, owner, block_i), o.const(-1))
+    searched = w.finish((block, owner))
+    w.begin()
+    none = o.const(-1)
+    alone = w.finish((none, none))
+    helper_block, owner = w.fresh(I64, "helper_block"), w.fresh(I64, "owner")
+    w.put(P.If(results=(helper_block, owner), origin=origin, cond=cond, then_=searched, else_=alone, flag=flag))
+
+    # ---- the work before the folds (bounds, the lane test): nothing in it reads a fold's result
+    flat = ops[plan.owned].results[0]
+    lane_ok = plan.lane_ok
+    for n, op in enumerate(ops[:plan.folds[-1] + 1]):
+        if n in plan.after or isinstance(op, P.RegionFold):
+            continue
+        if n == plan.owned:
+            assert isinstance(op, P.OwnedInstances)
+            op = dataclasses.replace(op, splits=splits, helper_block=helper_block)
+        w.put(op)
+
+    # ---- the cooperating form: head and tail pieces, helpers' chunks, the last participant's combine
+    w.begin()
+    h = _helper_values(o, plan, g, h_index, helpers, block_c)
+    lane = _lane_plan(w, o, program, bounds, flat, lane_ok, s, splits, h, owner, block_c, origin)
+    partials: list[tuple[PValue, ...]] = []
+    tail_partials: list[tuple[PValue, ...]] = []
+    for op in folds:
+        for ranges, out in (((lane["begin"], lane["end"]), partials),
+                            ((lane["tail_begin"], lane["tail_end"]), tail_partials)):
+            out.append(_fold_over(w, o, op, ranges))
+    shared_, part = lane["shared"], lane["part"]
+    slot_mask = o.bin(BinaryFn.and_, lane_ok, o.bin(BinaryFn.and_, shared_, o.not_(h.is_helper)))
+    chunk_mask = o.bin(BinaryFn.and_, lane_ok, o.bin(BinaryFn.and_, shared_, lane["mine"]))
+    # only a subregion that hands chunks to helpers has a tail (elsewhere the tail partial is the identity)
+    tail_mask = o.bin(BinaryFn.and_, slot_mask, lane["delegates"])
+    zero_inst = w.add(P.Const, I64, origin, value=0, dtype=DType.i64)
+    for fold, hs, ts, cs, head, tail in zip(folds, heads, tails, chunks, partials, tail_partials):
+        for hb, tb, cb, hv, tv in zip(hs, ts, cs, head, tail):
+            write_slot(w, hb, s, flat, hv, lane_ok, fold.origin, slot_mask)
+            write_slot(w, tb, s, flat, tv, lane_ok, fold.origin, tail_mask)
+            # a helper's chunk: one slot per helper (copy k), written for the one lane it joined
+            w.put(P.Store(access=AccessRelation(cb.id, (zero_inst,), chunk_mask, Guard(chunk_mask), None, h_index),
+                          value=hv, origin=fold.origin))
+    ticket_mask = o.bin(BinaryFn.and_, lane_ok, o.bin(BinaryFn.and_, shared_, part))
+    ticket = draw_ticket(w, counter, flat, lane_ok, origin, ticket_mask)
+    # the last participant: ticket S - 1 + delegated chunks (lanes with one participant draw none: ticket 0)
+    last_n = o.cast(o.bin(BinaryFn.add, o.launch(LBin("-", LConstexpr(splits), LConst(1)), "last_ticket"),
+                          lane["delegated"]), DType.i32)
+    is_last = o.cmp(CmpFn.eq, ticket, last_n, "last")
+    last = o.bin(BinaryFn.and_, o.bin(BinaryFn.and_, is_last, part), lane_ok)
+    last_shared = o.bin(BinaryFn.and_, last, shared_)
+    totals: list[PValue] = []
+    for fold, hs, ts, cs, head, tail in zip(folds, heads, tails, chunks, partials, tail_partials):
+        assert isinstance(fold, P.RegionFold)
+        sums = []
+        last_tail = o.bin(BinaryFn.and_, last_shared, lane["delegates"])
+        for bufs, own, reads in ((hs, head, last_shared), (ts, tail, last_tail)):
+            slots = tuple(read_slots(w, buf, flat, splits, block_s, reads, lane_ok, ident, fold.origin)
+                          for buf, ident in zip(bufs, fold.identity))
+            folded = tuple(w.fresh(Fragment(dt, True), "slots_total") for dt in fold.acc_dtypes)
+            w.put(P.Reduce(results=folded, origin=fold.origin, inputs=slots, axes=(0,), kind=fold.kind,
+                           identity=fold.identity, acc_dtypes=fold.acc_dtypes, member=None,
+                           combine=w.copy_region(fold.combine)))
+            # one participant (nothing shared): the program's own partial, never written to the workspace; a
+            # tail where nothing is handed to helpers: the identity (an empty range), in the last's own register
+            use = shared_ if own is head else lane["delegates"]
+            sums.append(tuple(o.select(use, t, mine) for t, mine in zip(folded, own)))
+        totals += _finish(w, o, fold, cs, sums[0], sums[1], lane, last, parts, h.n_helpers)
+    reset_counter(w, counter, flat, last_shared, lane_ok, origin)
+    cooperating = w.finish((last, *totals))
+
+    # ---- the direct form (SPLIT_g = 0: one program per block, no helpers): each fold whole, stored at once
+    w.begin()
+    whole = [v for fold in folds for v in _fold_over(w, o, fold, (fold.begin, fold.end))]
+    direct = w.finish((lane_ok, *whole))
+    # the results: each fold's own values where the accumulator is their type, else converted after the branch
+    outs = [w.fresh(last.type, "stores")]
+    for fold in folds:
+        outs += [v if v.type == Fragment(dt, v.type.lanes) else w.fresh(Fragment(dt, v.type.lanes), "total")
+                 for v, dt in zip(fold.results, fold.acc_dtypes)]  # type: ignore[attr-defined]
+    w.put(P.If(results=tuple(outs), origin=origin, cond=cond, then_=cooperating, else_=direct, flag=flag))
+    results = iter(outs[1:])
+    for fold in folds:
+        for v in fold.results:
+            total = next(results)
+            if v.id != total.id:  # back to the fold's result dtype, as its own fold converts its accumulator
+                w.put(P.Cast(results=(v,), origin=fold.origin, x=total, dtype=v.type.dtype))
+    shared.finish_in_last(w, [ops[n] for n in sorted(plan.after)] + list(ops[plan.folds[-1] + 1:]), outs[0])
+    group = dataclasses.replace(g, body=dataclasses.replace(g.body, ops=tuple(w.ops)))
+    return dataclasses.replace(program, groups=tuple(group if x.id == gid else x for x in program.groups),
+                               segments=segments, grid=lsum(tuple(lengths)))
+
+
+@dataclasses.dataclass(frozen=True)
+class _HelperValues:
+    """A helper's position and chunk (written in each form that needs them: the two `if`s are apart)."""
+
+    is_helper: PValue
+    hk: PValue  # the helper's chunk k (0 in the block programs)
+    c0: PValue  # its first position, k * C
+    chunk: PValue  # C
+    n_helpers: PValue
+    instances: PValue
+    zero: PValue
+
+
+def _helper_values(o: _Ops, plan, g, h_index: PValue, helpers: str, block_c: str) -> _HelperValues:
+    h = o.cast(h_index, DType.i64)
+    zero = o.const(0)
+    hk = o.bin(BinaryFn.maximum, h, zero)
+    chunk = o.launch(lmul(lcdiv(plan.values, lmul(lmax(LConstexpr(helpers), LConst(1)), LConstexpr(block_c))),
+                          LConstexpr(block_c)), "chunk")
+    return _HelperValues(o.cmp(CmpFn.ge, h, zero, "is_helper"), hk, o.bin(BinaryFn.mul, hk, chunk, "chunk_begin"),
+                         chunk, o.launch(LConstexpr(helpers), "helpers"),
+                         o.launch(lprod(tuple(ldim(d) for d in g.domain)), "segments"), zero)
+
+
+def _fold_over(w: Builder, o: _Ops, fold: P.RegionFold, ranges: tuple[PValue, PValue]) -> tuple[PValue, ...]:
+    """`fold` over [begin, end) = `ranges` (a copy of its regions), its partials in the accumulator dtypes."""
+    begin, end = (o.cast(v, b.type.dtype) for v, b in zip(ranges, (fold.begin, fold.end)))
+    swap = {fold.begin.id: begin, fold.end.id: end}
+    piece = map_operands(fold, lambda v: swap.get(v.id, v))
+    partial = tuple(w.fresh(Fragment(dt, v.type.lanes), "partial") for v, dt in zip(fold.results, fold.acc_dtypes))
+    w.put(dataclasses.replace(piece, results=partial, source=w.copy_region(piece.source),
+                              combine=w.copy_region(piece.combine)))
+    return partial
+
+
+def _lane_plan(w: Builder, o: _Ops, program: Program, bounds: Bounds, flat: PValue, lane_ok: PValue, s: PValue,
+               splits: str, h: _HelperValues, owner: PValue, block: str, origin: Origin | None) -> dict[str, PValue]:
+    """Per lane: the whole chunks of its subregion, whether it delegates them, and this program's ranges."""
+    is_helper, hk, c0, chunk, n_helpers, instances = h.is_helper, h.hk, h.c0, h.chunk, h.n_helpers, h.instances
+    b = o.cast(bounds.begin, DType.i64, "begin")
+    e = o.cast(bounds.end, DType.i64, "end")
+    zero, one = o.const(0), o.const(1)
+    bl = o.bin(BinaryFn.maximum, b, zero)
+    el = o.bin(BinaryFn.maximum, e, bl)
+    k0 = o.bin(BinaryFn.floordiv, o.bin(BinaryFn.add, bl, o.bin(BinaryFn.sub, chunk, one)), chunk, "first_chunk")
+    k1 = o.bin(BinaryFn.minimum, o.bin(BinaryFn.floordiv, el, chunk), n_helpers, "end_chunk")
+    n = o.bin(BinaryFn.maximum, o.bin(BinaryFn.sub, k1, k0), zero, "whole_chunks")
+    want = o.bin(BinaryFn.and_, lane_ok, o.cmp(CmpFn.gt, n, zero))
+    first = search(w, program, bounds.offsets, instances, o.bin(BinaryFn.mul, k0, chunk), want, origin)
+    last = search(w, program, bounds.offsets, instances,
+                  o.bin(BinaryFn.mul, o.bin(BinaryFn.sub, k1, one), chunk), want, origin)
+    me = o.cast(flat, DType.i64)
+    delegates = o.bin(BinaryFn.and_, want, o.bin(BinaryFn.and_, o.cmp(CmpFn.eq, first, me),
+                                                   o.cmp(CmpFn.eq, last, me)), "delegates")
+    nd = o.select(delegates, n, zero, "delegated")
+    # a helper joins the lane whose delegated chunks hold its own (at most one lane: the owner is monotone)
+    mine = o.bin(BinaryFn.and_, o.bin(BinaryFn.and_, is_helper, o.bin(BinaryFn.and_, delegates, o.cmp(
+        CmpFn.eq, me, owner))), o.bin(BinaryFn.and_, o.cmp(CmpFn.le, k0, hk), o.cmp(CmpFn.lt, hk, k1)), "joins")
+    part = o.bin(BinaryFn.or_, o.not_(is_helper), mine, "takes_part")
+    sn = o.launch(LConstexpr(splits), "splits")
+    shared = o.cmp(CmpFn.gt, o.bin(BinaryFn.add, o.bin(BinaryFn.sub, sn, one), nd), zero, "shared")
+    # the block's head: piece s of [b, k0 * C) (of [b, e) when nothing is delegated), whole chunks per piece
+    head_end = o.select(delegates, o.bin(BinaryFn.mul, k0, chunk), e)
+    pb, pe = _piece(o, b, head_end, s, sn, o.launch(LConstexpr(block), "fold_chunk"))
+    c1 = o.bin(BinaryFn.add, c0, chunk)
+    begin = o.select(is_helper, c0, pb, "fold_begin")
+    end = o.select(is_helper, o.select(mine, c1, c0), pe, "fold_end")
+    # the tail [k1 * C, e), folded by split S - 1 where the subregion delegates; empty elsewhere
+    tail_here = o.bin(BinaryFn.and_, o.bin(BinaryFn.and_, delegates, o.not_(is_helper)),
+                      o.cmp(CmpFn.eq, o.cast(s, DType.i64), o.bin(BinaryFn.sub, sn, one)))
+    tail_begin = o.select(tail_here, o.bin(BinaryFn.mul, k1, chunk), e, "tail_begin")
+    return {"begin": begin, "end": end, "tail_begin": tail_begin, "tail_end": e, "delegated": nd,
+            "delegates": delegates, "first_chunk": k0, "mine": mine, "part": part, "shared": shared,
+            "n_helpers": n_helpers}
+
+
+def _piece(o: _Ops, b: PValue, e: PValue, s: PValue, sn: PValue, block: PValue) -> tuple[PValue, PValue]:
+    """Split s's piece of [b, e): cdiv(e - b, S * C) * C positions each (whole chunks), the last ones shorter."""
+    zero, one = o.const(0), o.const(1)
+    length = o.bin(BinaryFn.maximum, o.bin(BinaryFn.sub, e, b), zero, "length")
+    span = o.bin(BinaryFn.mul, sn, block)
+    per = o.bin(BinaryFn.mul, o.bin(BinaryFn.floordiv, o.bin(BinaryFn.add, length, o.bin(BinaryFn.sub, span, one)),
+                                     span), block, "piece")
+    lo = o.bin(BinaryFn.minimum, o.bin(BinaryFn.mul, o.cast(s, DType.i64), per), length, "piece_lo")
+    hi = o.bin(BinaryFn.minimum, o.bin(BinaryFn.add, lo, per), length, "piece_hi")
+    return o.bin(BinaryFn.add, b, lo, "piece_begin"), o.bin(BinaryFn.add, b, hi, "piece_end")
+
+
+def _finish(w: Builder, o: _Ops, fold: P.RegionFold, chunk_bufs: list, head: tuple[PValue, ...],
+            tail: tuple[PValue, ...], lane: dict[str, PValue], last: PValue, parts: str,
+            n_helpers: PValue) -> list[PValue]:
+    """The fold's result for the last participant, in its accumulator dtypes: head, chunk slots k0 .. k0 +
+    delegated - 1, tail, in order (a region fold over the positions k0 - 1 .. k0 + delegated; empty for the
+    other lanes); a subregion with one participant gives its head partial."""
+    origin = fold.origin
+    one = o.const(1)
+    k0, nd = lane["first_chunk"], lane["delegated"]
+    first = o.bin(BinaryFn.sub, k0, one, "parts_begin")
+    after = o.bin(BinaryFn.add, k0, nd, "tail_position")
+    # only where the subregion was shared: one participant's result is its head partial (its tail is empty)
+    folding = o.bin(BinaryFn.and_, last, lane["shared"])
+    stop = o.select(folding, o.bin(BinaryFn.add, after, one), first, "parts_end")
+    axis = TileAxis(DConst(PARTS_BLOCK), parts)
+    tile_t = Fragment(DType.i64, False, (axis,), True)
+
+    (start,) = w.begin((INDEX,), ("start",))
+    pos = w.add(P.TileIndex, tile_t, origin, "part", axis=0)
+    rel = o.bin(BinaryFn.add, start, pos)
+    lt = Fragment(DType.i64, True, (axis,))
+
+    def wide(v: PValue) -> PValue:
+        return w.add(P.Broadcast, Fragment(v.type.dtype, True, (axis,)), origin, x=v, dims=())
+
+    p = o.bin(BinaryFn.add, wide(first), o.cast(rel, DType.i64))
+    assert p.type == lt
+    member = o.bin(BinaryFn.and_, o.cmp(CmpFn.lt, p, wide(stop)), wide(folding))
+    is_head = o.cmp(CmpFn.eq, p, wide(first))
+    is_tail = o.cmp(CmpFn.eq, p, wide(after))
+    in_range = o.bin(BinaryFn.and_, o.cmp(CmpFn.ge, p, o.const(0)), o.cmp(CmpFn.lt, p, n_helpers))
+    inner = o.bin(BinaryFn.and_, o.bin(BinaryFn.and_, member, o.bin(BinaryFn.and_, o.not_(is_head), o.not_(is_tail))),
+                  in_range)
+    zero_inst = w.add(P.Const, I64, origin, value=0, dtype=DType.i64)
+    values = []
+    for buf, ident, dt, hv, tv in zip(chunk_bufs, fold.identity, fold.acc_dtypes, head, tail):
+        got = w.add(P.Load, Fragment(dt, True, (axis,)), origin, "chunk_partial",
+                    access=AccessRelation(buf.id, (zero_inst,), inner, Guard(in_range), ident, p))
+        values.append(o.select(is_head, wide(hv), o.select(is_tail, wide(tv), got)))
+    source = w.finish((*values, member))
+    parts_total = tuple(w.fresh(Fragment(dt, True), "parts_total") for dt in fold.acc_dtypes)
+    w.put(P.RegionFold(results=parts_total, origin=origin, begin=first, end=stop, block=parts, source=source,
+                       kind=fold.kind, identity=fold.identity, acc_dtypes=fold.acc_dtypes,
+                       combine=w.copy_region(fold.combine), active=folding))
+    return [o.select(lane["shared"], total, hv) for total, hv in zip(parts_total, head)]

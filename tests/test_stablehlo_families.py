@@ -145,6 +145,33 @@ def test_the_logarithm_of_a_power_of_a_negative_base_stays_nan() -> None:
         close(run_both(power, {"x": x, "y": y})["out"], np.power(x, y))
 
 
+def test_float_identities_xla_would_rewrite_keep_their_ieee_results() -> None:
+    """Beside `log(pow(a, b))` (above), XLA's simplifier rewrites `log(exp(a))` to `a`, `log(exp2(a))` to
+    `a * log(2)`, `log(rsqrt(a))` to `-0.5 * log(a)`, `exp(a) * exp(b)` to `exp(a + b)`, `pow(exp(a), b)` to
+    `exp(a * b)` and `sqrt(a * a)` to `abs(a)`, which overflow and signed zeros contradict (`exp(100) *
+    exp(-110)` is inf * 0 = NaN, `sqrt(1e30 * 1e30)` is inf)."""
+    x = np.array([-1.2272545, 100.0, -0.0, 1e30, 2.0], np.float32)
+    y = np.array([-1.2272545, -110.0, 0.01, 0.5, 3.0], np.float32)
+    cases = {
+        "log of exp2": lambda k, a, b: k.un(UnaryFn.log, k.un(UnaryFn.exp2, k.bin(BinaryFn.mul, a, a))),
+        "log of exp": lambda k, a, b: k.un(UnaryFn.log, k.un(UnaryFn.exp, a)),
+        "log of rsqrt": lambda k, a, b: k.un(UnaryFn.log, k.un(UnaryFn.rsqrt, a)),
+        "product of exps": lambda k, a, b: k.bin(BinaryFn.mul, k.un(UnaryFn.exp, a), k.un(UnaryFn.exp, b)),
+        "pow of exp": lambda k, a, b: k.bin(BinaryFn.pow, k.un(UnaryFn.exp, a), b),
+        "sqrt of a square": lambda k, a, b: k.un(UnaryFn.sqrt, k.bin(BinaryFn.mul, a, a)),
+    }
+    with np.errstate(all="ignore"):
+        want = {"log of exp2": np.log(np.exp2(x * x)), "log of exp": np.log(np.exp(x)),
+                "log of rsqrt": np.log(np.float32(1) / np.sqrt(x)), "product of exps": np.exp(x) * np.exp(y),
+                "pow of exp": np.power(np.exp(x), y), "sqrt of a square": np.sqrt(x * x)}
+    for name, fn in cases.items():
+        got = shlo.run(K.elementwise(K.f32, fn), {"x": x, "y": y})["out"]
+        assert np.array_equal(np.isnan(got), np.isnan(want[name])), (name, got, want[name])
+        close(got, want[name], 1e-5)
+    assert shlo.emit(K.elementwise(K.f32, cases["log of exp"]), {"x": x, "y": y}).count(
+        "stablehlo.optimization_barrier") == 1
+
+
 NARROWED_BITWISE = """
 import numpy as np
 import intent

@@ -69,12 +69,40 @@ _SIMPLE_UNARY = {
 }
 
 
+# XLA's algebraic simplifier rewrites these float identities, which hold for real numbers but not in IEEE
+# arithmetic at overflow or signed zeros (each checked against jaxlib; the IEEE result first):
+#   log(exp(a))     -> a                exp(100.0) overflows to inf in f32; XLA gives 100
+#   log(pow(2, a))  -> a * log(2)       exp2(200.0) is inf; XLA gives 138.6 (`log(pow(a, b))` of a KIR pow
+#                                       sees `numerics.float_power`'s select, not a power)
+#   log(rsqrt(a))   -> -0.5 * log(a)    rsqrt(-0.0) is -inf, its log NaN; XLA gives inf
+#   exp(a) * exp(b) -> exp(a + b)       inf * 0 for a = 100, b = -110 is NaN; XLA gives 4.5e-5
+#   pow(exp(a), b)  -> exp(a * b)       pow(inf, 0.01) for a = 100 is inf; XLA gives 2.718
+#   sqrt(a * a)     -> abs(a)           a * a overflows for a = 1e30; XLA gives 1e30
+# The exit computes what KIR means, so the producers of those patterns (exp, exp2, rsqrt results) and sqrt's
+# operand sit behind an optimization barrier, which the simplifier does not look through.
+_REWRITTEN_PRODUCERS = frozenset({UnaryFn.exp, UnaryFn.exp2, UnaryFn.rsqrt})
+
+
+def opaque(ctx: Ctx, x: Val) -> Val:
+    """`x` behind an optimization barrier: a float value XLA's simplifier must not fold into its consumer."""
+    return ctx.ssa.optimization_barrier(x)
+
+
 def unary(ctx: Ctx, fn: UnaryFn, x: Val) -> Val:
     s = ctx.ssa
     if fn is UnaryFn.abs and x.dtype.is_int and not x.dtype.is_signed:
         return x  # StableHLO's abs takes signless integers only; |x| of an unsigned value is x
     if fn is UnaryFn.abs and x.dtype.is_int:
         return int_abs(ctx, x)
+    if fn is UnaryFn.sqrt:
+        return s.unary("sqrt", opaque(ctx, x))
+    if fn in _REWRITTEN_PRODUCERS:
+        return opaque(ctx, _unary_value(ctx, fn, x))
+    return _unary_value(ctx, fn, x)
+
+
+def _unary_value(ctx: Ctx, fn: UnaryFn, x: Val) -> Val:
+    s = ctx.ssa
     if fn in _SIMPLE_UNARY:
         return s.unary(_SIMPLE_UNARY[fn], x)
     if fn is UnaryFn.exp2:

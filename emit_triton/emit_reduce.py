@@ -95,8 +95,9 @@ def emit_reduce(em: Emitter, op: P.Reduce) -> None:
     lanes = int(shape.lanes)
     cur = []
     for x, acc, ident, r in zip(op.inputs, op.acc_dtypes, op.identity, op.results):
-        # a component folded at its result's dtype is folded in the result's own name (no copy after)
-        v = em.define(r) if acc == r.type.dtype else em.fresh("acc_in")
+        # a component folded at its result's dtype is folded in the result's own name (no copy after); an i4
+        # accumulator is wrapped after (numerics.convert)
+        v = em.define(r) if acc == r.type.dtype and acc is not DType.i4 else em.fresh("acc_in")
         em.line(f"{v} = {masked(em, x, op.member, acc, ident, shape)}")
         cur.append(v)
     axes = sorted(op.axes, reverse=True)
@@ -109,7 +110,7 @@ def emit_reduce(em: Emitter, op: P.Reduce) -> None:
         valid = reduce_axis(em, cur, op.kind, op.native, op.acc_dtypes, ax + lanes, op.combine, rank, valid)
         rank -= 1
     for r, c, acc in zip(op.results, cur, op.acc_dtypes):
-        if acc != r.type.dtype:
+        if acc != r.type.dtype or acc is DType.i4:
             em.line(f"{em.define(r)} = {convert(em, c, acc, r.type.dtype)}")
 
 

@@ -377,6 +377,10 @@ def as_int1(predicate: str) -> str:
 
 def convert(em: Emitter, expr: str, src: DType, dst: DType) -> str:
     """KIR `cast` of a register value of `src` to `dst` (also accumulators to results)."""
+    if src is DType.i4:
+        # an i4 accumulator is held in int8 (Triton has no 4-bit integers): its sums and products agree with
+        # i4's in the low four bits only, so an accumulator becomes a value here, wrapped
+        expr = wrap_i4(expr)
     if src == dst:
         return expr
     if dst is DType.pred:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from kir.core import Kernel
 
 from .construct import construct
 from .model import Program
-from .passes import PIPELINE, PassContext
+from .passes import PIPELINE, Pass, PassContext
+from .verifier import PhysicalVerifyError
 from .verify import verify as _verify_program
 
 
@@ -26,10 +29,24 @@ def run_passes(program: Program, verify_with: Kernel | None = None) -> Program:
     """Every legal and profitable pass of `PIPELINE` over a constructed `program`, in order, in one run: a
     `PassContext` of this run keeps each pass's plan, so each pass plans once. With `verify_with` (the kernel)
     the construction verifier runs after each pass that changed the program."""
+    return run_pipeline(program, verify_with)[0]
+
+
+def run_pipeline(program: Program, verify_with: Kernel | None = None, passes: Sequence[Pass] | None = None
+                 ) -> tuple[Program, list[str]]:
+    """`run_passes` over `passes` (`PIPELINE` when None: a test may swap a pass for one configured otherwise, or
+    leave one out), giving also the names of the passes that ran, in order. A verification failure after a
+    pass raises `PhysicalVerifyError` with a note naming that pass."""
     ctx = PassContext()
-    for p in PIPELINE:
+    ran: list[str] = []
+    for p in PIPELINE if passes is None else passes:
         if p.legal(program, ctx) is True and p.profitable(program, ctx):
             program = p.run(program, ctx)
+            ran.append(p.name)
             if verify_with is not None:
-                _verify_program(program, verify_with)
-    return program
+                try:
+                    _verify_program(program, verify_with)
+                except PhysicalVerifyError as exc:
+                    exc.add_note(f"after the pass {p.name} (passes run: {', '.join(ran)})")
+                    raise
+    return program, ran

@@ -18,7 +18,7 @@ from emit_triton.targets import simulated_multiprocessors
 from intent import Out, dims, f32, i64, parallel
 from physical import ops as P
 from physical.launch_expr import DEVICE_SMS, LBin, LConst, lmin
-from physical.passes import PIPELINE
+from physical.lowering import run_pipeline
 from physical.verifier import check
 from tests.breadth_support import three_ways
 from tests.test_physical_mutation import edit
@@ -196,12 +196,7 @@ def test_bounds_from_two_tensors_keep_the_shape_split_and_say_so() -> None:
 
 def lowered(args):
     k = folds.specialize(args)
-    program = physical.construct(k)
-    for p in PIPELINE:
-        if p.legal(program) is True and p.profitable(program):
-            program = p.run(program)
-            assert check(program, k) == [], p.name
-    return k, program
+    return k, run_pipeline(physical.construct(k), verify_with=k)[0]
 
 
 def test_the_plan_verifies_and_explain_shows_it() -> None:

@@ -22,6 +22,7 @@ from emit_triton.targets import simulated_multiprocessors
 from intent import InOut, Out, dims, f32, i32, parallel
 from physical import ops as P
 from physical.launch_expr import DEVICE_SMS, LConst, LResidentPrograms, walk
+from physical.lowering import run_pipeline
 from physical.model import Ownership
 from physical.passes import PIPELINE, PersistentPrograms
 from physical.passes.persistent import eligible, hoisted_positions
@@ -84,12 +85,7 @@ def _rand(shape: tuple[int, ...], seed: int, dtype=torch.float32) -> torch.Tenso
 def lowered(kernel, args: dict) -> physical.Program:
     """`physical.lower`'s program, verified after every pass."""
     k = kernel.specialize(args)
-    program = physical.construct(k)
-    for p in PIPELINE:
-        if p.legal(program) is True and p.profitable(program):
-            program = p.run(program)
-            assert check(program, k) == [], p.name
-    return program
+    return run_pipeline(physical.construct(k), verify_with=k)[0]
 
 
 def scale_args(m: int, n: int) -> dict:
@@ -165,10 +161,8 @@ def test_the_plan_is_computed_once_per_program(monkeypatch):
     real = persistent.plan
     monkeypatch.setattr(persistent, "plan", lambda p: calls.append(p) or real(p))
     k = scale_rows.specialize(scale_args(3, 5))
-    before = physical.construct(k)
-    for p in PIPELINE:
-        if not isinstance(p, PersistentPrograms) and p.legal(before) is True and p.profitable(before):
-            before = p.run(before)
+    others = [p for p in PIPELINE if not isinstance(p, PersistentPrograms)]
+    before, _ = run_pipeline(physical.construct(k), passes=others)
     step, ctx = PersistentPrograms(), PassContext()
     assert step.legal(before, ctx) is True and step.profitable(before, ctx)
     after = step.run(before, ctx)

@@ -17,6 +17,7 @@ import physical
 from bench.traffic import TrafficCounter
 from emit_triton.compile import clear_emitted
 from physical.launch_expr import LConst
+from physical.lowering import run_pipeline
 from physical.model import Ownership
 from physical.passes import PIPELINE
 from physical.passes.looped import BUDGET_VARIABLE, LoopRows, budget, plan_group, row_axis
@@ -43,14 +44,9 @@ def small_budget(monkeypatch):
 def lowered(kernel, args: dict, budget: int | None = None) -> physical.Program:
     """The program `physical.lower` gives, with the looped pass at `budget`; verified after every pass."""
     k = kernel.specialize(args)
-    program = physical.construct(k)
-    physical.verify(program, k)
-    for p in PIPELINE:
-        p = LoopRows(budget) if isinstance(p, LoopRows) else p
-        if p.legal(program) is True and p.profitable(program):
-            program = p.run(program)
-            physical.verify(program, k)
-    return program
+    program = physical.verify(physical.construct(k), k)
+    passes = [LoopRows(budget) if isinstance(p, LoopRows) else p for p in PIPELINE]
+    return run_pipeline(program, verify_with=k, passes=passes)[0]
 
 
 def rows(m: int, n: int, seed: int = 0, scale: float = 1.0, shift: float = 0.0) -> torch.Tensor:

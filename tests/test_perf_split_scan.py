@@ -20,6 +20,7 @@ from emit_triton.compile import clear_emitted
 from intent import Out, bf16, dims, f16, f32, i32, i64
 from physical import ops as P
 from physical.launch_expr import LConst
+from physical.lowering import run_pipeline
 from physical.model import BufferInit, Program
 from physical.passes import PIPELINE, SplitScans
 from physical.passes.looped import BUDGET_VARIABLE
@@ -134,13 +135,8 @@ def inputs(kernel, n: int, dtype: torch.dtype, seed: int = 0) -> dict:
 def lowered(kernel, args: dict) -> Program:
     """The program of the pipeline, verified after construction and after every pass."""
     k = kernel.specialize(args)
-    program = physical.construct(k)
-    physical.verify(program, k)
-    for p in PIPELINE:
-        if p.legal(program) is True and p.profitable(program):
-            program = p.run(program)
-            physical.verify(program, k)
-    return program
+    program = physical.verify(physical.construct(k), k)
+    return run_pipeline(program, verify_with=k)[0]
 
 
 def run(kernel, args: dict) -> dict[str, torch.Tensor]:

@@ -20,8 +20,8 @@ from emit_triton.compile import clear_emitted
 from intent import Out, dims, f32, i32
 from physical import ops as P
 from physical.counts import operation_counts
+from physical.lowering import run_pipeline
 from physical.model import Program
-from physical.passes import PIPELINE
 from physical.passes.looped import BUDGET_VARIABLE
 from physical.passes.split_scan import FEW_ROWS, plan_split
 from tests.launch_fixtures import isolated_cache  # noqa: F401  (fixture)
@@ -116,13 +116,8 @@ def inputs(kernel, m: int, n: int, dtype: torch.dtype = torch.float32, seed: int
 def lowered(kernel, args: dict) -> Program:
     """The program of the pipeline, verified after construction and after every pass."""
     k = kernel.specialize(args)
-    program = physical.construct(k)
-    physical.verify(program, k)
-    for p in PIPELINE:
-        if p.legal(program) is True and p.profitable(program):
-            program = p.run(program)
-            physical.verify(program, k)
-    return program
+    program = physical.verify(physical.construct(k), k)
+    return run_pipeline(program, verify_with=k)[0]
 
 
 @pytest.mark.parametrize("kernel,dtype,tol", CASES, ids=lambda v: getattr(v, "__name__", None))

@@ -103,6 +103,43 @@ def test_every_planning_pass_plans_each_program_once(monkeypatch) -> None:
     assert {p.name: dict(vars(p)) for p in PIPELINE} == state  # nothing cached on the pipeline's pass objects
 
 
+def test_the_pipeline_run_reports_the_passes_that_ran_and_verifies_after_each() -> None:
+    import dataclasses
+
+    import pytest
+
+    from physical.lowering import run_pipeline
+    from physical.passes import Pass
+    from physical.verifier import PhysicalVerifyError
+
+    k = S.softmax()
+    program, names = run_pipeline(physical.construct(k), verify_with=k)
+    assert program == physical.lower(k)
+    assert names == ["enlarge-ownership", "looped-rows"]
+    assert run_pipeline(physical.construct(k), passes=PIPELINE[1:])[1] == ["looped-rows"]
+
+    class Misplaces(Pass):
+        """Starts every segment at its own length: the segments no longer partition the grid."""
+
+        name = "misplace-segments"
+
+        def legal(self, program, ctx=None):
+            return True
+
+        def profitable(self, program, ctx=None):
+            return True
+
+        def run(self, program, ctx=None):
+            return program.replace(segments=tuple(dataclasses.replace(s, offset=s.length) for s in program.segments))
+
+    with pytest.raises(PhysicalVerifyError) as info:
+        run_pipeline(physical.construct(k), verify_with=k, passes=[PIPELINE[0], Misplaces()])
+    assert info.value.rule == "segments-partition"
+    assert info.value.__notes__ == ["after the pass misplace-segments (passes run: enlarge-ownership, "
+                                    "misplace-segments)"]
+    assert run_pipeline(physical.construct(k), passes=[Misplaces()])[1] == ["misplace-segments"]  # not verified
+
+
 def test_a_pass_asked_alone_plans_for_that_call() -> None:
     from physical.passes import PassContext, PersistentPrograms
 

@@ -11,7 +11,7 @@ import intent
 import physical
 from intent import Out, dims, f32, i32, i64, parallel
 from physical import ops as P
-from physical.passes import PIPELINE
+from physical.lowering import run_pipeline
 from physical.verifier import check
 from tests.breadth_support import three_ways
 
@@ -111,10 +111,7 @@ def test_the_plan_is_one_chunked_region_fold_per_reduction() -> None:
     k = rows.specialize(args)
     program = physical.construct(k)
     assert check(program, k) == []
-    for p in PIPELINE:
-        if p.legal(program) is True and p.profitable(program):
-            program = p.run(program)
-            assert check(program, k) == [], p.name
+    program, _ = run_pipeline(program, verify_with=k)
     ops = list(program.walk())
     assert sum(isinstance(o, P.RegionFold) for o in ops) == 4
     assert not any(isinstance(o, P.For) for o in ops)  # no ordered loop over the row's elements

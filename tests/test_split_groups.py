@@ -29,7 +29,7 @@ from intent import Out, dims, f32, i64, parallel
 from kir.text import parse_kernel
 from physical import ops as P
 from physical.launch_expr import LBin, LConst
-from physical.passes import PIPELINE
+from physical.lowering import run_pipeline
 from physical.passes.looped import BUDGET_VARIABLE
 from physical.verifier import check
 from tests.launch_fixtures import isolated_cache  # noqa: F401  (fixture)
@@ -73,13 +73,7 @@ def passes_verified(kernel) -> tuple[physical.Program, list[str]]:
     """The lowered program and the passes that ran; the verifier holds after construction and every pass."""
     program = physical.construct(kernel)
     assert [str(v) for v in check(program, kernel)] == []
-    names = []
-    for p in PIPELINE:
-        if p.legal(program) is True and p.profitable(program):
-            program = p.run(program)
-            names.append(p.name)
-            assert [str(v) for v in check(program, kernel)] == [], p.name
-    return program, names
+    return run_pipeline(program, verify_with=kernel)
 
 
 def offsets_of(lengths: list[int]) -> torch.Tensor:

@@ -21,7 +21,7 @@ from intent import Out, dims, f32, i32, i64, parallel
 from kir.dims import dim_bin
 from physical import ops as P
 from physical.launch_expr import LConst
-from physical.passes import PIPELINE
+from physical.lowering import run_pipeline
 from physical.passes.split_region_scan import plan_region_scans
 from physical.verifier import check
 from tests.breadth_support import three_ways
@@ -177,13 +177,7 @@ def test_split_scans_are_bitwise_reproducible(sms: int) -> None:
 def test_the_plan_verifies_after_every_pass_and_explain_shows_it() -> None:
     args = args_for(7, ("ex", "rev", "rex", "top"))
     k = forms.specialize(args)
-    program = physical.construct(k)
-    names = []
-    for p in PIPELINE:
-        if p.legal(program) is True and p.profitable(program):
-            program = p.run(program)
-            names.append(p.name)
-            assert check(program, k) == [], p.name
+    program, names = run_pipeline(physical.construct(k), verify_with=k)
     assert "split-region-scans" in names
     ops = program.groups[0].body.ops
     assert sum(isinstance(o, P.PublishSlot) for o in ops) == 1 and sum(isinstance(o, P.FoldSlots) for o in ops) == 4
@@ -373,13 +367,7 @@ def test_a_top_level_region_scan_splits_its_one_subregion() -> None:
 def test_a_top_level_plan_verifies_after_every_pass_and_explain_shows_it() -> None:
     args = top_args(16, 3000)
     k = top_forms.specialize(args)
-    program = physical.construct(k)
-    names = []
-    for p in PIPELINE:
-        if p.legal(program) is True and p.profitable(program):
-            program = p.run(program)
-            names.append(p.name)
-            assert check(program, k) == [], p.name
+    program, names = run_pipeline(physical.construct(k), verify_with=k)
     assert "split-region-scans" in names and program.groups[0].single_instance
     with simulated_multiprocessors(132):
         plan = top_forms.explain(*args.values())

@@ -16,7 +16,7 @@ from emit_triton.targets import simulated_multiprocessors
 from intent import Out, dims, f16, f32, i32, i64, parallel
 from physical import ops as P
 from physical.launch_expr import DEVICE_SMS
-from physical.passes import PIPELINE
+from physical.lowering import run_pipeline
 from physical.passes.split_segments import plan_segments
 from physical.verifier import check
 from tests.breadth_support import three_ways
@@ -140,13 +140,7 @@ def test_unsorted_and_out_of_range_offsets_keep_their_meaning() -> None:
 def test_the_plan_verifies_after_every_pass_and_explain_shows_it() -> None:
     args = fold_args(6)
     k = folds.specialize(args)
-    program = physical.construct(k)
-    names = []
-    for p in PIPELINE:
-        if p.legal(program) is True and p.profitable(program):
-            program = p.run(program)
-            names.append(p.name)
-            assert check(program, k) == [], p.name
+    program, names = run_pipeline(physical.construct(k), verify_with=k)
     assert "split-segments" in names
     ops = list(program.walk())
     # three folds share the group's one split index and ticket; head, tail and helper-chunk slot arrays each

@@ -31,7 +31,7 @@ from kir.core import Kernel, Param, RefType, Role, TensorType, shape_str
 from kir.dims import DConst, Dim, DSym, solve_for
 from kir.dtypes import DType, bf16_rounded_bits, fp8_ml_dtype, fp8_rounded
 from kir.errors import LaunchError
-from kir.solver import check_concrete, default_lower_bounds
+from kir.solver import check_concrete, default_lower_bounds, limited
 
 
 @dataclass(frozen=True)
@@ -316,8 +316,7 @@ def _lattices_meet(a: tuple[tuple[tuple[int, int], ...], int], b: tuple[tuple[tu
     A bounded integer linear problem, given to Z3; an answer it cannot give counts as meeting."""
     import z3
 
-    solver = z3.Solver()
-    solver.set("timeout", 2000)
+    solver = limited(z3.Solver())
     sides = []
     for tag, (axes, size), start in (("a", a, 0), ("b", b, delta)):
         offset = z3.IntVal(start)

@@ -24,6 +24,19 @@ else:
     z3 = _Z3()
 
 
+# Every query gets a budget of Z3's own resource count, never a wall-clock timeout: the same kernel must
+# get the same verdict on an idle laptop and on a loaded CI machine (a timeout turned proofs into "the
+# solver could not decide" under load). Two million units are about two seconds of one idle core and
+# some seventy times what the hardest query of the test suite uses.
+RESOURCE_LIMIT = 2_000_000
+
+
+def limited(solver: Any) -> Any:
+    """`solver` (a z3 Solver or Optimize) with the deterministic resource budget every query runs under."""
+    solver.set("rlimit", RESOURCE_LIMIT)
+    return solver
+
+
 def _only_lower_bounds(hyps: Iterable[Pred]) -> bool:
     return all(isinstance(h, PCmp) and h.op == ">=" and isinstance(h.lhs, DSym) and isinstance(h.rhs, DConst)
                for h in hyps)
@@ -104,7 +117,7 @@ class ShapeSolver:
     def _refute(self, solver: Any, hyps: tuple[Pred, ...], goal: Pred) -> dict[str, Any]:
         """Load `solver` (a z3 Solver or Optimize) with the hypotheses and the negated goal; the symbols' variables."""
         env = self._env((*hyps, goal))
-        solver.set("timeout", 2000)
+        limited(solver)
         for h in hyps:
             solver.add(self._term(h))
         solver.add(z3.Not(self._term(goal)))
@@ -160,8 +173,7 @@ class ShapeSolver:
     def _unsat_explanation(self, hyps: tuple[Pred, ...]) -> str | None:
         if _only_lower_bounds(hyps):  # each symbol bounded below by a constant: satisfiable, no Z3 needed
             return None
-        s = z3.Solver()
-        s.set("timeout", 2000)
+        s = limited(z3.Solver())
         s.set("unsat_core", True)
         tags = {}
         for n, h in enumerate(hyps):

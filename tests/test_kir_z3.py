@@ -112,3 +112,36 @@ def test_typing_errors_in_text_point_at_the_op() -> None:
     assert set(model) == {"N"}
     assert (err.file, err.line, err.col) == ("oob.kir", 2, 3)
     assert str(err).splitlines()[1:] == ["      %a: f32[N + 1] = load %x[0:N + 1]", "      ^"]
+
+
+def test_the_solver_budget_is_a_resource_count_not_a_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A proof's verdict depends on the query only: the budget is Z3's own resource count, so a loaded
+    machine proves what an idle one proves (a wall-clock timeout made bench kernels fail to compile under
+    load with "the solver could not decide"), and a budget too small to decide answers "undecided" on every
+    run, never a wrong verdict."""
+    import time
+
+    import z3
+
+    import kir.solver as solver_module
+    from physical.verifier.affine import proves
+
+    B, Mv = DSym("B"), DSym("M")
+    goal = PCmp("<=", DConst(0), DBin("*", B, Mv))  # nonlinear: past the linear reasoning, decided by Z3
+    hyps = (PCmp(">=", B, DConst(1)), PCmp(">=", Mv, DConst(1)))
+    slow = z3.Solver.check
+
+    def check_on_a_loaded_machine(self: z3.Solver, *args: object) -> object:
+        time.sleep(0.01)  # the wall clock moves; the resource count does not
+        return slow(self, *args)
+
+    monkeypatch.setattr(z3.Solver, "check", check_on_a_loaded_machine)
+    solver_module.clear_memo()
+    assert ShapeSolver(("B", "M")).prove(goal) is None
+    assert proves(hyps, goal)
+    monkeypatch.setattr(solver_module, "RESOURCE_LIMIT", 1)
+    for _ in range(3):
+        solver_module.clear_memo()
+        assert ShapeSolver(("B", "M")).prove(goal) == {}  # undecided: no counterexample to show
+        assert not proves(hyps, goal)
+    solver_module.clear_memo()

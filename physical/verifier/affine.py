@@ -26,7 +26,7 @@ import z3
 
 from kir.affine import Products, binary_form, cast_form, constant_form, neg_form
 from kir.dims import DBin, DConst, Dim, DSym, PAnd, PCmp, PNot, POr, Pred, dim_bin, pred_to_z3
-from kir.solver import default_lower_bounds
+from kir.solver import default_lower_bounds, limited
 
 from .. import ops as P
 from ..launch_expr import LaunchExpr, LBin, LConst, LConstexpr, LDim, LScalar, LSum
@@ -34,7 +34,6 @@ from ..model import Group, POp, PRegion, PValue, TileAxis
 from .index import ProgramIndex, product
 
 _CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
-TIMEOUT_MS = 2000
 
 
 @dataclass
@@ -516,8 +515,7 @@ def proves(hyps: Iterable[Pred], goal: Pred) -> bool:
     """Whether `goal` holds in every model of `hyps` (an undecided query counts as not proven)."""
     hyps = list(hyps)
     env = {name: z3.Int(name) for p in (*hyps, goal) for name in sorted(p.symbols())}
-    s = z3.Solver()
-    s.set("timeout", TIMEOUT_MS)
+    s = limited(z3.Solver())
     for h in hyps:
         s.add(pred_to_z3(h, env))
     s.add(z3.Not(pred_to_z3(goal, env)))
@@ -540,4 +538,4 @@ def forms_of(index: ProgramIndex, group: Group) -> Forms:
     return f
 
 
-__all__ = ["Forms", "FlatSource", "forms_of", "proves", "TIMEOUT_MS"]
+__all__ = ["Forms", "FlatSource", "forms_of", "proves"]

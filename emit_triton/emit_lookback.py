@@ -82,6 +82,10 @@ def emit_fold_slots(em: Emitter, op: P.FoldSlots) -> None:
     first, upto = em.fresh("fold_first"), em.fresh("fold_upto")
     em.line(f"{first} = {_uniform(em, op.first)}")
     em.line(f"{upto} = {_uniform(em, op.upto)}")
+    if op.active is not None:  # an inactive program folds nothing: it neither waits nor reads
+        a = em.name(op.active)
+        on = f"tl.max({a}.to(tl.int32), axis=0) != 0" if op.active.type.lanes else a
+        em.line(f"{upto} = tl.where({on}, {upto}, {first})")
     accs = [em.fresh("folded") for _ in op.results]
     for a, ident, dt in zip(accs, op.identity, op.acc_dtypes):
         em.line(f"{a} = tl.full((), {literal(ident, dt)}, {REGISTER_DTYPE[dt]})")

@@ -76,6 +76,8 @@ class _Walk:
     # folds already counted, by (origin, folded buffer): the head and tail pieces of one fold (balanced
     # segments) together hold the subregions' positions once
     folded: set = dataclasses.field(default_factory=set)
+    # a split region scan's held tiles: the positions all programs hold (each program's tile, at most)
+    held: LaunchExpr | None = None
 
 
 def operation_counts(program: Program) -> Counts:
@@ -89,9 +91,11 @@ def operation_counts(program: Program) -> Counts:
         loop = next((lp for lp in (G.block_loop(f.ops) for f in G.forms(g.body)) if lp is not None), None)
         # a persistent group runs its body once per block, not per program
         programs = loop.blocks if loop is not None else lengths.get(g.id, LConst(1))
+        held = next((t for op in g.body.ops for v in op.results for t in v.type.tile if RG.is_held(t.block)), None)
         w = _Walk(program, instances, programs, {v.id: op for op in g.body.walk() for v in op.results},
                   rows=(lprod(tuple(ldim(d) for d in g.domain[:-1])), ldim(g.domain[-1]))
-                  if len(g.domain) > 1 else None)
+                  if len(g.domain) > 1 else None,
+                  held=None if held is None else lmul(programs, lmul(LConstexpr(held.block), LConstexpr(g.block))))
         inner = _in_form(w, g.body)
         moved, flops = _region(inner, g.body, LConst(1))  # a looped_rows op counts each form (`_forms`)
         exact &= w.exact and inner.exact
@@ -128,17 +132,29 @@ def _subregion_positions(w: _Walk, op: RG.RegionFold | RG.RegionScan) -> LaunchE
     """The positions the subregions of every execution of the fold hold together, in every instance and every
     trip of the loops around it: the elements of the tensor the fold slices (the first load of its source),
     taken to be covered once (segments, CSR rows). A chunk's lanes x block elements per trip are no measure of
-    them: short subregions leave most of a chunk masked off (no memory touched), long ones take many chunks."""
+    them: short subregions leave most of a chunk masked off (no memory touched), long ones take many chunks.
+    Where the programs hold a tile of their pieces (`w.held`), the fold or scan covers what the tiles leave."""
     load = next((o for o in op.source.ops if isinstance(o, A.Load)), None)
     if load is None:
         return None
-    return lprod(tuple(ldim(d) for d in w.program.buffer(load.access.buffer).shape))
+    return _past_held(w, lprod(tuple(ldim(d) for d in w.program.buffer(load.access.buffer).shape)))
+
+
+def _past_held(w: _Walk, positions: LaunchExpr) -> LaunchExpr:
+    """The positions the held tiles leave of `positions` (all of them without held tiles)."""
+    if w.held is None:
+        return positions
+    return LMinMax("max", (LConst(0), LBin("-", positions, w.held)))
 
 
 def _bytes(w: _Walk, access: AccessRelation, extra: Iterable[PValue], trips: LaunchExpr, times: int = 1
            ) -> LaunchExpr:
     dtype = w.program.buffer(access.buffer).dtype
     runs = _runs(w, [v.type for v in (*access.coords, *extra)], trips)
+    if w.held is not None and any(RG.is_held(t.block) for v in (*access.coords, *extra) for t in v.type.tile):
+        # a held tile: each program's tile of its piece, at most the positions of the tensor it slices
+        size = lprod(tuple(ldim(d) for d in w.program.buffer(access.buffer).shape))
+        runs = LMinMax("min", (size, lmul(trips, w.held)))
     if dtype is DType.i4:  # two elements a byte
         return LBin("cdiv", lmul(LConst(times), runs), LConst(2))
     return lmul(LConst(dtype.bits // 8 * times), runs)

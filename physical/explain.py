@@ -218,7 +218,9 @@ def _lookback_lines(p: Program, g: Group, f: _Formulas) -> list[str]:
         return []
     seg = next((s for s in p.segments if s.group == g.id), None)
     sync = p.buffer(ticket.ticket)  # type: ignore[arg-type]
-    chunk = next((op.inputs[0].type.tile[op.axis] for op in g.body.ops if isinstance(op, P.Scan) and op.inputs), None)
+    # a split scan's chunk (a split region scan's held tile is said with its pieces)
+    chunk = None if ticket.splits is not None else \
+        next((op.inputs[0].type.tile[op.axis] for op in g.body.ops if isinstance(op, P.Scan) and op.inputs), None)
     each = f", each one chunk of {chunk.extent} elements" if chunk is not None else ""
     rows = len(g.domain) > 1
     if rows:  # a group of rows: the tickets of a row are consecutive
@@ -226,13 +228,17 @@ def _lookback_lines(p: Program, g: Group, f: _Formulas) -> list[str]:
         each += (f" ({' * '.join(map(str, g.domain[:-1]))} rows x {per} programs a row: ticket t runs chunk "
                  f"t % ({per}) of row t // ({per}))")
     owned = "one instance each"
+    held = next((t for op in g.body.ops for v in op.results for t in v.type.tile if P.is_held(t.block)), None)
+    keeps = (f", at least {held.block} long; it holds the first {held.block} elements of its piece on chip from "
+             f"their load to their write, so only the rest of a longer piece is read twice") if held else ""
     if ticket.splits is not None and g.single_instance:  # a top-level region scan: ticket t scans piece t
         each += (" (ticket t scans piece t of the one subregion, the t-th run of whole chunks in traversal "
-                 "order)")
+                 f"order{keeps})")
         owned = "one piece each"
     elif ticket.splits is not None:  # split-region-scans: the pieces of a block hold consecutive tickets
         each += (f" ({ticket.splits} programs a block: ticket t scans piece t % {ticket.splits} of the subregion "
-                 f"of each instance of block t // {ticket.splits}, the s-th run of whole chunks in traversal order)")
+                 f"of each instance of block t // {ticket.splits}, the s-th run of whole chunks in traversal order"
+                 f"{keeps})")
         owned = f"one block of {ticket.block} instances each (several short segments a program)"
     lines = [f"  across programs: {f(seg.length) if seg else '?'} programs{each}, {owned}, in the order "
              f"of an acq_rel ticket on {sync.name}[{P.SYNC_TICKET}] (no launch order assumed; a program waits only "
@@ -262,7 +268,7 @@ def _lookback_lines(p: Program, g: Group, f: _Formulas) -> list[str]:
             lines.append(f"  then waits for the flags of every lower ticket{mine} (acquire) and {folds} "
                          f"{order}, in index order, {op.block} slots a step (a fixed combine order: the same "
                          f"bits every run), and combines the result with its own "
-                         f"{'scanned piece (folded first: its aggregate)' if ticket.splits else 'chunk'}")
+                         f"{'piece (its held tile, then its rest; its aggregate first)' if ticket.splits else 'chunk'}")
         elif isinstance(op, P.RetireTicket):
             lines.append(f"  the last program to finish ({sync.name}[{P.SYNC_DONE}], acq_rel) restores the ticket, "
                          f"the counter and the flags to zero: the workspace is self-resetting, no launch clears it")

@@ -1,7 +1,9 @@
 """Balanced region scans (physical/passes/split_region_scan.py): each segment of a segmented scan is split over
-several programs of one launch that pass piece aggregates on by look-back, in a fixed order. Small sizes still
-split: the launches are sized as for a 132-multiprocessor device; Triton's interpreter runs the programs one at a
-time in program order, so the tickets follow it and nobody waits."""
+several programs of one launch that pass piece aggregates on by look-back, in a fixed order; each program holds the
+first tile of its piece on chip between its aggregate and its writes. Small sizes still split: the launches are
+sized as for a 132-multiprocessor device; Triton's interpreter runs the programs one at a time in program order, so
+the tickets follow it and nobody waits. Most tests lower the held tile (`INTENT_LOOP_BUDGET`) so that long pieces
+also scan a rest after their tile, and the interpreter stays quick."""
 
 from __future__ import annotations
 
@@ -16,15 +18,18 @@ import torch
 import intent
 import oracle
 import physical
+from emit_triton.compile import clear_emitted
 from emit_triton.targets import simulated_multiprocessors
 from intent import Out, dims, f32, i32, i64, parallel
 from kir.dims import dim_bin
 from physical import ops as P
 from physical.launch_expr import LConst
 from physical.lowering import run_pipeline
+from physical.passes.looped import BUDGET_VARIABLE
 from physical.passes.split_region_scan import plan_region_scans
 from physical.verifier import check
 from tests.breadth_support import three_ways
+from tests.launch_fixtures import isolated_cache  # noqa: F401  (fixture)
 
 S, E = dims("S E")
 
@@ -79,6 +84,18 @@ def moved(values: f32[E], offsets: i64[S + 1], targets: i64[S + 1], out: Out[f32
         out[targets[s]:targets[s + 1]] = intent.cumsum(values[offsets[s]:offsets[s + 1]])
 
 
+HELD = 512  # the held tile of most tests: the 40000-long segment's pieces hold a tile and scan a rest
+CHUNK = 256  # a region scan's chunk
+
+
+@pytest.fixture
+def small_tile(isolated_cache, monkeypatch):  # noqa: F811
+    monkeypatch.setenv(BUDGET_VARIABLE, str(HELD))
+    clear_emitted()
+    yield
+    clear_emitted()
+
+
 def offsets_of(lengths: list[int], dtype=torch.int64) -> torch.Tensor:
     return torch.tensor([0, *itertools.accumulate(lengths)], dtype=dtype)
 
@@ -96,15 +113,30 @@ def splits(kernel, args) -> int:
     return int(re.findall(r"SPLITS_0 = (\d+)", kernel.explain(*args.values()))[-1])
 
 
+def held(kernel, args) -> int:
+    return int(re.findall(r"BLOCK_HELD_0 = (\d+)", kernel.explain(*args.values()))[-1])
+
+
+def rest_of_pieces(lengths: list[int], pieces: int, tile: int) -> int:
+    """The elements past the held tile in every piece: the pieces are whole chunks, at least a tile long."""
+    rest = 0
+    for n in lengths:
+        per = max(tile, -(-n // (pieces * CHUNK)) * CHUNK)
+        for s in range(pieces):
+            lo = min(s * per, n)
+            rest += max(0, min(lo + per, n) - lo - tile)
+    return rest
+
+
 def packed(kernel, args) -> tuple[int, int]:
     """(instances a program, programs a block) of the launch."""
     text = kernel.explain(*args.values())
     return int(re.findall(r"BLOCK_I0 = (\d+)", text)[-1]), int(re.findall(r"SPLITS_0 = (\d+)", text)[-1])
 
 
-# 132 multiprocessors: a segment a program, each split over many programs; one (8 resident programs): the 16
-# segments two a program, each split over two programs (a block's pieces pass each lane's aggregate on)
-DEVICES = {132: lambda b, s: b == 1 and s > 1, 1: lambda b, s: (b, s) == (2, 2)}
+# 132 multiprocessors: a segment a program, each split over many programs; one: the 16 segments two a program, each
+# split over several programs (a block's pieces pass each lane's aggregate on)
+DEVICES = {132: lambda b, s: b == 1 and s > 1, 1: lambda b, s: b == 2 and s > 1}
 
 
 @pytest.mark.parametrize("sms", sorted(DEVICES))
@@ -120,7 +152,7 @@ def test_a_skewed_segmented_cumsum_splits_and_agrees_with_the_oracle(sms: int) -
 
 
 @pytest.mark.parametrize("sms", sorted(DEVICES))
-def test_exclusive_reverse_and_max_scans_split(sms: int) -> None:
+def test_exclusive_reverse_and_max_scans_split(sms: int, small_tile) -> None:
     args = args_for(2, ("ex", "rev", "rex", "top"))
     with simulated_multiprocessors(sms):
         assert DEVICES[sms](*packed(forms, args))
@@ -130,7 +162,7 @@ def test_exclusive_reverse_and_max_scans_split(sms: int) -> None:
     assert got["top"].tolist() == torch.cat([v[b:e].cummax(0).values for b, e in zip(o, o[1:])]).tolist()
 
 
-def test_integer_scans_with_i32_offsets_split_exactly() -> None:
+def test_integer_scans_with_i32_offsets_split_exactly(small_tile) -> None:
     args = args_for(3, ("low", "total"), torch.int32, torch.int32)
     with simulated_multiprocessors(132):
         assert splits(ints, args) > 1
@@ -138,14 +170,14 @@ def test_integer_scans_with_i32_offsets_split_exactly() -> None:
 
 
 @pytest.mark.parametrize("sms", sorted(DEVICES))
-def test_custom_combines_split_in_index_order(sms: int) -> None:
+def test_custom_combines_split_in_index_order(sms: int, small_tile) -> None:
     args = args_for(4, ("fwd", "back"))
     with simulated_multiprocessors(sms):
         assert DEVICES[sms](*packed(custom, args))
         three_ways(custom, args, ("fwd", "back"), rtol=1e-4, atol=1e-3, stablehlo=False)
 
 
-def test_a_target_at_other_offsets_keeps_its_positions() -> None:
+def test_a_target_at_other_offsets_keeps_its_positions(small_tile) -> None:
     """The target segment starts elsewhere: each piece writes at its elements' positions moved by the target's
     offset from the source."""
     args = args_for(5, ())
@@ -160,7 +192,7 @@ def test_a_target_at_other_offsets_keeps_its_positions() -> None:
 
 
 @pytest.mark.parametrize("sms", sorted(DEVICES))
-def test_split_scans_are_bitwise_reproducible(sms: int) -> None:
+def test_split_scans_are_bitwise_reproducible(sms: int, small_tile) -> None:
     """Every piece folds its predecessors' aggregates in index order (never a timing-dependent mix), and the sync
     buffer restores itself, so a second launch of the same plan (its workspace kept, never filled) gives the same
     bits."""
@@ -174,15 +206,18 @@ def test_split_scans_are_bitwise_reproducible(sms: int) -> None:
     assert runs[0] == runs[1]
 
 
-def test_the_plan_verifies_after_every_pass_and_explain_shows_it() -> None:
+def test_the_plan_verifies_after_every_pass_and_explain_shows_it(small_tile) -> None:
     args = args_for(7, ("ex", "rev", "rex", "top"))
     k = forms.specialize(args)
     program, names = run_pipeline(physical.construct(k), verify_with=k)
     assert "split-region-scans" in names
     ops = program.groups[0].body.ops
     assert sum(isinstance(o, P.PublishSlot) for o in ops) == 1 and sum(isinstance(o, P.FoldSlots) for o in ops) == 4
-    assert sum(isinstance(o, P.RegionScan) for o in ops) == 4
-    # each piece's fold sits in a constexpr branch taken only where SPLITS_0 > 1
+    assert sum(isinstance(o, P.RegionScan) for o in ops) == 4  # the rests of the pieces
+    # each scan's held tile: scanned once at the top level, written by a store of its own
+    assert sum(isinstance(o, P.Scan) for o in ops) == 4 and sum(isinstance(o, P.Store) for o in ops) == 4
+    assert all(t.block == "BLOCK_HELD_0" for o in ops if isinstance(o, P.Scan) for t in o.results[0].type.tile)
+    # each rest's fold sits in a constexpr branch taken only where SPLITS_0 > 1
     branches = [o for o in ops if isinstance(o, P.If) and o.flag == "SPLIT_0"]
     assert len(branches) == 4 and all(isinstance(b.then_.ops[0], P.RegionFold) for b in branches)
     assert sum(w.resets for w in program.workspaces) == 1  # the sync buffer restores itself: no launch fills it
@@ -190,14 +225,17 @@ def test_the_plan_verifies_after_every_pass_and_explain_shows_it() -> None:
         plan = forms.explain(*args.values())
     assert "SPLITS_0 programs a block: ticket t scans piece t % SPLITS_0 of the subregion of each instance of " \
            "block t // SPLITS_0" in plan
+    assert "at least BLOCK_HELD_0 long; it holds the first BLOCK_HELD_0 elements of its piece on chip from their " \
+           "load to their write, so only the rest of a longer piece is read twice" in plan
+    assert f"BLOCK_HELD_0 = {HELD // 2}" in plan  # the tile's elements shared by the block's two instances
     assert "one block of BLOCK_I0 instances each (several short segments a program)" in plan
     assert "each program publishes each instance's piece aggregate in slot = instance * SPLITS_0 + piece of " \
            "scan0_slot0_g0, scan1_slot0_g0, scan2_slot0_g0, scan3_slot0_g0, then raises one flag, " \
            "scan_sync_g0[2 + ticket] (release)" in plan
     assert "waits for the flags of every lower ticket of its block (acquire) and each lane folds its instance's " \
            "slots from its instance's first piece up to its own piece, in index order" in plan
-    assert "one block of BLOCK_I0 = 2 instances per split: SPLITS_0 = 2 programs per block of subregions, passing " \
-           "piece aggregates on by look-back in index order" in plan
+    assert "one block of BLOCK_I0 = 2 instances per split: SPLITS_0 = " in plan
+    assert "programs per block of subregions, passing piece aggregates on by look-back in index order" in plan
     assert "construction verifier: all" in plan
 
 
@@ -241,7 +279,8 @@ def test_a_fold_that_starts_below_its_instance_is_refused() -> None:
 
 
 def test_a_scan_of_the_whole_subregion_in_every_split_is_refused() -> None:
-    """Mutation: the scan walks the whole subregion instead of the program's piece: every split writes it."""
+    """Mutation: the scan walks the whole subregion instead of the rest of the program's piece: every split writes
+    it, and it writes the held tile's positions again."""
     k, p = _lowered(args_for(9, ("out",)))
     g = p.groups[0]
     ops = list(g.body.ops)
@@ -251,12 +290,30 @@ def test_a_scan_of_the_whole_subregion_in_every_split_is_refused() -> None:
     ops[at] = dataclasses.replace(ops[at], begin=b)
     assert fold.begin.id != b.id
     broken = p.replace(groups=(dataclasses.replace(g, body=dataclasses.replace(g.body, ops=tuple(ops))),))
-    assert [v.rule for v in check(broken, k)] == ["split-effects"]
+    assert [v.rule for v in check(broken, k)] == ["effect-coverage", "split-effects"]
+
+
+def test_a_rest_that_overlaps_the_held_tile_is_refused() -> None:
+    """Mutation: the rest of the piece starts at the piece's begin, not past the held tile: the tile's positions
+    are written twice (by its store and by the scan), though both stay within the program's piece."""
+    k, p = _lowered(args_for(11, ("out",)))
+    g = p.groups[0]
+    ops = list(g.body.ops)
+    at = next(n for n, op in enumerate(ops) if isinstance(op, P.RegionScan))
+    begin = next(op.results[0] for op in ops if op.results and op.results[0].name == "piece_begin")
+    assert ops[at].begin.id != begin.id
+    ops[at] = dataclasses.replace(ops[at], begin=begin)
+    broken = p.replace(groups=(dataclasses.replace(g, body=dataclasses.replace(g.body, ops=tuple(ops))),))
+    found = [str(v) for v in check(broken, k)]
+    assert len(found) == 1 and re.fullmatch(
+        r"\[effect-coverage\] store \(from region_scan at test_split_region_scans\.py:\d+\) is performed by 2 "
+        r"physical effects in group 0; it would happen 2 times per instance", found[0]), found
 
 
 def test_one_piece_an_instance_reads_each_segment_once() -> None:
     """Where the launch decides SPLITS_0 = 1 (here: Triton's interpreter), the kernel holds no piece fold: the
-    values are read once, by the scan."""
+    values are read once, by the held tiles and the scans of the rests. Split, a piece that fits its held tile is
+    read once too (the default tile holds every piece here)."""
     from bench.traffic import counting
 
     args = args_for(10, ("out",))
@@ -265,8 +322,9 @@ def test_one_piece_an_instance_reads_each_segment_once() -> None:
         cumsum(**out)
     assert traffic.read_by["values"] == 4 * args["values"].numel()
     with simulated_multiprocessors(132), counting(out) as split:
+        assert rest_of_pieces(LENGTHS, splits(cumsum, args), held(cumsum, args)) == 0
         cumsum(**out)
-    assert split.read_by["values"] == 2 * 4 * args["values"].numel()  # a piece's fold, then its scan
+    assert split.read_by["values"] == 4 * args["values"].numel()
 
 
 def _mutated(p, g, ops):
@@ -327,6 +385,40 @@ def test_many_short_segments_pack_several_a_program() -> None:
     np.testing.assert_allclose(got["out"], want, rtol=1e-4, atol=1e-4)
 
 
+def test_only_the_rest_of_a_piece_longer_than_its_tile_is_read_twice(small_tile) -> None:
+    """A piece longer than its held tile folds its rest for the aggregate and scans it after the look-back: those
+    elements are read twice, the tile's once."""
+    from bench.traffic import counting
+
+    args = args_for(12, ("out",))
+    with simulated_multiprocessors(132), counting(args) as split:
+        pieces, tile = splits(cumsum, args), held(cumsum, args)
+        rest = rest_of_pieces(LENGTHS, pieces, tile)
+        assert tile == HELD and pieces > 1 and rest > 0
+        cumsum(**args)
+    assert split.read_by["values"] == 4 * (args["values"].numel() + rest)
+    o = args["offsets"].tolist()
+    v = args["values"].double()
+    want = torch.cat([v[b:e].cumsum(0) for b, e in zip(o, o[1:])]).numpy()
+    np.testing.assert_allclose(args["out"].numpy(), want, rtol=1e-4, atol=1e-3)
+
+
+def test_a_fold_whose_active_test_has_a_tile_is_refused() -> None:
+    """Mutation: the test that lets a program skip its fold is the held tile's membership (a tile), not one
+    predicate per lane."""
+    k, p = _lowered(args_for(13, ("out",)))
+    g = p.groups[0]
+    ops = list(g.body.ops)
+    at = next(n for n, op in enumerate(ops) if isinstance(op, P.FoldSlots))
+    assert ops[at].active is not None and not ops[at].active.type.tile
+    member = next(op.results[0] for op in ops if isinstance(op, P.Compare) and op.results[0].type.tile)
+    ops[at] = dataclasses.replace(ops[at], active=member)
+    broken = p.replace(groups=(dataclasses.replace(g, body=dataclasses.replace(g.body, ops=tuple(ops))),))
+    found = [str(v) for v in check(broken, k) if v.rule == "fragment-types"]
+    assert len(found) == 1 and found[0].endswith(
+        f"the active lanes must be a predicate with the slot's lanes and no tile, got {member.type}"), found
+
+
 # ---------------------------------------------------------------------------------------------- top level
 
 
@@ -373,7 +465,9 @@ def test_a_top_level_plan_verifies_after_every_pass_and_explain_shows_it() -> No
         plan = top_forms.explain(*args.values())
     # a statement a group, each split over its own programs with its own look-back workspace
     assert plan.count("programs (ticket t scans piece t of the one subregion, the t-th run of whole chunks in "
-                      "traversal order), one piece each") == 4
+                      "traversal order, at least BLOCK_HELD_") == 4
+    assert plan.count("elements of its piece on chip from their load to their write, so only the rest of a longer "
+                      "piece is read twice), one piece each") == 4
     assert "each program publishes its piece's aggregate in slot = its ticket of scan0_slot0_g3, then raises flag " \
            "scan_sync_g3[2 + slot] (release)" in plan
     assert "then waits for the flags of every lower ticket (acquire) and folds their slots from the nearest lower " \

@@ -30,7 +30,7 @@ from .program import (
     with_form,
 )
 from .reduce import Reduce, native_reduce
-from .region import RegionFold, RegionScan
+from .region import RegionFold, RegionScan, held_block, is_held
 from .rng import Random
 from .scan import Scan, native_scan
 from .sort import Sort
@@ -43,6 +43,6 @@ __all__ = ["OP_CLASSES", "pop", "Trait", "DEVICE_CHECK", "Check", "Load", "Store
            "block_loop", "instance_ops", "once_ops",
            "LoopedRows", "looped_rows", "forms", "whole_form", "with_form",
            "OwnedInstances", "OwnedTile", "ScalarParam", "ShapeValue", "TileIndex", "Reduce", "RegionFold",
-           "RegionScan", "Random", "Scan", "Sort", "native_reduce", "native_scan", "SplitIndex", "HelperIndex",
-           "Ticket",
+           "RegionScan", "held_block", "is_held", "Random", "Scan", "Sort", "native_reduce", "native_scan",
+           "SplitIndex", "HelperIndex", "Ticket",
            "PublishSlot", "FoldSlots", "RetireTicket", "SYNC_TICKET", "SYNC_DONE", "SYNC_FLAGS", "slot_dtype"]

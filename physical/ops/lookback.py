@@ -54,7 +54,9 @@ class FoldSlots(POp):
     an element-order tree, steps in sequence, so the order of combination depends on the range only, never
     on timing. An empty range gives `identity`. In a group whose S consecutive tickets share a block of several
     instances, each `active` lane folds its own slots (the same count in every lane), whose flags are those of
-    the tickets just below the program's."""
+    the tickets just below the program's. A lane that is not `active` folds nothing (its result is `identity`):
+    where a program owns one instance, it neither waits nor reads (a split region scan's piece past the end of
+    a short subregion needs no prefix)."""
 
     sync: int
     slots: tuple[int, ...]
@@ -65,7 +67,7 @@ class FoldSlots(POp):
     acc_dtypes: tuple[DType, ...]
     block: int
     combine: PRegion
-    active: PValue | None = None  # the lanes that fold (a block's lanes past the instances do not)
+    active: PValue | None = None  # the lanes that fold (a block's lanes past the instances, empty pieces do not)
 
 
 @pop("retire_ticket", EFFECTS | LOOKBACK)

@@ -81,6 +81,21 @@ class RegionScan(POp):
     active: PValue | None
 
 
+HELD_PREFIX = "BLOCK_HELD_"
+
+
+def held_block(group: int) -> str:
+    """The constexpr of the tile of its piece that a program of split group `group` holds on chip across the
+    wait for its predecessors (passes/split_region_scan.py): its loads and stores together with the region scan
+    over the rest of the piece cover each position of the subregions once."""
+    return f"{HELD_PREFIX}{group}"
+
+
+def is_held(block: str) -> bool:
+    """Whether the tile axis of constexpr `block` is a split region scan's held tile."""
+    return block.startswith(HELD_PREFIX)
+
+
 # ---------------------------------------------------------------------------------------------- typing
 
 

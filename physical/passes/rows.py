@@ -1,23 +1,24 @@
-"""Recomputing a row chunk by chunk: the builder the looped form (passes/looped.py) and split scans
-(passes/split_scan.py) write their bodies with.
+"""Recomputing a row chunk by chunk: the builder the looped form (passes/looped.py), split scans
+(passes/split_scan.py) and split region scans (passes/split_region_scan.py) write their bodies with.
 
-Both passes rewrite a group whose values share one tile axis, the row, so that a step (a loop iteration
-of the looped form, a program of a split scan) holds one chunk of it: every value on the row gets the
-chunk's tile axis instead, positions along the row become the chunk's start plus the position in the
-chunk, and other ops are copied with their operands renamed. `RowBuilder.copy_op` is that copy;
-`chunk_scan` scans a chunk and folds its total, which both passes then combine with what came before.
+The passes rewrite values that share one tile axis, the row, so that a step (a loop iteration of the looped
+form, a program of a split scan, the tile a region scan's piece holds) holds one chunk of it: every value on
+the row gets the chunk's tile axis instead, positions along the row become the chunk's start plus the
+position in the chunk, and other ops are copied with their operands renamed. `RowBuilder.copy_op` is that
+copy; `chunk_scan` scans a chunk and folds its total, which the passes then combine with what came before.
 """
 
 from __future__ import annotations
 
+from kir.dims import DSym
 from kir.dtypes import DType
-from kir.pointwise import BinaryFn
+from kir.pointwise import BinaryFn, CmpFn
 from kir.reduce import ReduceKind
 from kir.scan import ScanKind
 
 from .. import ops as P
 from ..builder import Builder
-from ..launch_expr import LaunchExpr
+from ..launch_expr import LaunchExpr, LConstexpr, ldim
 from ..model import Fragment, Origin, POp, PValue, TileAxis
 from ..rewrite import map_values
 
@@ -41,12 +42,18 @@ class RowBuilder(Builder):
     """Writes ops over one chunk of the row `axis` (tile axis `chunk`), numbering new values from `first_id`.
 
     `row` maps a row value of the original body to its value for the current chunk. With `lanes`, every
-    row value varies across the program's lanes (a split scan's chunk belongs to the program's instance)."""
+    row value varies across the program's lanes (a split scan's chunk belongs to the program's instance).
+    With `relative`, the row is itself one chunk step of a region op (its source or emit region, whose
+    `start` argument places the chunk): positions along it stay relative to that start, and its padding
+    test (the position against the row's extent) tests the new chunk's positions against the new extent."""
 
-    def __init__(self, axis: TileAxis, chunk: TileAxis, first_id: int, lanes: bool = False) -> None:
+    def __init__(self, axis: TileAxis, chunk: TileAxis, first_id: int, lanes: bool = False,
+                 relative: bool = False) -> None:
         super().__init__(first_id)
-        self.axis, self.chunk, self.lanes = axis, chunk, lanes
+        self.axis, self.chunk, self.lanes, self.relative = axis, chunk, lanes, relative
         self.row: dict[int, PValue] = {}  # original row value id -> its value in the current chunk
+        self.positions: set[int] = set()  # original positions along the row (tile indices)
+        self.extents: set[int] = set()  # original values that are the row's extent
 
     def retile(self, t: Fragment) -> Fragment:
         """The type of a value of type `t` for one chunk."""
@@ -70,8 +77,17 @@ class RowBuilder(Builder):
         plus the position in the chunk)."""
         if isinstance(op, P.TileIndex):  # positions are uniform; the chunk's start may vary by lane
             pos = self.add(P.TileIndex, op.result.type.with_tile((self.chunk,)), op.origin, "chunk_pos", axis=0)
-            self.row[op.result.id] = self.add(P.Binary, self.retile(op.result.type), op.origin, op.result.name,
-                                              fn=BinaryFn.add, lhs=start, rhs=pos)
+            self.positions.add(op.result.id)
+            self.row[op.result.id] = pos if self.relative else \
+                self.add(P.Binary, self.retile(op.result.type), op.origin, op.result.name, fn=BinaryFn.add,
+                         lhs=start, rhs=pos)
+            return
+        if self.relative and isinstance(op, P.Compare) and op.fn is CmpFn.lt and op.lhs.id in self.positions \
+                and op.rhs.id in self.extents:  # the chunk's padding: positions past the new chunk's extent
+            held = self.chunk.extent == DSym(self.chunk.block)  # a launch-sized chunk: its extent is its block
+            extent = self.index(LConstexpr(self.chunk.block) if held else ldim(self.chunk.extent), op.origin)
+            self.row[op.result.id] = self.add(P.Compare, self.retile(op.result.type), op.origin, op.result.name,
+                                              fn=CmpFn.lt, lhs=self.get(op.lhs), rhs=extent)
             return
         fields = {f.name: map_values(getattr(op, f.name), self.get) for f in op.fields()}
         results = tuple(self.fresh(self.retile(v.type), v.name) for v in op.results)
@@ -82,6 +98,8 @@ class RowBuilder(Builder):
     def copy_op(self, op: POp, start: PValue) -> None:
         """`op` for the chunk that begins at `start`: recomputed over the chunk when it touches the row, else
         itself with the chunk's values for its operands."""
+        if isinstance(op, P.ShapeValue) and op.expr == ldim(self.axis.extent):
+            self.extents.add(op.result.id)
         if any(on_row(v.type, self.axis) for v in values_of(op)):
             self.row_op(op, start)
         elif any(v.id in self.row for v in op.operands()):

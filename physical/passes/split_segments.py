@@ -217,8 +217,10 @@ def _split(program: Program, plan: SegmentPlan) -> Program:
                                segments=segments, grid=grid)
 
 
-def _piece(w: Builder, fold: P.RegionFold, s: PValue, splits: str) -> tuple[PValue, PValue]:
-    """This split's piece [b + lo, b + hi) of each lane's subregion [b, e)."""
+def _piece(w: Builder, fold: P.RegionFold | P.RegionScan, s: PValue, splits: str, least: str | None = None
+           ) -> tuple[PValue, PValue]:
+    """This split's piece [b + lo, b + hi) of each lane's subregion [b, e); with `least` (a constexpr, a whole
+    number of chunks), a piece holds at least that many elements (a short subregion takes fewer pieces)."""
     b, e, origin = fold.begin, fold.end, fold.origin
     dt = b.type.dtype
     lanes = b.type.lanes or e.type.lanes
@@ -240,6 +242,8 @@ def _piece(w: Builder, fold: P.RegionFold, s: PValue, splits: str) -> tuple[PVal
     chunks = binary(BinaryFn.floordiv, binary(BinaryFn.add, length, binary(BinaryFn.sub, span, w.add(
         P.Const, one, origin, value=1, dtype=dt))), span)
     per = binary(BinaryFn.mul, chunks, chunk, "piece")
+    if least is not None:
+        per = binary(BinaryFn.maximum, per, launch(LConstexpr(least), "least"), "piece")
     k = w.add(P.Cast, one, origin, x=s, dtype=dt)
     lo = binary(BinaryFn.minimum, binary(BinaryFn.mul, k, per), length, "piece_lo")
     hi = binary(BinaryFn.minimum, binary(BinaryFn.add, lo, per), length, "piece_hi")

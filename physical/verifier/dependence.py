@@ -141,6 +141,8 @@ def check_unordered_conflict(program: Program, kernel: Kernel | None, report: Re
     for source, x, y in _concurrent_pairs(ix, (Access.WRITE,), (Access.WRITE, Access.READ_WRITE), True):
         if x is y and isinstance(x.op, P.Store) and x.op.unique:
             continue
+        if _parts_of_one_unique_write(x.op, y.op):
+            continue
         if not disjoint_across_instances(ix, x, y, source):
             name = ix.buffers[x.access.buffer].name if x.access.buffer in ix.buffers else "?"
             same = "it" if x is y else describe(program, y.op)
@@ -148,6 +150,13 @@ def check_unordered_conflict(program: Program, kernel: Kernel | None, report: Re
                    f"instance, with neither unique, reduction nor atomic semantics", x.op, x.placed.group)
     if kernel is not None:
         _unique_preserved(program, ix, kernel, report)
+
+
+def _parts_of_one_unique_write(a: POp, b: POp) -> bool:
+    """Whether `a` and `b` are unique stores of one KIR op (a region scan whose piece's held tile one store writes
+    and the scan the rest): that op's instances write disjoint elements, whichever part of an instance each does."""
+    return isinstance(a, P.Store) and isinstance(b, P.Store) and a.unique and b.unique and a.origin is not None \
+        and b.origin is not None and a.origin.op is not None and a.origin.op == b.origin.op
 
 
 def _unique_preserved(program: Program, ix: ProgramIndex, kernel: Kernel, report: Reporter) -> None:

@@ -4,7 +4,9 @@
   effect outside the group's invocation workspace (a store, a scatter, an atomic, a region scan's writes)
   happens once per instance only if it is made by one of them: the holder of the last ticket (drawn before
   the effect), which alone sees every program's partial. Any other program would write its own incomplete
-  result (or apply an atomic S times).
+  result (or apply an atomic S times). A region scan's writes over the program's own piece are its own: the
+  scan's bounds, or for the tile of its piece a program holds, the store's positions and a bound of its mask,
+  are computed from the split index.
 """
 
 from __future__ import annotations
@@ -48,12 +50,17 @@ def check_split_effects(program: Program, kernel: Kernel | None, report: Reporte
 
 def _scans_own_piece(ix: ProgramIndex, site: AccessSite, splits_of: dict[int, tuple[int, str]]) -> bool:
     """Whether the write is a region scan's, over a piece of its subregion cut by the program's split index (the
-    pieces of the split programs partition the subregion: each writes its own)."""
+    pieces of the split programs partition the subregion: each writes its own), or the store of the tile of its
+    piece a program holds (its positions and a bound of its mask come from the piece)."""
     scan = next((p for p in reversed(ix.place[id(site.op)].parents) if isinstance(p, P.RegionScan)), None)
-    if scan is None:
-        return False
     splits = {v for v, (g, _) in splits_of.items() if g == site.placed.group}
-    return all(_depends_on(ix, v, splits) for v in (scan.begin, scan.end))
+    if scan is not None:
+        return all(_depends_on(ix, v, splits) for v in (scan.begin, scan.end))
+    if not isinstance(site.op, P.Store):
+        return False
+    tests = [ix.producer(c) for c in ix.conjuncts(site.access.mask)]
+    bounded = any(isinstance(t, P.Compare) and _depends_on(ix, t.rhs, splits) for t in tests)
+    return bounded and all(_depends_on(ix, c, splits) for c in site.access.coords)
 
 
 def _depends_on(ix: ProgramIndex, v: PValue, ids: set[int]) -> bool:

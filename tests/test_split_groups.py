@@ -223,3 +223,85 @@ def test_sibling_splits_in_one_kernel_verify_and_agree_with_the_oracle(case: str
     want = kernel.oracle(**{n: v.clone() for n, v in args.items()})
     for n in want:
         np.testing.assert_allclose(out[n].numpy(), np.asarray(want[n]), rtol=1e-4, atol=1e-3, err_msg=n)
+
+
+# ---------------------------------------------------------------------------------------------- invariant folds
+
+# A fold inside `parallel` over values that do not vary by instance (whole tensors loaded outside the loop,
+# subregion bounds loaded outside it) is the same for every instance: no split (its partial has no lanes to
+# publish per instance; found by tests/test_physical_kirgen.py at --hypothesis-seed=10, where the split body's
+# one-program branch yielded the lane-less partial as the instances' results).
+INVARIANT = {
+    "reduce": ("""kernel invariant_reduce(x: in f32[N], out: out f32[N]) symbols(N) {
+  %0: f32[N] = load %x[0:N]
+  parallel (%i: i64) in (N) {
+    %1: f32 = reduce sum(%0) axes=(0)
+    %2: f32 = load %x[%i]
+    %3: f32 = binary add %1, %2
+    store %out[%i] = %3
+    yield
+  }
+  yield
+}""", "split-reductions", "its reduction is the same for every instance"),
+    "custom_reduce_unused": ("""kernel invariant_pairs(idx: in i64[N], xi: in i8[N], out: out i64[N]) symbols(N) {
+  %1: i64[N] = load %idx[0:N]
+  %2: i8[N] = load %xi[0:N]
+  parallel (%i: i64) in (N) {
+    %9: i64, %10: i8 = reduce custom(%1, %2) axes=(0) identity=(1, 1) combine=(%a: i64, %b: i8, %c: i64, %d: i8) {
+      %e: i64 = binary add %a, %c
+      %f: i8 = binary add %b, %d
+      yield %e, %f
+    }
+    %11: i64 = binary add %i, %i
+    store %out[%i] = %11
+    yield
+  }
+  yield
+}""", "split-reductions", "its reduction is the same for every instance"),
+    "region_fold": ("""kernel same_fold(offsets: in i64[S + 1], values: in f32[E], outv: out f32[S]) symbols(S, E) {
+  %c: i64 = constant 0 : i64
+  %one: i64 = constant 1 : i64
+  %b: i64 = load %offsets[%c]
+  %e: i64 = load %offsets[%one]
+  parallel (%s: i64) in (S) {
+    %1: f32 = region_fold sum %values[%b:%e]
+    %2: i64 = load %offsets[%s]
+    %3: f32 = cast %2 to f32
+    %4: f32 = binary add %1, %3
+    store %outv[%s] = %4
+    yield
+  }
+  yield
+}""", "split-segments", "a fold is the same for every instance"),
+}
+
+
+def _invariant_args(case: str) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(11)
+    if case == "reduce":
+        return {"x": torch.randn(300, generator=g), "out": torch.empty(300)}
+    if case == "custom_reduce_unused":
+        return {"idx": torch.randint(-5, 5, (300,), generator=g), "xi": torch.randint(-5, 5, (300,), generator=g,
+                dtype=torch.int8), "out": torch.empty(300, dtype=torch.int64)}
+    return {**segment_args({"outv": 0}, seed=11)}
+
+
+@pytest.mark.parametrize("case", list(INVARIANT))
+def test_a_fold_the_same_for_every_instance_is_not_split(case: str, monkeypatch) -> None:
+    src, split_pass, reason = INVARIANT[case]
+    monkeypatch.setenv(BUDGET_VARIABLE, "64")  # short chunks: the reduction's row of 300 is looped
+    k = parse_kernel(src)
+    with simulated_multiprocessors(132):
+        program, names = passes_verified(k)
+        assert split_pass not in names
+        # the reason the plan gives, on the program the split pass sees
+        position = next(n for n, p in enumerate(physical.PIPELINE) if p.name == split_pass)
+        before, _ = run_pipeline(physical.construct(k), passes=physical.PIPELINE[:position])
+        (group,) = before.groups
+        assert physical.PIPELINE[position].plan_group(before, group) == reason
+        args = _invariant_args(case)
+        want = oracle.run(k, {n: v.clone() for n, v in args.items()})
+        out = {n: v.clone() for n, v in args.items()}
+        emit_triton.launch(k, out, sanitize=True)
+    for n in want:
+        np.testing.assert_allclose(out[n].numpy(), np.asarray(want[n]), rtol=1e-5, atol=1e-4, err_msg=n)

@@ -53,6 +53,14 @@ def lane_test(ops: tuple[POp, ...]) -> tuple[int, PValue] | str:
     return owned[0], lane_ok
 
 
+def per_instance(values: tuple[PValue, ...]) -> bool:
+    """Whether the fold results `values` of a group of several instances vary by instance (have its lanes). A
+    fold over values that do not (whole tensors loaded outside the loop, subregion bounds that are loop
+    invariant) is the same for every instance: sharing an instance's work among programs gains nothing, and
+    its partial has no lanes to publish per instance, so the splits refuse it."""
+    return all(v.type.lanes for v in values)
+
+
 def pointwise_or_store(op: POp) -> bool:
     """Whether `op` may run after the combine, in the last ticket's holder only: a store (its mask then takes
     the last ticket) or work with neither regions nor effects."""
@@ -182,6 +190,5 @@ def instance_coordinate(w: Builder, ops: tuple[POp, ...], owned: int | None, ori
     return w.add(P.Const, Fragment(DType.i64), origin, value=0, dtype=DType.i64)
 
 
-__all__ = ["lane_test", "pointwise_or_store", "split_launch", "split_flag", "Partial", "add_partial_slots",
-           "combine_in_last",
-           "finish_in_last", "instance_coordinate"]
+__all__ = ["lane_test", "per_instance", "pointwise_or_store", "split_launch", "split_flag", "Partial",
+           "add_partial_slots", "combine_in_last", "finish_in_last", "instance_coordinate"]

@@ -87,6 +87,8 @@ def plan_split(program: Program, g: Group) -> SplitPlan | str:
     d = _fold_position(ops, loops[0])
     if [v.type.dtype for v in ops[d].results] != list(red.acc_dtypes):
         return "its fold does not give the accumulators"
+    if not g.single_instance and not shared.per_instance(ops[d].results):
+        return "its reduction is the same for every instance"
     if not effect_free(ops[:d]) or not effect_free(loop.body.ops):
         return "it has effects before its reduction completes"
     if not all(shared.pointwise_or_store(op) for op in ops[d + 1:]):

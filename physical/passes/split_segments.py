@@ -133,6 +133,8 @@ def plan_segments(program: Program, g: Group) -> SegmentPlan | str:
     size = lmax(*values) if len(values) > 1 else values[0]
     if g.single_instance:
         return SegmentPlan(g, folds, frozenset(after), None, None, size)
+    if not all(shared.per_instance(ops[n].results) for n in folds):
+        return "a fold is the same for every instance"
     found = shared.lane_test(ops)
     if isinstance(found, str):
         return found

@@ -9,7 +9,7 @@ from kir.core import Kernel
 from .construct import construct
 from .model import Program
 from .passes import PIPELINE, Pass, PassContext
-from .verifier import PhysicalVerifyError
+from .verify import PhysicalVerifyError
 from .verify import verify as _verify_program
 
 

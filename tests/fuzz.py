@@ -176,20 +176,24 @@ class Progress:
 def campaign(kernels: int, seed: int, *, stablehlo: bool = True, save_dir: Path | None = CASES_DIR,
              progress: bool = False, shrink: bool = True, shrink_seconds: float = SHRINK_SECONDS,
              blocks: tuple[str, ...] | None = None, log: Callable[[str], None] | None = None,
-             sanitize: bool = True) -> Summary:
+             sanitize: bool = True, shrink_attempts: int | None = None) -> Summary:
     """Run `kernels` random cases; shrink and save each new failure. Deterministic for a seed.
     Launches run under the memory sanitizer (`emit_triton.sanitize`) unless `sanitize` is False.
 
     Case `i` is drawn uniformly from `random.Random(f"{seed}/{i}")` (hypothesis' own generation
     repeats itself too much for a campaign); a failure is handed to hypothesis' shrinker as the
-    choice sequence that drew it.
+    choice sequence that drew it. Shrinking stops after `shrink_seconds` or, when given, after
+    `shrink_attempts` candidate runs, whichever comes first (a test that asserts on the shrunk case
+    bounds it by attempts, so the result does not depend on how loaded the machine is).
     """
     with sanitizing(sanitize):
-        return _campaign(kernels, seed, stablehlo, save_dir, progress, shrink, shrink_seconds, blocks, log)
+        return _campaign(kernels, seed, stablehlo, save_dir, progress, shrink, (shrink_seconds, shrink_attempts),
+                         blocks, log)
 
 
 def _campaign(kernels: int, seed: int, stablehlo: bool, save_dir: Path | None, progress: bool, shrink: bool,
-              shrink_seconds: float, blocks: tuple[str, ...] | None, log: Callable[[str], None] | None) -> Summary:
+              shrink_budget: tuple[float, int | None], blocks: tuple[str, ...] | None,
+              log: Callable[[str], None] | None) -> Summary:
     summary = Summary()
     known = known_signatures(CASES_DIR, *((save_dir,) if save_dir is not None else ()))
     bar = Progress(kernels, progress)
@@ -210,8 +214,8 @@ def _campaign(kernels: int, seed: int, stablehlo: bool, save_dir: Path | None, p
         found = Found(fresh[0], outcome, case, None)
         if shrink:
             bar.update(summary, "(shrinking)")
-            found.case, found.outcome = shrink_case(choices, fresh[0], case, outcome, stablehlo, shrink_seconds,
-                                                    blocks)
+            found.case, found.outcome = shrink_case(choices, fresh[0], case, outcome, stablehlo, *shrink_budget,
+                                                    blocks=blocks)
         if save_dir is not None:
             stem = "case_" + hashlib.sha1(found.signature.encode()).hexdigest()[:10]
             found.path = save_case(found.case, save_dir, stem, {
@@ -230,23 +234,28 @@ SHRINK_KEY = b"intent-differential-fuzz"
 
 
 def shrink_case(choices: list[int], signature: str, case: Case, outcome: Outcome, stablehlo: bool,
-                seconds: float, blocks: tuple[str, ...] | None) -> tuple[Case, Outcome]:
-    """The smallest case hypothesis' shrinker finds that still fails with `signature`."""
+                seconds: float, attempts: int | None = None, *, blocks: tuple[str, ...] | None
+                ) -> tuple[Case, Outcome]:
+    """The smallest case hypothesis' shrinker finds that still fails with `signature`, within `seconds`
+    and at most `attempts` candidate runs (no limit when None)."""
     database = InMemoryExampleDatabase()
     # The secondary corpus: hypothesis takes primary entries as already shrunk and would stop there.
     database.save(SHRINK_KEY + b".secondary", choices_to_bytes(choices))
     best: dict[str, object] = {"case": case, "outcome": outcome}
     since = time.time()
+    tried = [0]
 
     @settings(max_examples=1000, database=database, deadline=None, phases=[Phase.reuse, Phase.shrink],
               suppress_health_check=list(HealthCheck), print_blob=False, verbosity=Verbosity.quiet,
               report_multiple_bugs=False)
     @given(cases(blocks=blocks))
     def still_fails(candidate: Case) -> None:
-        if time.time() - since > seconds:  # out of time: only the best so far still "fails"
+        out_of_budget = time.time() - since > seconds or (attempts is not None and tried[0] >= attempts)
+        if out_of_budget:  # only the best so far still "fails"
             if _same_case(candidate, best["case"]):  # type: ignore[arg-type]
                 _fail()
             return
+        tried[0] += 1
         result = run_case(candidate, stablehlo)
         if result.failed and signature in result.signatures():
             best["case"], best["outcome"] = candidate, result

@@ -191,14 +191,15 @@ def _rows_and_folds_args() -> dict[str, torch.Tensor]:
     return {"x": x, **segment_args({}, seed=3), "a": torch.empty(2), "b": torch.empty(len(LENGTHS))}
 
 
-# kernel, arguments, simulated multiprocessors, the passes that split, the split counts at these shapes
+# kernel, arguments, simulated multiprocessors, the passes that split, the split counts at these shapes (a
+# region scan sizes its pieces by its held tile, a fold by its chunk, so their counts differ)
 SIBLINGS = {
     "three_folds": (three_folds, lambda: segment_args({"a": 0, "b": 0, "c": 0}, 4), 132, ["split-segments"],
                     {"SPLITS_0": 3, "SPLITS_1": 3, "SPLITS_2": 3}),
     "fold_and_scan": (fold_and_scan, lambda: segment_args({"a": 0, "b": sum(LENGTHS)}, 5), 132,
-                      ["split-segments", "split-region-scans"], {"SPLITS_0": 3, "SPLITS_1": 3}),
+                      ["split-segments", "split-region-scans"], {"SPLITS_0": 3, "SPLITS_1": 6}),
     "two_region_scans": (two_region_scans, lambda: segment_args({"a": sum(LENGTHS), "b": sum(LENGTHS)}, 6), 132,
-                         ["split-region-scans"], {"SPLITS_0": 3, "SPLITS_1": 3}),
+                         ["split-region-scans"], {"SPLITS_0": 6, "SPLITS_1": 6}),
     "rows_and_folds": (rows_and_folds, _rows_and_folds_args, 4, ["split-reductions", "split-segments"],
                        {"SPLITS_0": 16, "SPLITS_1": 3}),
     "two_scans": (two_scans, lambda: {"x": torch.randn(300, generator=torch.Generator().manual_seed(7)),

@@ -98,32 +98,8 @@ def emit_fold_slots(em: Emitter, op: P.FoldSlots) -> None:
         em.line(f"{m} = {k} < {upto} - {first}")
         em.line(f"{slot} = {upto} - 1 - {k}" if op.reverse else f"{slot} = {first} + {k}")
         em.line(f"{slot} = tl.where({m}, {slot}, {first})")
-        flag_ptr = f"{sync} + {P.SYNC_FLAGS} + {slot}"
-        # On a GPU every lane reads its flag with an acquire load (coalesced, no atomics); Triton's interpreter
-        # has no inline assembly, and runs the lower tickets before this one: a plain read sees their flags.
-        em.uses_device_flag = True
-        node = em.branches(DEVICE_FLAG)
-        asm, constraints = ACQUIRE_LOAD
-        for branch, read in ((node.then, f"tl.inline_asm_elementwise(\"{asm}\", \"{constraints}\", [{flag_ptr}], "
-                                          f"dtype=tl.int32, is_pure=False, pack=1)"),
-                             (node.otherwise, f"tl.load({flag_ptr}, mask={m}, other=1, volatile=True)")):
-            with em.into(branch):
-                em.line(f"{flags} = {read}")
-                em.line("# only lower tickets: they have started")
-                with em.block(f"while tl.min(tl.where({m}, {flags}, 1)) == 0"):
-                    em.line(f"{flags} = {read}")
-        em.line("tl.debug_barrier()  # the flags seen by any thread precede every thread's reads of the slots")
-        cur = []
-        for bid, ident, dt in zip(op.slots, op.identity, op.acc_dtypes):
-            ptr, sdt = _slot_ptr(em, bid)
-            v = em.fresh("slot_value")
-            fill = literal(ident, dt) if not dt.is_pred else "0"
-            em.line(f"{v} = tl.load({ptr} + {slot}, mask={m}, other={fill}, volatile=True)")
-            if dt.is_pred:
-                em.line(f"{v} = {v} != 0")
-            elif sdt != dt:
-                em.line(f"{v} = {v}.to({REGISTER_DTYPE[dt]})")
-            cur.append(v)
+        _wait_for_flags(em, f"{sync} + {P.SYNC_FLAGS} + {slot}", m, flags)
+        cur = _load_slots(em, op, slot, m)
         valid = em.fresh("fold_valid")
         em.line(f"{valid} = {m}")
         fold_inline(em, op.combine, cur, 0, 1, valid)
@@ -153,6 +129,22 @@ def _wait_for_flags(em: Emitter, flag_ptr: str, m: str, flags: str) -> None:
     em.line("tl.debug_barrier()  # the flags seen by any thread precede every thread's reads of the slots")
 
 
+def _load_slots(em: Emitter, op: P.FoldSlots, slot: str, mask: str) -> list[str]:
+    """Each slot array's values at `slot` (members `mask`; the identity elsewhere), in the accumulator dtypes."""
+    cur = []
+    for bid, ident, dt in zip(op.slots, op.identity, op.acc_dtypes):
+        ptr, sdt = _slot_ptr(em, bid)
+        v = em.fresh("slot_value")
+        fill = literal(ident, dt) if not dt.is_pred else "0"
+        em.line(f"{v} = tl.load({ptr} + {slot}, mask={mask}, other={fill}, volatile=True)")
+        if dt.is_pred:
+            em.line(f"{v} = {v} != 0")
+        elif sdt != dt:
+            em.line(f"{v} = {v}.to({REGISTER_DTYPE[dt]})")
+        cur.append(v)
+    return cur
+
+
 def _fold_lane_slots(em: Emitter, op: P.FoldSlots) -> None:
     """`fold_slots` of a program that owns a block of instances: lane l folds its own slots [first_l, upto_l)
     (the same count in every lane: the pieces of its instance before the program's), which the programs of
@@ -179,17 +171,7 @@ def _fold_lane_slots(em: Emitter, op: P.FoldSlots) -> None:
         em.line(f"{slot} = tl.where({m}[None, :], {pick}, {em.name(op.first)}[:, None])")
         live = f"{m}[None, :]" if op.active is None else \
             f"{m}[None, :] & {em.arg(op.active, op.upto.type.with_dtype(DType.pred))}[:, None]"
-        cur = []
-        for bid, ident, dt in zip(op.slots, op.identity, op.acc_dtypes):
-            ptr, sdt = _slot_ptr(em, bid)
-            v = em.fresh("slot_value")
-            fill = literal(ident, dt) if not dt.is_pred else "0"
-            em.line(f"{v} = tl.load({ptr} + {slot}, mask={live}, other={fill}, volatile=True)")
-            if dt.is_pred:
-                em.line(f"{v} = {v} != 0")
-            elif sdt != dt:
-                em.line(f"{v} = {v}.to({REGISTER_DTYPE[dt]})")
-            cur.append(v)
+        cur = _load_slots(em, op, slot, live)
         valid = em.fresh("fold_valid")
         em.line(f"{valid} = tl.broadcast_to({m}[None, :], {cur[0]}.shape)")
         fold_inline(em, op.combine, cur, 1, 2, valid)

@@ -116,7 +116,7 @@ def test_the_real_launch_sees_the_callers_values(isolated_cache):  # noqa: F811
 
 
 def test_workspaces_and_written_tensors_are_what_trials_copy():
-    from tests.test_physical_mutation import staged_copy
+    from tests.mutations import staged_copy
 
     kernel = staged_copy()  # a local buffer: a launcher workspace
     args = {"x": torch.arange(6, dtype=torch.float32), "out": torch.zeros(6)}

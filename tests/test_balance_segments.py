@@ -21,7 +21,7 @@ from physical.launch_expr import DEVICE_SMS, LBin, LConst, lmin
 from physical.lowering import run_pipeline
 from physical.verifier import check
 from tests.breadth_support import three_ways
-from tests.test_physical_mutation import edit
+from tests.mutations import edit
 
 S, E = dims("S E")
 

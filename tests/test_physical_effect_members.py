@@ -16,7 +16,7 @@ from kir.dtypes import DType
 from physical import ops as P
 from physical.model import Trait
 from physical.verifier import PhysicalVerifyError, check, verify
-from tests.test_physical_mutation import buffer_named, only, split_rows, swap
+from tests.mutations import buffer_named, only, split_rows, swap
 
 M, N = dims("M N")
 

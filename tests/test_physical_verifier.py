@@ -22,7 +22,8 @@ from physical.verifier.structured import STRUCTURED
 from physical.verify import PhysicalVerifyError as StructuralVerifyError
 from tests import acceptance as acceptance_files
 from tests import samples
-from tests.test_physical_mutation import MUTATIONS, swap, two_groups
+from tests.mutations import swap, two_groups
+from tests.test_physical_mutation import MUTATIONS
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -18,7 +18,7 @@ from emit_triton import compile as compile_mod
 from emit_triton import sanitize as sanitize_mod
 from physical import ops as P
 from tests.frontend_support import kernel, position, write
-from tests.test_physical_mutation import edit, only
+from tests.mutations import edit, only
 
 
 @pytest.fixture(autouse=True)

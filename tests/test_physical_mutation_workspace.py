@@ -1,0 +1,115 @@
+"""Mutation tests of the construction verifier, invocation workspaces of groups split over programs: slots, tickets
+and who writes outside them.
+
+Each mutation breaks a valid program in exactly one way (see `tests/mutations.py`) and expects the rule's
+exact message at the KIR source of the broken item.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from kir import BinaryFn
+from kir.dtypes import DType
+from physical import ops as P
+from physical.launch_expr import LBin, LConst, LConstexpr
+from physical.model import Fragment, PValue
+from tests.mutations import (
+    Mutations,
+    assert_reported,
+    buffer_named,
+    shared_branch,
+    split_rows,
+    with_ops,
+    with_shared,
+    workspace_ops,
+)
+
+FAMILY = Mutations()
+mutation = FAMILY.rule
+more = FAMILY.also
+
+
+@mutation("workspace-protocol")
+def slot_written_at_another_programs_slot():
+    k, p = split_rows()
+    top, _, ops = shared_branch(p)
+    (write,) = workspace_ops(p, P.Store, "partial")
+    per = next(op for op in top if isinstance(op, P.ShapeValue) and op.results[0].name == "chunks_per_split")
+    other = per.results[0]
+    ops[ops.index(write)] = dataclasses.replace(write, access=dataclasses.replace(write.access, copy=other))
+    return k, with_shared(p, ops), (f"[workspace-protocol] store (from reduce at mutation.py:10) writes slot array "
+                                  f"partial at slot %{other.id}, not its program's split position: two programs "
+                                  f"would write one slot")
+
+
+@more("counter_not_reset", "workspace-protocol")
+def ticket_counter_left_for_the_next_launch():
+    k, p = split_rows()
+    ops = shared_branch(p)[2]
+    (reset,) = workspace_ops(p, P.Store, "arrivals")
+    ops.remove(reset)
+    return k, with_shared(p, ops), ("[workspace-protocol] ticket counter arrivals is not reset by the program that "
+                                  "draws the last ticket: the next launch would start from a stale count")
+
+
+@more("slots_combined_out_of_order", "workspace-protocol")
+def slots_read_in_reverse_order():
+    k, p = split_rows()
+    outer, _, ops = shared_branch(p)
+    (read,) = workspace_ops(p, P.Load, "partial")
+    pos = read.access.copy
+    top = max(v.id for op in p.walk() for v in op.results) + 100
+    last = PValue(top + 1, Fragment(DType.i64, index=True))
+    rev = PValue(top + 2, pos.type)
+    splits = next(op.splits for op in outer if isinstance(op, P.SplitIndex))
+    at = ops.index(read)
+    ops[at:at] = [P.ShapeValue(results=(last,), expr=LBin("-", LConstexpr(splits), LConst(1))),
+                  P.Binary(results=(rev,), fn=BinaryFn.sub, lhs=last, rhs=pos)]
+    ops[at + 2] = dataclasses.replace(read, access=dataclasses.replace(read.access, copy=rev))
+    return k, with_shared(p, ops), ("[workspace-protocol] load (from reduce at mutation.py:10) reads slot array "
+                                  "partial out of slot order: the slot must be the position along a tile axis that "
+                                  "one reduce folds, so that the partials always meet in the same order")
+
+
+@more("slot_written_after_the_ticket", "workspace-protocol")
+def slot_published_after_the_ticket():
+    k, p = split_rows()
+    ops = shared_branch(p)[2]
+    (write,) = workspace_ops(p, P.Store, "partial")
+    (ticket,) = [op for op in ops if isinstance(op, P.Ticket)]
+    ops.remove(write)
+    ops.insert(ops.index(ticket) + 1, write)
+    return k, with_shared(p, ops), ("[workspace-protocol] store (from reduce at mutation.py:10) writes slot array "
+                                  "partial after its program's ticket (or with no ticket): the last holder may read "
+                                  "the slot before the write is released")
+
+
+@mutation("split-effects")
+def output_stored_by_every_split():
+    k, p = split_rows()
+    ops = list(p.groups[0].body.ops)
+    store = next(op for op in ops if isinstance(op, P.Store) and op.access.buffer != buffer_named(p, "partial").id
+                 and op.access.buffer != buffer_named(p, "arrivals").id)
+    flat = next(op.results[0] for op in ops if isinstance(op, P.OwnedInstances))
+    lane_ok = next(op.results[0] for op in ops if isinstance(op, P.Compare) and op.lhs.id == flat.id)
+    ops[ops.index(store)] = dataclasses.replace(store, access=dataclasses.replace(store.access, mask=lane_ok))
+    return k, with_ops(p, ops), ("[split-effects] store (from store at mutation.py:10) writes sums in every program "
+                                  "that shares its block: a group split over programs writes outside its workspace "
+                                  "only as the holder of the last ticket")
+
+
+# ---------------------------------------------------------------------------------------------- tests
+
+
+@pytest.mark.parametrize("rule", sorted(FAMILY.first))
+def test_mutation_is_reported_by_its_rule(rule):
+    assert_reported(rule, *FAMILY.first[rule]())
+
+
+@pytest.mark.parametrize("name", sorted(FAMILY.more))
+def test_more_mutations_are_reported_by_their_rule(name):
+    rule, make = FAMILY.more[name]
+    assert_reported(rule, *make())

@@ -70,6 +70,7 @@ from kir import (
 )
 from kir.contract import default_dot_acc
 from kir.dims import DBin, DConst, Dim, DSym
+from tests.diffexact import region_inexact
 from tests.diffgen import (
     FLOATS,
     INTS,
@@ -80,7 +81,6 @@ from tests.diffgen import (
     combine_region,
     elementwise_combine,
     pointwise,
-    region_inexact,
     welford_combine,
 )
 from tests.diffinputs import InputSpec

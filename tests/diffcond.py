@@ -26,7 +26,7 @@ import numpy as np
 
 from kir import Kernel
 from kir.core import Op, TensorType
-from tests.diffgen import _is_float, _outputs_fed_by, _reassociated_values, _reassociates
+from tests.diffexact import _is_float, _outputs_fed_by, _reassociated_values, _reassociates
 
 # pow's condition in its base is |b| (and |b ln a| in its exponent); a divisor's is one, but both meet
 # a pole where the base or divisor is zero

@@ -3,7 +3,7 @@
 Comparison (documented in docs/testing.md):
 
 * integers and preds: exactly;
-* floats stored from *exact* values (see `tests/diffgen.inexact_values`): exactly, NaN equal to NaN and
+* floats stored from *exact* values (see `tests/diffexact.inexact_values`): exactly, NaN equal to NaN and
   -0.0 equal to 0.0;
 * other floats: the same NaN positions, the same infinities, and elementwise
   `|got - want| <= tol * max(1, max |want|)` over the finite elements, with
@@ -30,7 +30,7 @@ from kir.core import TensorType
 from kir.dtypes import i4_unpacked
 from kir.errors import DiagnosticError, IntentError, LaunchError, NotExpressible
 from tests.diffcond import slack as conditioning
-from tests.diffgen import (
+from tests.diffexact import (
     association_dependent_outputs,
     contracted_outputs,
     inexact_outputs,

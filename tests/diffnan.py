@@ -43,7 +43,7 @@ from kir import (
 )
 from kir.core import Op, Value
 from kir.sort import Sort
-from tests.diffgen import _is_float, _outputs_fed_by
+from tests.diffexact import _is_float, _outputs_fed_by
 
 
 def _float(v: Value) -> bool:

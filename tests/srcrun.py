@@ -46,7 +46,7 @@ from tests.differential import (
     compare,
     tolerance,
 )
-from tests.diffgen import association_dependent_outputs
+from tests.diffexact import association_dependent_outputs
 from tests.diffinputs import Arg, Case, InputSpec, make_inputs
 from tests.diffnan import NanBits
 from tests.srcgen import AVOID, SourceCase, SrcParam, random_source_case

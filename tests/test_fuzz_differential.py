@@ -21,7 +21,8 @@ import kir
 from emit_triton.targets import simulated_multiprocessors
 from tests import fuzz
 from tests.differential import Outcome, compare, run_case
-from tests.diffgen import SHAPE_CHOICES, inexact_outputs, random_case
+from tests.diffexact import inexact_outputs
+from tests.diffgen import SHAPE_CHOICES, random_case
 from tests.diffinputs import load_case
 
 CI_SEED = 20240
@@ -209,7 +210,7 @@ def test_inexact_outputs_follow_rounding_not_names(drawn) -> None:
 
 def test_products_folded_in_any_association_are_compared_on_finite_elements() -> None:
     from kir.text import parse_kernel
-    from tests.diffgen import association_dependent_outputs
+    from tests.diffexact import association_dependent_outputs
 
     k = parse_kernel("""kernel p(x: in f32[N], s: out f32[N], t: out f32[N], u: out f32) symbols(N) {
   %v: f32[N] = load %x[0:N]
@@ -230,7 +231,7 @@ def test_products_folded_in_any_association_are_compared_on_finite_elements() ->
 
 def test_periodic_functions_of_reassociated_values_are_not_compared_by_value() -> None:
     from kir.text import parse_kernel
-    from tests.diffgen import periodic_of_reassociated_outputs
+    from tests.diffexact import periodic_of_reassociated_outputs
 
     k = parse_kernel("""kernel k(x: in f16[M, N], a: out f16[M], b: out f16[M], c: out f16[M]) symbols(M, N) {
   parallel (%i: i64) in (M) {

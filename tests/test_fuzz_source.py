@@ -309,7 +309,7 @@ def test_stablehlo_fused_multiply_add_is_compared_within_tolerance(tmp_path: Pat
     generator on `io[i, :] += x[i, :] * 1.5`): the StableHLO result of such an output is one rounding off
     the oracle's, so it is compared within the tolerance; the launcher is still compared exactly."""
     from tests.differential import run_case
-    from tests.diffgen import contracted_outputs
+    from tests.diffexact import contracted_outputs
     from tests.diffinputs import Case
 
     k = _kernel(
@@ -449,7 +449,7 @@ def test_stablehlo_constant_chain_is_compared_within_tolerance(tmp_path: Path) -
     in f16; f32 alike): one rounding where the kernel states two, so the StableHLO result of such an output
     is compared within the tolerance; the launcher is still compared exactly."""
     from tests.differential import run_case
-    from tests.diffgen import reassociated_outputs
+    from tests.diffexact import reassociated_outputs
     from tests.diffinputs import Case
 
     k = _kernel(

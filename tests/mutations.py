@@ -153,6 +153,15 @@ def tickets() -> Kernel:
     return build_kernel("tickets", (x, counts, out), ("E", "B"), b.end_region())
 
 
+def balanced_segments() -> tuple[Kernel, Program]:
+    """A segment sum with its segments balanced by the data: helper programs past the blocks fold equal chunks of
+    the values for the segment that holds each (physical/passes/balance_segments.py)."""
+    k = samples.segment_sum()
+    p = physical.lower(k)
+    assert any(isinstance(op, P.HelperIndex) for op in p.walk())
+    return k, p
+
+
 def split_rows() -> tuple[Kernel, Program]:
     """two_groups with its row sums split across programs: the looped form (slots, ticket, combine) as the body
     of its group (the program a launch that selects it runs)."""

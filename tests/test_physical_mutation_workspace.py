@@ -15,13 +15,17 @@ from kir import BinaryFn
 from kir.dtypes import DType
 from physical import ops as P
 from physical.launch_expr import LBin, LConst, LConstexpr
-from physical.model import Fragment, PValue
+from physical.model import Fragment, Program, PValue
 from tests.mutations import (
     Mutations,
     assert_reported,
+    balanced_segments,
     buffer_named,
+    fresh_id,
+    only,
     shared_branch,
     split_rows,
+    swap,
     with_ops,
     with_shared,
     workspace_ops,
@@ -85,6 +89,41 @@ def slot_published_after_the_ticket():
     return k, with_shared(p, ops), ("[workspace-protocol] store (from reduce at mutation.py:10) writes slot array "
                                   "partial after its program's ticket (or with no ticket): the last holder may read "
                                   "the slot before the write is released")
+
+
+def last_count(p: Program) -> tuple[P.Compare, P.Binary, P.Select]:
+    """The last participant's test `ticket == S - 1 + delegated`, the sum and the delegated chunks."""
+    test = only(p, P.Compare, lambda op: op.results[0].name == "last")
+    cast = only(p, P.Cast, lambda op: op.results[0].id == test.rhs.id)
+    total = only(p, P.Binary, lambda op: op.results[0].id == cast.x.id)
+    delegated = only(p, P.Select, lambda op: op.results[0].id == total.rhs.id)
+    return test, total, delegated
+
+
+@more("last_count_off_by_one", "workspace-protocol")
+def last_participant_counted_one_helper_too_many():
+    k, p = balanced_segments()
+    test, total, delegated = last_count(p)
+    one = PValue(fresh_id(p), Fragment(DType.i64), "one")
+    more_ = PValue(one.id + 1, delegated.results[0].type, "more")
+    broken = swap(p, total, [P.Const(results=(one,), value=1, dtype=DType.i64),
+                             P.Binary(results=(more_,), fn=BinaryFn.add, lhs=delegated.results[0], rhs=one),
+                             dataclasses.replace(total, rhs=more_)])
+    return k, broken, (f"[workspace-protocol] compare (from region_fold) tests for the last participant of arrivals "
+                       f"at %{test.rhs.id}, not at SPLITS_0 - 1 plus the helpers that join the lane (select(D, "
+                       f"maximum(hi - lo, 0), 0) for D and lo <= chunk < hi of the helpers' join test): the last "
+                       f"ticket would go to an early participant or to none")
+
+
+@more("last_count_ignores_delegation", "workspace-protocol")
+def last_participant_counts_chunks_the_lane_does_not_delegate():
+    k, p = balanced_segments()
+    test, total, delegated = last_count(p)
+    broken = swap(p, total, dataclasses.replace(total, rhs=delegated.on_true))  # whole chunks, delegated or not
+    return k, broken, (f"[workspace-protocol] compare (from region_fold) tests for the last participant of arrivals "
+                       f"at %{test.rhs.id}, not at SPLITS_0 - 1 plus the helpers that join the lane (select(D, "
+                       f"maximum(hi - lo, 0), 0) for D and lo <= chunk < hi of the helpers' join test): the last "
+                       f"ticket would go to an early participant or to none")
 
 
 @mutation("split-effects")

@@ -3,7 +3,8 @@
 * workspace-protocol: a slot array (uninitialised, one copy per split) is written only at the writing
   program's own slot (its `split_index`), before the program draws its ticket (the acquire-release ticket
   releases only earlier writes); it is read only after a ticket, by the program that drew the last one
-  (ticket = splits - 1: every slot is written), and in slot order (the slot coordinate is the position
+  (ticket = splits - 1: every slot is written; in a group with helper programs, splits - 1 plus exactly the
+  helpers that join the lane, see helpers.py), and in slot order (the slot coordinate is the position
   along a tile axis that one reduce folds in element order). A ticket counter (self-resetting) is touched
   only by tickets and by the reset: every ticket's last holder stores 0 back at the same element, after it,
   so the next launch starts from zero with nothing filled before it.
@@ -16,6 +17,7 @@ from kir.core import Kernel
 from .. import ops as P
 from ..model import Access, AccessRelation, Buffer, BufferInit, BufferScope, POp, Program, PValue
 from .base import Reporter, describe, rule
+from .helpers import exact_last_count, helper_values
 from .index import AccessSite, ProgramIndex, evaluate, index_of
 from .structure import group_helpers
 
@@ -51,22 +53,17 @@ def _is_last(ix: ProgramIndex, v: PValue, ticket: PValue, splits: str | None) ->
     else:
         return False
     src = _strip_casts(ix, other)
-    if isinstance(src, P.Binary) and src.fn.value == "add" and _has_helpers(ix, ticket):
-        # balanced segments: S - 1 plus the chunks the subregion hands to helpers (data; one ticket each)
-        src = next((x for x in map(lambda v: _strip_casts(ix, v), (src.lhs, src.rhs)) if isinstance(x, P.ShapeValue)),
-                   None)
+    drawn = ix.producer(ticket)
+    pl = ix.place.get(id(drawn)) if drawn is not None else None
+    if pl is not None and isinstance(drawn, P.Ticket) and helper_values(ix, pl.group)[1] is not None:
+        # balanced segments: S - 1 plus exactly the helpers that join the lane (helpers.py)
+        base = exact_last_count(ix, other, drawn, pl.group)
+        src = ix.producer(base) if base is not None else None
     if not isinstance(src, P.ShapeValue) or splits is None:
         return False
     pairs = [(evaluate(src.expr, env), env.get(splits)) for env in ix.envs]
     pairs = [(a, b) for a, b in pairs if a is not None and b is not None]
     return bool(pairs) and all(a == b - 1 for a, b in pairs)
-
-
-def _has_helpers(ix: ProgramIndex, ticket: PValue) -> bool:
-    """Whether the group that draws `ticket` has helper programs (helper_index)."""
-    op = ix.producer(ticket)
-    pl = ix.place.get(id(op)) if op is not None else None
-    return pl is not None and any(isinstance(o.op, P.HelperIndex) for o in ix.group_ops(pl.group))
 
 
 def _last_conjunct(ix: ProgramIndex, mask: PValue | None, tickets: list[P.Ticket], splits: str | None
@@ -126,6 +123,8 @@ def check_workspace_protocol(program: Program, kernel: Kernel | None, report: Re
     for pl in ix.placed:
         if isinstance(pl.op, P.Ticket):
             tickets.setdefault(pl.group, []).append((pl.order, pl.op))
+    for gid, found in tickets.items():
+        _last_counts(program, ix, gid, [t for _, t in found], group_splits.get(gid), report)
     sites: dict[int, list[AccessSite]] = {}
     for site in ix.accesses:
         sites.setdefault(site.access.buffer, []).append(site)
@@ -142,6 +141,27 @@ def check_workspace_protocol(program: Program, kernel: Kernel | None, report: Re
             if b is None or b.init is not BufferInit.SELF_RESETTING:
                 report(f"{describe(program, t)} draws from {b.name if b else 'an unknown buffer'}, which is no "
                        f"self-resetting ticket counter", t, gid)
+
+
+def _last_counts(program: Program, ix: ProgramIndex, gid: int, drawn: list[P.Ticket], splits: str | None,
+                 report: Reporter) -> None:
+    """In a group with helpers, every test of a ticket for equality is the last participant's: S - 1 plus exactly
+    the helpers that join the lane (helpers.py)."""
+    if helper_values(ix, gid)[1] is None:
+        return
+    for t in drawn:
+        got = t.results[0]
+        for pl in ix.group_ops(gid):
+            op = pl.op
+            if not (isinstance(op, P.Compare) and op.fn.value == "eq" and got.id in (op.lhs.id, op.rhs.id)):
+                continue
+            if not _is_last(ix, op.results[0], got, splits):
+                other = op.rhs if op.lhs.id == got.id else op.lhs
+                counter = ix.buffers.get(t.access.buffer)
+                report(f"{describe(program, op)} tests for the last participant of "
+                       f"{counter.name if counter else '?'} at %{other.id}, not at {splits} - 1 plus the helpers "
+                       f"that join the lane (select(D, maximum(hi - lo, 0), 0) for D and lo <= chunk < hi of the "
+                       f"helpers' join test): the last ticket would go to an early participant or to none", op, gid)
 
 
 def _slots(program: Program, ix: ProgramIndex, b: Buffer, found: list[AccessSite],

@@ -1,0 +1,165 @@
+"""Who takes part in a block of a group with helper programs past its blocks (balanced segments).
+
+A lane's participants are the S = `splits` programs that share its block and the helpers that join it. A helper
+(`helper_index` >= 0) draws the lane's ticket only under its *join test*: the ticket's mask holds
+`helper < 0 or J`, and J states the lane's delegation test D and `lo <= k < hi` for the helper's chunk k (its
+`helper_index`, clamped at 0). So exactly `hi - lo` helpers join a lane that delegates (k ranges over the helpers
+0 .. H - 1, and `0 <= lo`, `hi <= H`), none otherwise, and the last participant draws ticket
+`S - 1 + select(D, maximum(hi - lo, 0), 0)`: the rule workspace-protocol takes nothing else for the last
+holder's test (`exact_last_count`).
+"""
+
+from __future__ import annotations
+
+from .. import ops as P
+from ..launch_expr import LConstexpr
+from ..model import POp, PValue
+from .index import ProgramIndex
+
+
+def strip_casts(ix: ProgramIndex, v: PValue) -> tuple[PValue, POp | None]:
+    """`v` with the casts that produce it removed, and the op that produces what is left."""
+    op = ix.producer(v)
+    while isinstance(op, P.Cast):
+        v = op.x
+        op = ix.producer(v)
+    return v, op
+
+
+def helper_values(ix: ProgramIndex, gid: int) -> tuple[set[int], str | None]:
+    """The ids of the group's `helper_index` results and its helpers constexpr H."""
+    found = [pl.op for pl in ix.group_ops(gid) if isinstance(pl.op, P.HelperIndex) and pl.op.results]
+    return {op.results[0].id for op in found}, found[0].helpers if found else None  # type: ignore[attr-defined]
+
+
+def _is_const(ix: ProgramIndex, v: PValue, value: object) -> bool:
+    op = strip_casts(ix, v)[1]
+    return isinstance(op, P.Const) and op.value == value and type(op.value) is type(value)
+
+
+def is_helper_test(ix: ProgramIndex, v: PValue, helpers: set[int]) -> bool:
+    """Whether `v` is `helper >= 0` (the program is a helper)."""
+    op = ix.producer(v)
+    return isinstance(op, P.Compare) and op.fn.value == "ge" and strip_casts(ix, op.lhs)[0].id in helpers \
+        and _is_const(ix, op.rhs, 0)
+
+
+def _is_block_program_test(ix: ProgramIndex, v: PValue, helpers: set[int]) -> bool:
+    """Whether `v` is `not (helper >= 0)`: `(helper >= 0) == False`, `not`, or `helper < 0`."""
+    op = ix.producer(v)
+    if isinstance(op, P.Compare) and op.fn.value == "eq" and _is_const(ix, op.rhs, False):
+        return is_helper_test(ix, op.lhs, helpers)
+    if isinstance(op, P.Unary) and op.fn.value == "not":
+        return is_helper_test(ix, op.x, helpers)
+    return isinstance(op, P.Compare) and op.fn.value == "lt" and strip_casts(ix, op.lhs)[0].id in helpers \
+        and _is_const(ix, op.rhs, 0)
+
+
+def join_test(ix: ProgramIndex, mask: PValue | None, helpers: set[int]) -> PValue | None:
+    """J of a ticket mask with the conjunct `helper < 0 or J` (who of the helpers draws the lane's ticket)."""
+    for c in ix.conjuncts(mask):
+        op = ix.producer(c)
+        if isinstance(op, P.Binary) and op.fn.value == "or":
+            for a, b in ((op.lhs, op.rhs), (op.rhs, op.lhs)):
+                if _is_block_program_test(ix, a, helpers):
+                    return b
+    return None
+
+
+def _helper_chunk(ix: ProgramIndex, v: PValue, helpers: set[int]) -> bool:
+    """Whether `v` is the helper's chunk k: its `helper_index`, or that clamped at 0 (`maximum(helper, 0)`)."""
+    v, op = strip_casts(ix, v)
+    if v.id in helpers:
+        return True
+    return isinstance(op, P.Binary) and op.fn.value == "maximum" and any(
+        strip_casts(ix, a)[0].id in helpers and _is_const(ix, b, 0) for a, b in ((op.lhs, op.rhs), (op.rhs, op.lhs)))
+
+
+def _chunk_bounds(ix: ProgramIndex, join: PValue, helpers: set[int]) -> list[tuple[PValue, PValue]]:
+    """Each (lo, hi) with `lo <= k` and `k < hi` among the conjuncts of J."""
+    lows, highs = [], []
+    for c in ix.conjuncts(join):
+        op = ix.producer(c)
+        if not isinstance(op, P.Compare):
+            continue
+        if op.fn.value == "le" and _helper_chunk(ix, op.rhs, helpers) or \
+                op.fn.value == "ge" and _helper_chunk(ix, op.lhs, helpers):
+            lows.append(op.lhs if op.fn.value == "le" else op.rhs)
+        if op.fn.value == "lt" and _helper_chunk(ix, op.lhs, helpers) or \
+                op.fn.value == "gt" and _helper_chunk(ix, op.rhs, helpers):
+            highs.append(op.rhs if op.fn.value == "lt" else op.lhs)
+    return [(lo, hi) for lo in lows for hi in highs]
+
+
+def _at_most_helpers(ix: ProgramIndex, v: PValue, h: str) -> bool:
+    """Whether `v` is at most H: H itself, or a `minimum` with H."""
+    v, op = strip_casts(ix, v)
+    if isinstance(op, P.ShapeValue):
+        return op.expr == LConstexpr(h)
+    return isinstance(op, P.Binary) and op.fn.value == "minimum" and (
+        _at_most_helpers(ix, op.lhs, h) or _at_most_helpers(ix, op.rhs, h))
+
+
+def _nonneg(ix: ProgramIndex, v: PValue, depth: int = 0) -> bool:
+    """Whether `v` is never negative by its construction: non-negative constants and launch values (on every sample
+    launch), a launch value less a constant it exceeds, and sums, products, quotients and maxima of such."""
+    v, op = strip_casts(ix, v)
+    if depth > 8 or op is None:
+        return False
+    if isinstance(op, P.Const):
+        return isinstance(op.value, int) and not isinstance(op.value, bool) and op.value >= 0
+    if isinstance(op, P.ShapeValue):
+        return _at_least(ix, op, 0)
+    if not isinstance(op, P.Binary):
+        return False
+    fn = op.fn.value
+    if fn == "maximum":
+        return _nonneg(ix, op.lhs, depth + 1) or _nonneg(ix, op.rhs, depth + 1)
+    if fn in ("add", "mul", "floordiv", "minimum"):
+        return _nonneg(ix, op.lhs, depth + 1) and _nonneg(ix, op.rhs, depth + 1)
+    if fn == "sub":
+        lhs, rhs = strip_casts(ix, op.lhs)[1], strip_casts(ix, op.rhs)[1]
+        return isinstance(lhs, P.ShapeValue) and isinstance(rhs, P.Const) and isinstance(rhs.value, int) and \
+            _at_least(ix, lhs, rhs.value)
+    return False
+
+
+def _at_least(ix: ProgramIndex, op: P.ShapeValue, bound: int) -> bool:
+    values = ix.values(op.expr)
+    return bool(values) and all(x is not None and x >= bound for x in values)
+
+
+def is_delegated_count(ix: ProgramIndex, term: PValue, join: PValue, helpers: set[int], h: str) -> bool:
+    """Whether `term` is the number of helpers that J admits for the lane: `select(D, maximum(hi - lo, 0), 0)` with
+    D, `lo <= k` and `k < hi` conjuncts of J, `lo` never negative and `hi` at most H."""
+    op = strip_casts(ix, term)[1]
+    if not isinstance(op, P.Select) or not _is_const(ix, op.on_false, 0) or not ix.is_conjunct(join, op.cond):
+        return False
+    count = strip_casts(ix, op.on_true)[1]
+    if not (isinstance(count, P.Binary) and count.fn.value == "maximum"):
+        return False
+    diff = next((strip_casts(ix, a)[1] for a, b in ((count.lhs, count.rhs), (count.rhs, count.lhs))
+                 if _is_const(ix, b, 0)), None)
+    if not (isinstance(diff, P.Binary) and diff.fn.value == "sub"):
+        return False
+    return any(diff.lhs.id == hi.id and diff.rhs.id == lo.id and _nonneg(ix, lo) and _at_most_helpers(ix, hi, h)
+               for lo, hi in _chunk_bounds(ix, join, helpers))
+
+
+def exact_last_count(ix: ProgramIndex, other: PValue, ticket: P.Ticket, gid: int) -> PValue | None:
+    """For the test `ticket == other` in a group with helpers: the launch value S - 1 that `other` adds the lane's
+    delegated chunks to (None where `other` is anything else, or the ticket's mask has no join test)."""
+    helpers, h = helper_values(ix, gid)
+    if h is None:
+        return None
+    join = join_test(ix, ticket.access.mask, helpers)
+    op = strip_casts(ix, other)[1]
+    if join is None or not (isinstance(op, P.Binary) and op.fn.value == "add"):
+        return None
+    for a, b in ((op.lhs, op.rhs), (op.rhs, op.lhs)):
+        if isinstance(strip_casts(ix, a)[1], P.ShapeValue) and is_delegated_count(ix, b, join, helpers, h):
+            return strip_casts(ix, a)[0]
+    return None
+
+
+__all__ = ["exact_last_count", "helper_values", "is_delegated_count", "is_helper_test", "join_test", "strip_casts"]

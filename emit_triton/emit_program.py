@@ -48,8 +48,16 @@ def emit_block_loop(em: Emitter, op: P.BlockLoop) -> None:
 
 @emits(P.LoopedRows)
 def emit_looped_rows(em: Emitter, op: P.LoopedRows) -> None:
-    """`if FLAG: <looped form> else: <whole form>`, or only the form a flag fixed for every launch selects."""
-    choose(em, op.flag, lambda: em.ops(op.looped.ops), lambda: em.ops(op.whole.ops))
+    """`if FLAG: <looped form> else: <whole form>`, or only the form a flag fixed for every launch selects; with a
+    split form, `if SPLIT_FLAG: <split form> else: ...` around it."""
+    def rows() -> None:
+        choose(em, op.flag, lambda: em.ops(op.looped.ops), lambda: em.ops(op.whole.ops))
+
+    if op.split is None or op.split_flag is None:
+        rows()
+        return
+    split = op.split
+    choose(em, op.split_flag, lambda: em.ops(split.ops), rows)
 
 
 @emits(P.SplitIndex)

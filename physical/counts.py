@@ -301,7 +301,14 @@ def _forms(w: _Walk, op: G.LoopedRows, trips: LaunchExpr) -> Cost:
         w.exact &= inner.exact
     (b0, f0), (b1, f1) = counted
     flag = LConstexpr(op.flag)
-    return lselect(flag, b1, b0), lselect(flag, f1, f0)
+    moved, flops = lselect(flag, b1, b0), lselect(flag, f1, f0)
+    if op.split is not None and op.split_flag is not None:  # the split form runs while its flag is set
+        inner = _in_form(w, op.split)
+        b2, f2 = _region(inner, op.split, trips)
+        w.exact &= inner.exact
+        split = LConstexpr(op.split_flag)
+        moved, flops = lselect(split, b2, moved), lselect(split, f2, flops)
+    return moved, flops
 
 
 @counts(G.BlockLoop)

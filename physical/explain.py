@@ -134,6 +134,11 @@ def _group_lines(p: Program, g: Group, consts: dict, f: _Formulas) -> list[str]:
         lines.append(f"  looped when {choice.flag} is 1: {choice.axis.extent} in chunks of "
                      f"{choice.chunk.block}, {passes} over the row")
         lines += _cross_program(p, g, choice.looped)
+        if choice.split is not None:
+            lines.append(f"  split when {choice.split_flag} is 1 (the row is looped and the rows are fewer than the "
+                         f"resident programs: decided at launch): {g.block} = 1 row a program, "
+                         f"{_split_count(choice)} programs a row")
+            lines += _lookback_lines(p, g, f, choice.split)
     return lines
 
 
@@ -211,19 +216,32 @@ def _helper_lines(p: Program, g: Group, split: P.SplitIndex, helper: P.HelperInd
             f"program folds its subregions whole and stores them, with no search and no workspace traffic"]
 
 
-def _lookback_lines(p: Program, g: Group, f: _Formulas) -> list[str]:
-    """The cross-program plan of a group whose programs pass values through the workspace."""
-    ticket = next((op for op in g.body.ops if isinstance(op, P.OwnedInstances) and op.ticket is not None), None)
+def _split_count(choice: P.LoopedRows) -> str:
+    """The constexpr that counts the programs of a row in a looped_rows op's split form."""
+    split = next((op for op in (choice.split.ops if choice.split else ()) if isinstance(op, P.SplitIndex)), None)
+    return split.splits if split is not None else "?"
+
+
+def _lookback_lines(p: Program, g: Group, f: _Formulas, body: PRegion | None = None) -> list[str]:
+    """The cross-program plan of a group whose programs pass values through the workspace (`body`: the form that
+    does, the group's body by default)."""
+    form = body is not None  # the split form of a looped_rows body: a row's chunks, one program each
+    body = g.body if body is None else body
+    ticket = next((op for op in body.ops if isinstance(op, P.OwnedInstances) and op.ticket is not None), None)
     if ticket is None:
         return []
     seg = next((s for s in p.segments if s.group == g.id), None)
     sync = p.buffer(ticket.ticket)  # type: ignore[arg-type]
     # a split scan's chunk (a split region scan's held tile is said with its pieces)
-    chunk = None if ticket.splits is not None else \
-        next((op.inputs[0].type.tile[op.axis] for op in g.body.ops if isinstance(op, P.Scan) and op.inputs), None)
+    chunk = None if ticket.splits is not None and not form else \
+        next((op.inputs[0].type.tile[op.axis] for op in body.ops if isinstance(op, P.Scan) and op.inputs), None)
     each = f", each one chunk of {chunk.extent} elements" if chunk is not None else ""
-    rows = len(g.domain) > 1
-    if rows:  # a group of rows: the tickets of a row are consecutive
+    rows = len(g.domain) > 1 or form
+    if form:  # the chunks of a row hold consecutive tickets
+        per = ticket.splits
+        each += (f" ({' * '.join(map(str, g.domain))} rows x {per} programs a row: ticket t runs chunk "
+                 f"t % {per} of row t // {per})")
+    elif rows:  # a group of rows: the tickets of a row are consecutive
         per = g.domain[-1]
         each += (f" ({' * '.join(map(str, g.domain[:-1]))} rows x {per} programs a row: ticket t runs chunk "
                  f"t % ({per}) of row t // ({per}))")
@@ -231,7 +249,9 @@ def _lookback_lines(p: Program, g: Group, f: _Formulas) -> list[str]:
     held = next((t for op in g.body.ops for v in op.results for t in v.type.tile if P.is_held(t.block)), None)
     keeps = (f", at least {held.block} long; it holds the first {held.block} elements of its piece on chip from "
              f"their load to their write, so only the rest of a longer piece is read twice") if held else ""
-    if ticket.splits is not None and g.single_instance:  # a top-level region scan: ticket t scans piece t
+    if form:
+        pass
+    elif ticket.splits is not None and g.single_instance:  # a top-level region scan: ticket t scans piece t
         each += (" (ticket t scans piece t of the one subregion, the t-th run of whole chunks in traversal "
                  f"order{keeps})")
         owned = "one piece each"
@@ -243,8 +263,12 @@ def _lookback_lines(p: Program, g: Group, f: _Formulas) -> list[str]:
     lines = [f"  across programs: {f(seg.length) if seg else '?'} programs{each}, {owned}, in the order "
              f"of an acq_rel ticket on {sync.name}[{P.SYNC_TICKET}] (no launch order assumed; a program waits only "
              f"for lower tickets)"]
-    for op in g.body.ops:
-        if isinstance(op, P.PublishSlot) and ticket.splits is not None and g.single_instance:
+    for op in body.ops:
+        if isinstance(op, P.PublishSlot) and form:
+            names = ", ".join(p.buffer(b).name for b in op.slots)
+            lines.append(f"  each program publishes its chunk's aggregate in slot = row * {ticket.splits} + chunk of "
+                         f"{names}, then raises flag {sync.name}[{P.SYNC_FLAGS} + ticket] (release)")
+        elif isinstance(op, P.PublishSlot) and ticket.splits is not None and g.single_instance:
             names = ", ".join(p.buffer(b).name for b in op.slots)
             lines.append(f"  each program publishes its piece's aggregate in slot = its ticket of {names}, then "
                          f"raises flag {sync.name}[{P.SYNC_FLAGS} + slot] (release)")
@@ -258,7 +282,8 @@ def _lookback_lines(p: Program, g: Group, f: _Formulas) -> list[str]:
             lines.append(f"  each program publishes its aggregate in slot = its ticket of {names}, then raises "
                          f"flag {sync.name}[{P.SYNC_FLAGS} + slot] (release)")
         elif isinstance(op, P.FoldSlots):
-            packed = ticket.splits is not None and not g.single_instance
+            packed = ticket.splits is not None and not g.single_instance and not form
+            piece = "piece (its held tile, then its rest; its aggregate first)"
             base = "its row's first ticket" if rows else "its instance's first piece" if packed else "0"
             own = "its own piece" if packed else "its own ticket"
             order = f"from the nearest lower piece down to {base}" if op.reverse and packed else \
@@ -268,7 +293,7 @@ def _lookback_lines(p: Program, g: Group, f: _Formulas) -> list[str]:
             lines.append(f"  then waits for the flags of every lower ticket{mine} (acquire) and {folds} "
                          f"{order}, in index order, {op.block} slots a step (a fixed combine order: the same "
                          f"bits every run), and combines the result with its own "
-                         f"{'piece (its held tile, then its rest; its aggregate first)' if ticket.splits else 'chunk'}")
+                         f"{piece if ticket.splits and not form else 'chunk'}")
         elif isinstance(op, P.RetireTicket):
             lines.append(f"  the last program to finish ({sync.name}[{P.SYNC_DONE}], acq_rel) restores the ticket, "
                          f"the counter and the flags to zero: the workspace is self-resetting, no launch clears it")
@@ -391,6 +416,11 @@ def _form(g: Group, env: Mapping[str, int]) -> str:
         return "a single instance" + (f", {split}" if split else "")
     forms = []
     choice = P.looped_rows(g.body)
+    if choice is not None and choice.split_flag is not None and env.get(choice.split_flag) == 1:
+        n = _split_count(choice)
+        return (f"split ({choice.split_flag} = 1: the rows are fewer than the resident programs; {n} = "
+                f"{env.get(n, '?')} programs a row, one chunk each, passing chunk aggregates on by look-back in "
+                f"index order)")
     if choice is not None and env.get(choice.flag) == 1:
         forms.append(f"looped ({choice.flag} = 1: the row in chunks of {choice.chunk.block} = "
                      f"{env.get(choice.chunk.block, '?')})")

@@ -95,6 +95,10 @@ class LoopedRows(POp):
     terminator), so each region is the body of one form: it decodes the program's instances itself, and it
     may hold the group's loop over blocks of instances (`block_loop`). The regions are scopes like any
     other: each defines its own values (a value has one definition in the program).
+
+    With `split_flag` (a constexpr) a third form, `split`, runs while it is 1, whatever `flag` says: the row
+    spread over several programs that pass chunk aggregates on by look-back (physical/passes/split_rows.py,
+    chosen at launch where the rows are too few to keep the device busy).
     """
 
     flag: str
@@ -103,6 +107,8 @@ class LoopedRows(POp):
     loops: int
     whole: PRegion
     looped: PRegion
+    split_flag: str | None = None
+    split: PRegion | None = None
 
 
 def looped_rows(body: PRegion) -> LoopedRows | None:
@@ -130,7 +136,7 @@ def with_form(body: PRegion, old: PRegion, new: PRegion) -> PRegion:
         return new
     choice = looped_rows(body)
     assert choice is not None, "not a form of this body"
-    field = "whole" if old is choice.whole else "looped"
+    field = "whole" if old is choice.whole else "looped" if old is choice.looped else "split"
     assert getattr(choice, field) is old, "not a form of this body"
     changed = dataclasses.replace(choice, **{field: new})
     return PRegion(body.args, tuple(changed if op is choice else op for op in body.ops))

@@ -91,15 +91,16 @@ from .looped import LoopRows  # noqa: E402
 from .persistent import PersistentPrograms  # noqa: E402
 from .split_reduce import SplitReductions  # noqa: E402
 from .split_region_scan import SplitRegionScans  # noqa: E402
+from .split_rows import SplitRowsAtLaunch  # noqa: E402
 from .split_scan import SplitScans  # noqa: E402
 from .split_segments import SplitSegments  # noqa: E402
 from .tile_contract import TileContraction  # noqa: E402
 from .tile_layout import TileLayout  # noqa: E402
 
 PIPELINE: list[Pass] = [EnlargeOwnership(), TileContraction(), TileLayout(), AggregateAtomics(), SplitScans(),
-                        LoopRows(), SplitReductions(), PersistentPrograms(), SplitSegments(),
+                        LoopRows(), SplitRowsAtLaunch(), SplitReductions(), PersistentPrograms(), SplitSegments(),
                         SplitRegionScans()]
 
 __all__ = ["Pass", "PassContext", "GroupPass", "PIPELINE", "EnlargeOwnership", "TileContraction", "AggregateAtomics",
            "LoopRows", "PersistentPrograms", "TileLayout", "SplitReductions", "SplitScans", "SplitSegments",
-           "SplitRegionScans"]
+           "SplitRegionScans", "SplitRowsAtLaunch"]

@@ -118,8 +118,10 @@ def split_tile(group: Group, axis: TileAxis, forced: int | None = None) -> int:
     return min(SPLIT_TILE, budget(group, axis, forced))
 
 
-def plan_split(program: Program, group: Group, forced: int | None = None) -> SplitPlan | str:  # noqa: C901
-    """The split of `group`'s row over programs, or the reason it has none."""
+def plan_split(program: Program, group: Group, forced: int | None = None,  # noqa: C901
+               proven_few: bool = True) -> SplitPlan | str:
+    """The split of `group`'s row over programs, or the reason it has none (`proven_few`: a group of rows
+    splits only where its rows are proven few; without it the launch decides, passes/split_rows.py)."""
     if group.tiles or P.looped_rows(group.body) is not None or P.block_loop(group.body.ops) is not None:
         return "the group already has its own tiling"
     if group.serial:
@@ -169,7 +171,7 @@ def plan_split(program: Program, group: Group, forced: int | None = None) -> Spl
     facts = list(default_lower_bounds(program.symbols, program.requires)) + list(program.requires)  # type: ignore
     if linear_proves(facts, PCmp("<=", axis.extent, DConst(tile))):
         return f"the row {axis.extent} always fits one program's chunk of {tile}"
-    if rows is not None and not linear_proves(facts, PCmp("<=", rows, DConst(FEW_ROWS))):
+    if proven_few and rows is not None and not linear_proves(facts, PCmp("<=", rows, DConst(FEW_ROWS))):
         return f"the rows ({rows}) are not proven at most {FEW_ROWS} (many rows keep the device busy unsplit)"
     return SplitPlan(group, axis, tile, scans[0].reverse, scans)
 

@@ -71,7 +71,9 @@ def _own_slot(ix, ticket: P.OwnedInstances, slot: PValue, top: list) -> PValue |
 
 
 def _group(program: Program, ix, g: Group, report: Reporter, used: dict[int, int]) -> None:  # noqa: C901
-    top = [op for form in P.forms(g.body) for op in P.instance_ops(form)]
+    # the forms that pass values on (a split form beside the row's whole and looped forms: only it draws tickets)
+    top = [op for form in P.forms(g.body) if any(o.has(Trait.LOOKBACK) for o in form.walk())
+           for op in P.instance_ops(form)]
     nested = [pl.op for pl in ix.group_ops(g.id) if pl.nested and pl.op.has(Trait.LOOKBACK)]
     for op in nested:
         report(f"group {g.id}: {op.NAME} runs inside a nested region; every program must run it exactly once, "

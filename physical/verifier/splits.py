@@ -6,14 +6,18 @@
   the effect), which alone sees every program's partial. Any other program would write its own incomplete
   result (or apply an atomic S times). A region scan's writes over the program's own piece are its own: the
   scan's bounds, or for the tile of its piece a program holds, the store's positions and a bound of its mask,
-  are computed from the split index.
+  are computed from the split index. A split row scan's store of its chunk (`split_rows`) writes its own chunk:
+  a coordinate is `chunk * B + tile_index` with a tile of block B and `chunk` the split index (or the last chunk
+  minus it), so the programs of a row write disjoint runs of B positions.
 """
 
 from __future__ import annotations
 
 from kir.core import Kernel
+from kir.pointwise import BinaryFn
 
 from .. import ops as P
+from ..launch_expr import LConstexpr
 from ..model import Access, BufferScope, Program, PValue
 from .base import Reporter, describe, rule
 from .index import AccessSite, ProgramIndex, index_of
@@ -40,7 +44,7 @@ def check_split_effects(program: Program, kernel: Kernel | None, report: Reporte
         if b is None or b.scope is BufferScope.INVOCATION_WORKSPACE:
             continue
         earlier = [t for order, t in tickets.get(form, []) if order < site.placed.order]
-        if _scans_own_piece(ix, site, splits_of):
+        if _scans_own_piece(ix, site, splits_of) or _writes_own_chunk(ix, site, splits_of):
             continue
         if _last_conjunct(ix, site.access.mask, earlier, form_splits[form]) is None:
             report(f"{describe(program, site.op)} writes {b.name} in every program that shares its block: a group "
@@ -61,6 +65,38 @@ def _scans_own_piece(ix: ProgramIndex, site: AccessSite, splits_of: dict[int, tu
     tests = [ix.producer(c) for c in ix.conjuncts(site.access.mask)]
     bounded = any(isinstance(t, P.Compare) and _depends_on(ix, t.rhs, splits) for t in tests)
     return bounded and all(_depends_on(ix, c, splits) for c in site.access.coords)
+
+
+def _writes_own_chunk(ix: ProgramIndex, site: AccessSite, splits_of: dict[int, tuple[int, str]]) -> bool:
+    """Whether a store's coordinate along some axis is `chunk * B + tile_index(B)` with `chunk` the program's split
+    index `s` or `c - s` for a uniform `c`: the programs of a block write disjoint runs of B positions."""
+    if not isinstance(site.op, P.Store):
+        return False
+    splits = {v for v, (g, _) in splits_of.items() if g == site.placed.group}
+    for c in site.access.coords:
+        add = ix.producer(c)
+        if not isinstance(add, P.Binary) or add.fn is not BinaryFn.add:
+            continue
+        for start, pos in ((add.lhs, add.rhs), (add.rhs, add.lhs)):
+            index, mul = ix.producer(pos), ix.producer(start)
+            if not isinstance(index, P.TileIndex) or not isinstance(mul, P.Binary) or mul.fn is not BinaryFn.mul \
+                    or len(pos.type.tile) != 1:
+                continue
+            block = pos.type.tile[0].block
+            for chunk, size in ((mul.lhs, mul.rhs), (mul.rhs, mul.lhs)):
+                b = ix.producer(size)
+                if isinstance(b, P.ShapeValue) and b.expr == LConstexpr(block) and _split_chunk(ix, chunk, splits):
+                    return True
+    return False
+
+
+def _split_chunk(ix: ProgramIndex, v: PValue, splits: set[int]) -> bool:
+    """`v` is a split index, or a uniform value minus one (distinct split indices give distinct chunks)."""
+    if v.id in splits:
+        return True
+    sub = ix.producer(v)
+    return isinstance(sub, P.Binary) and sub.fn is BinaryFn.sub and sub.rhs.id in splits and \
+        not sub.lhs.type.lanes and not sub.lhs.type.tile
 
 
 def _depends_on(ix: ProgramIndex, v: PValue, ids: set[int]) -> bool:

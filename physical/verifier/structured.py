@@ -207,7 +207,9 @@ def _looped_rows(ix: ProgramIndex, op: P.LoopedRows) -> list[str]:
     body = ix.groups[pl.group].body
     if pl.parents or any(o is not op and not o.TERMINATOR for o in body.ops):
         out.append(f"the forms of group {pl.group}'s body must be the only op at the top of its body")
-    for name in (op.flag, op.axis.block, op.chunk.block):
+    if (op.split is None) != (op.split_flag is None):
+        out.append("a split form needs both its region and its flag")
+    for name in (op.flag, op.axis.block, op.chunk.block) + ((op.split_flag,) if op.split_flag else ()):
         if name not in ix.constexprs:
             out.append(f"{name} is no constexpr; a launch selects a form and sizes its row with constexprs")
     return out

@@ -159,7 +159,7 @@ def position_bound(ix: ProgramIndex, axis: TileAxis) -> Dim | None:
 
 def branch_path(ix: ProgramIndex, op: POp) -> dict[int, int]:
     """For each enclosing `if`, which branch (0 then, 1 else) holds `op`; for an enclosing `looped_rows`, which
-    form (0 whole, 1 looped): a launch runs one of them."""
+    form (0 whole, 1 looped, 2 split): a launch runs one of them."""
     pl = ix.place.get(id(op))
     out: dict[int, int] = {}
     if pl is None:
@@ -169,7 +169,7 @@ def branch_path(ix: ProgramIndex, op: POp) -> dict[int, int]:
         if isinstance(parent, P.If):
             out[id(parent)] = 0 if any(o is child for o in parent.then_.walk()) else 1
         elif isinstance(parent, P.LoopedRows):
-            out[id(parent)] = 0 if any(o is child for o in parent.whole.walk()) else 1
+            out[id(parent)] = next(k for k, r in enumerate(parent.regions()) if any(o is child for o in r.walk()))
     return out
 
 

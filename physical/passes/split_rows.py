@@ -166,18 +166,17 @@ def _build(program: Program, plan: RowsPlan, sync: LookbackBuffers, splits: str,
     for op in ops:
         if any(v.id in after for v in op.operands()) or isinstance(op, P.Store) or any(op is s for s in scans):
             after.update(v.id for v in op.results)
-    start: PValue | None = None
+    # the ticket first (it reads nothing the body computes): every op of the chunk may need the chunk's start
+    b.put(dataclasses.replace(owned, splits=splits, ticket=sync.sync.id))
+    start = _chunk_start(b, sp, splits, origin)
     pending: list[tuple[P.Scan, list[PValue], list[PValue]]] = []
     for op in ops:
         if op is owned:
-            b.put(dataclasses.replace(op, splits=splits, ticket=sync.sync.id))
-            start = _chunk_start(b, sp, splits, origin)
-        elif any(op is s for s in scans):
+            continue
+        if any(op is s for s in scans):
             pending.append((op, *chunk_scan(b, op)))  # type: ignore[arg-type]
         elif not (isinstance(op, P.Store) or any(v.id in after for v in op.operands())):
-            assert start is not None, "the body decodes its instances first"
             b.copy_op(op, start)
-    assert start is not None
     s = next(op.results[0] for op in b.frames[0].ops if isinstance(op, P.SplitIndex))
     per = b.add(P.ShapeValue, INDEX, origin, "splits", expr=LConstexpr(splits))
     first = b.add(P.Binary, flat.type, origin, "row_first", fn=BinaryFn.mul, lhs=flat, rhs=per)

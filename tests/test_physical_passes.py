@@ -27,8 +27,8 @@ def blocks(program, env):
 
 def test_pipeline_order() -> None:
     assert [p.name for p in PIPELINE] == ["enlarge-ownership", "tile-contraction", "tile-layout", "aggregate-atomics",
-                                           "split-scans", "looped-rows", "split-reductions", "persistent-programs",
-                                           "split-segments", "split-region-scans"]
+                                           "split-scans", "looped-rows", "split-rows", "split-reductions",
+                                           "persistent-programs", "split-segments", "split-region-scans"]
 
 
 def test_construction_owns_one_instance_per_program() -> None:

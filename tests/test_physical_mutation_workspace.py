@@ -15,7 +15,7 @@ from kir import BinaryFn
 from kir.dtypes import DType
 from physical import ops as P
 from physical.launch_expr import LBin, LConst, LConstexpr
-from physical.model import Fragment, Program, PValue
+from physical.model import Fragment, Guard, Program, PValue
 from tests.mutations import (
     Mutations,
     assert_reported,
@@ -124,6 +124,57 @@ def last_participant_counts_chunks_the_lane_does_not_delegate():
                        f"at %{test.rhs.id}, not at SPLITS_0 - 1 plus the helpers that join the lane (select(D, "
                        f"maximum(hi - lo, 0), 0) for D and lo <= chunk < hi of the helpers' join test): the last "
                        f"ticket would go to an early participant or to none")
+
+
+def chunk_store(p: Program) -> P.Store:
+    """The store of a helper's chunk partial into its slot (copy: its helper_index)."""
+    helper = only(p, P.HelperIndex).results[0]
+    return only(p, P.Store, lambda op: op.access.copy is not None and op.access.copy.id == helper.id)
+
+
+@more("helper_slot_written_by_every_lane", "unordered-conflict")
+def helper_writes_its_slot_for_every_lane_of_its_block():
+    k, p = balanced_segments()
+    st = chunk_store(p)
+    lane_ok = next(c for c in conjunct_leaves(p, st.access.mask) if c.name is None and _is_lane_test(p, c))
+    is_helper = next(c for c in conjunct_leaves(p, st.access.mask) if c.name == "is_helper")
+    both = PValue(fresh_id(p), lane_ok.type, "helper_lanes")
+    broken = swap(p, st, [P.Binary(results=(both,), fn=BinaryFn.and_, lhs=lane_ok, rhs=is_helper),
+                          dataclasses.replace(st, access=dataclasses.replace(st.access, mask=both,
+                                                                               bounds=Guard(both)))])
+    return k, broken, ("[unordered-conflict] store (from region_fold) may write the element of helper slot array "
+                       "chunk that it writes for another member (another lane of the same helper, or another "
+                       "participant): a helper writes its slot only for the one lane it joins")
+
+
+@more("helper_joins_without_its_owner", "unordered-conflict")
+def helper_join_test_drops_the_owner():
+    k, p = balanced_segments()
+    owner = only(p, P.Compare, lambda op: op.fn.value == "eq" and op.rhs.name == "owner")
+    join = only(p, P.Binary, lambda op: op.fn is BinaryFn.and_ and op.rhs.id == owner.results[0].id)
+    broken = swap(p, join, dataclasses.replace(join, rhs=join.lhs))  # delegates and delegates
+    return k, broken, ("[unordered-conflict] store (from region_fold) may write the element of helper slot array "
+                       "chunk that it writes for another member (another lane of the same helper, or another "
+                       "participant): a helper writes its slot only for the one lane it joins")
+
+
+def conjunct_leaves(p: Program, mask: PValue) -> list[PValue]:
+    defs = {v.id: op for op in p.walk() for v in op.results}
+    out, work = [], [mask]
+    while work:
+        v = work.pop()
+        op = defs.get(v.id)
+        if isinstance(op, P.Binary) and op.fn is BinaryFn.and_:
+            work += [op.rhs, op.lhs]
+        else:
+            out.append(v)
+    return out
+
+
+def _is_lane_test(p: Program, v: PValue) -> bool:
+    flat = only(p, P.OwnedInstances).results[0]
+    return any(isinstance(op, P.Compare) and op.fn.value == "lt" and op.lhs.id == flat.id and op.results[0].id == v.id
+               for op in p.walk())
 
 
 @mutation("split-effects")

@@ -68,6 +68,8 @@ class Forms:
         self.facts: list[Pred] = []                     # always-true facts about the atoms
         self.shared: dict[object, str] = {}
         self.tile_keys: dict[tuple[TileAxis, ...], int] = {}
+        self.program_atom: DSym | None = None          # helper_index: tells the group's programs apart
+        self.program_uniform: set[str] = set()          # atoms of values that are one per program
         self._n = itertools.count()
 
     def compute_all(self) -> None:
@@ -177,7 +179,19 @@ class Forms:
         return out
 
     def opaque(self, v: PValue, hint: str = "d") -> DSym:
-        return self.atom(hint, tiled=bool(v.type.tile))
+        a = self.atom(hint, tiled=bool(v.type.tile))
+        if self._once_per_program(v):
+            self.program_uniform.add(a.name)
+        return a
+
+    def _once_per_program(self, v: PValue) -> bool:
+        """Whether `v` is computed once per program: a uniform result of an op outside every loop (an `if` runs
+        once), so that two members of one program see one value."""
+        d = self.ix.defs.get(v.id)
+        if d is None or d.is_arg or d.op is None or v.type.lanes or v.type.tile:
+            return False
+        pl = self.ix.place.get(id(d.op))
+        return pl is not None and all(isinstance(p, P.If) for p in pl.parents)
 
     def _arg_form(self, owner: POp | None, region: PRegion | None, k: int, v: PValue) -> Dim | None:
         if isinstance(owner, P.For) and region is owner.body and k == 0:
@@ -251,9 +265,10 @@ class Forms:
             self.facts.append(PCmp("<", split, self.launch_dim(LConstexpr(op.splits))))
             return split
         if isinstance(op, P.HelperIndex):  # negative in the block programs, below H in the helpers
-            helper = self.atom("hp")
-            self.facts.append(PCmp("<", helper, self.launch_dim(LConstexpr(op.helpers))))
-            return helper
+            if self.program_atom is None:  # (pid - O_g) - blocks: one value per program, another in each
+                self.program_atom = self.atom("hp")
+                self.facts.append(PCmp("<", self.program_atom, self.launch_dim(LConstexpr(op.helpers))))
+            return self.program_atom
         if isinstance(op, P.OwnedTile):
             from .tiles import owned_tile_form
 
@@ -291,7 +306,23 @@ class Forms:
         src = self._source(id(op), domain, flat, always)
         self.div[v.id] = (src.key, len(domain) - 1)
         self.source_of_flat[v.id] = src.key
+        if op.helper_block is not None:
+            self._helper_block(op, op.helper_block, flat)
         return flat
+
+    def _helper_block(self, op: P.OwnedInstances, block: PValue, flat: DSym) -> None:
+        """A helper (helper_index >= 0) decodes the block `helper_block`: its lanes are that block's instances,
+        `helper_block * BLOCK <= flat < (helper_block + 1) * BLOCK`."""
+        helper = next((pl.op for pl in self.ix.group_ops(self.group.id) if isinstance(pl.op, P.HelperIndex)
+                       and pl.op.results), None)
+        hp = self.form(helper.results[0]) if helper is not None else None
+        hb = self.form(block)
+        if hp is None or hb is None:
+            return
+        size = self.launch_dim(LConstexpr(op.block))
+        first = dim_bin("*", hb, size)
+        lanes = PAnd((PCmp(">=", flat, first), PCmp("<", flat, dim_bin("+", first, size))))
+        self.facts.append(POr((PCmp("<", hp, DConst(0)), lanes)))
 
     def _chunk(self, op: P.ChunkLanes, v: PValue) -> Dim:
         base = self.form(op.base)
@@ -468,6 +499,15 @@ class Forms:
         kernel_facts = list(default_lower_bounds(self.ix.program.symbols, self.ix.program.requires))
         kernel_facts += [p for p in self.ix.program.requires if isinstance(p, Pred)]
         return kernel_facts + [self.rename(f, tag) for f in self.facts]  # type: ignore[misc]
+
+    def same_program(self, a: str = "A", b: str = "B") -> list[Pred]:
+        """Copies `a` and `b` with one program index are members of one program: they see one value of everything
+        computed once per program (empty where the group does not number its programs)."""
+        if self.program_atom is None or not self.program_uniform:
+            return []
+        same = PAnd(tuple(PCmp("==", DSym(n + a), DSym(n + b)) for n in sorted(self.program_uniform)))
+        hp = self.program_atom.name
+        return [POr((PCmp("!=", DSym(hp + a), DSym(hp + b)), same))]
 
     def distinct(self, src: FlatSource) -> tuple[list[Pred], Pred]:
         """Hypotheses and the disjunction saying copies A and B are different instances of `src`."""

@@ -5,7 +5,9 @@
   different instances; across groups (which run concurrently in one launch) a buffer written in one
   may not be touched by another, except through the same commuting atomic.
 * unordered-conflict: two instances never write the same element except through atomics or an
-  author-stated `unique` write (proven with Z3 like the above).
+  author-stated `unique` write (proven with Z3 like the above). A helper slot array (one slot per helper
+  program) is written by no two members that differ in their instance or their program: members of one
+  program (equal `helper_index`) share every value computed once per program.
 * buffer-visibility: a program's later read of a buffer it wrote is ordered behind the write by a
   barrier (loop bodies and chunked region traversals are followed into their next iteration).
 """
@@ -148,8 +150,57 @@ def check_unordered_conflict(program: Program, kernel: Kernel | None, report: Re
             same = "it" if x is y else describe(program, y.op)
             report(f"{describe(program, x.op)} may write the element of {name} that {same} writes in another "
                    f"instance, with neither unique, reduction nor atomic semantics", x.op, x.placed.group)
+    _helper_slot_conflicts(program, ix, report)
     if kernel is not None:
         _unique_preserved(program, ix, kernel, report)
+
+
+def _helper_slot_conflicts(program: Program, ix: ProgramIndex, report: Reporter) -> None:
+    """Writes of a helper slot array (one slot per helper, at its `helper_index`): two members of the group's
+    programs (other instances, or one instance in other programs) never write one element. A helper writes its
+    slot for the one lane it joins: its mask equates the lane's instance with a value computed once per program
+    (the owner whose block the helper decoded), so two lanes of one helper cannot both write."""
+    for bid in sorted(_helper_slot_arrays(ix)):
+        writes = [s for s in ix.accesses if s.access.buffer == bid and s.kind is not Access.READ]
+        for n, x in enumerate(writes):
+            for y in writes[n:]:
+                if x.placed.group == y.placed.group and not _members_write_apart(ix, x, y):
+                    same = "it" if x is y else describe(program, y.op)
+                    report(f"{describe(program, x.op)} may write the element of helper slot array "
+                           f"{ix.buffers[bid].name} that {same} writes for another member (another lane of the "
+                           f"same helper, or another participant): a helper writes its slot only for the one "
+                           f"lane it joins", x.op, x.placed.group)
+
+
+def _members_write_apart(ix: ProgramIndex, x: AccessSite, y: AccessSite) -> bool:
+    """Whether x and y, in two members that differ in their instance or their program, write distinct elements."""
+    src = lane_source(ix, x.op)
+    if src is None or lane_source(ix, y.op) != src:
+        return False
+    forms = _forms(ix, x)
+    forms.form(src[1])
+    flat = forms.sources.get(id(src[0]))
+    if flat is None or forms.program_atom is None:
+        return False
+    _, instances_differ = forms.distinct(flat)
+    programs_differ = PCmp("!=", forms.rename(forms.program_atom, "A"), forms.rename(forms.program_atom, "B"))
+    hyps = forms.base_facts("A") + forms.base_facts("B") + forms.same_program() + \
+        [POr((instances_differ, programs_differ))]  # type: ignore[arg-type]
+    for site, tag in ((x, "A"), (y, "B")):
+        fact = forms.fact(site.access.mask)
+        if fact is not None:
+            hyps.append(forms.rename(fact, tag))  # type: ignore[arg-type]
+    cx = ((x.access.copy,) if x.access.copy is not None else ()) + x.access.coords
+    cy = ((y.access.copy,) if y.access.copy is not None else ()) + y.access.coords
+    if len(cx) != len(cy):
+        return False
+    pairs = []
+    for a, b in zip(cx, cy):
+        fa, fb = forms.form(a), forms.form(b)
+        if fa is None or fb is None:
+            return False
+        pairs.append(PCmp("!=", forms.rename(fa, "A"), forms.rename(fb, "B")))  # type: ignore[arg-type]
+    return proves(hyps, POr(tuple(pairs)))
 
 
 def _parts_of_one_unique_write(a: POp, b: POp) -> bool:

@@ -408,6 +408,17 @@ def row_cumsums_case(m: int, n: int) -> BenchCase:
                      tol={"atol": 1e-2 * max(1.0, (n / 4096) ** 0.5), "rtol": 1e-4})
 
 
+def symbolic_row_cumsums_case(m: int, n: int) -> BenchCase:
+    """Few long rows of the bench's `cumsum`, whose rows are symbolic (nothing proves them few): the launch decides
+    to split each row over programs (physical/passes/split_rows.py)."""
+    def build(dev: torch.device, g: torch.Generator) -> Args:
+        return {"x": _randn((m, n), dev, g), "out": torch.empty(m, n, device=dev)}
+
+    return BenchCase("row_cumsums_symbolic", f"{m}x{n}", cumsum, build,
+                     lambda a: {"out": torch.cumsum(a["x"].double(), 1).float()},
+                     tol={"atol": 1e-2 * max(1.0, (n / 4096) ** 0.5), "rtol": 1e-4})
+
+
 def transpose_case(m: int, n: int) -> BenchCase:
     def build(dev: torch.device, g: torch.Generator) -> Args:
         return {"x": _randn((m, n), dev, g), "out": torch.empty(n, m, device=dev)}
@@ -530,7 +541,7 @@ def model_cases(scale: str) -> list[BenchCase]:
     if scale == "tiny":
         return [total_sum_case(5000), total_max_case(5000), total_argmax_case(5000), scan_1d_case("cumsum", 5000),
                 scan_1d_case("cumsum_exclusive", 5000), scan_1d_case("cummax", 5000), column_sums_case(300, 12),
-                row_sums_case(3, 2000), row_cumsums_case(3, 2000),
+                row_sums_case(3, 2000), row_cumsums_case(3, 2000), symbolic_row_cumsums_case(2, 3000),
                 transpose_case(40, 24), head_split_case(2, 12, 16), flatten_case(2, 12, 16),
                 permute_3d_case(3, 5, 70), nhwc_to_nchw_case(2, 3, 5, 70),
                 subtract_row_max_case(20, 30), skewed_segment_sum_case(4000, 8), skewed_segment_cumsum_case(4000, 8),
@@ -539,7 +550,8 @@ def model_cases(scale: str) -> list[BenchCase]:
         return [total_sum_case(1 << 18), total_max_case(1 << 18), total_argmax_case(1 << 18),
                 scan_1d_case("cumsum", 1 << 18), scan_1d_case("cumsum_exclusive", 1 << 18),
                 scan_1d_case("cummax", 1 << 18), column_sums_case(4096, 64), column_sums_case(512, 1000),
-                row_sums_case(4, 1 << 16), row_cumsums_case(4, 1 << 16), transpose_case(256, 256),
+                row_sums_case(4, 1 << 16), row_cumsums_case(4, 1 << 16), symbolic_row_cumsums_case(2, 1 << 17),
+                transpose_case(256, 256),
                 head_split_case(2, 128, 256), flatten_case(2, 128, 256), permute_3d_case(16, 12, 256),
                 nhwc_to_nchw_case(4, 16, 16, 64), subtract_row_max_case(256, 256),
                 skewed_segment_sum_case(1 << 17), skewed_segment_cumsum_case(1 << 17), histogram_case(1 << 18, 256)]
@@ -547,7 +559,7 @@ def model_cases(scale: str) -> list[BenchCase]:
         return [total_sum_case(1 << 22), total_max_case(1 << 22), total_argmax_case(1 << 22),
                 scan_1d_case("cumsum", 1 << 22), scan_1d_case("cumsum_exclusive", 1 << 22),
                 scan_1d_case("cummax", 1 << 22), column_sums_case(65536, 64), column_sums_case(8192, 1000),
-                row_sums_case(4, 1 << 20), row_cumsums_case(4, 1 << 20),
+                row_sums_case(4, 1 << 20), row_cumsums_case(4, 1 << 20), symbolic_row_cumsums_case(2, 1 << 21),
                 transpose_case(1024, 1024),
                 head_split_case(8, 512, 1024), flatten_case(8, 512, 1024), permute_3d_case(64, 48, 256),
                 nhwc_to_nchw_case(8, 32, 32, 64), subtract_row_max_case(4096, 1024),

@@ -8,6 +8,7 @@ sizes the launch for a device (under Triton's interpreter alone the split is off
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -225,3 +226,13 @@ def test_mutation_a_split_program_writing_outside_its_chunk() -> None:
     assert [v.message for v in check(_store_without_its_chunk(program), k) if v.rule == "split-effects"] == [
         "store (from store at test_perf_split_rows.py:46) writes out in every program that shares its block: a group "
         "split over programs writes outside its workspace only as the holder of the last ticket"]
+
+
+def test_the_generated_ptx_of_the_split_form_uses_the_look_back_atomics() -> None:
+    with simulated_multiprocessors(132):  # a device launch of two long rows selects the split form
+        ptx = rows_cumsum.ptx(torch.randn(2, 1 << 10), torch.empty(2, 1 << 10), arch=90)
+    assert re.search(r"atom\.global\.gpu\.acq_rel\.add", ptx)  # the ticket and the finished count
+    assert re.search(r"atom\.global\.gpu\.release\.exch", ptx)  # the slot flag
+    assert "ld.acquire.gpu.global.b32" in ptx  # waiting for the lower tickets of the row
+    unsplit = rows_cumsum.ptx(torch.randn(2, 1 << 10), torch.empty(2, 1 << 10), arch=90)  # no device: looped form
+    assert not re.search(r"atom\.global", unsplit)

@@ -244,3 +244,20 @@ def test_the_generated_ptx_of_the_split_form_uses_the_look_back_atomics() -> Non
     assert "ld.acquire.gpu.global.b32" in ptx  # waiting for the lower tickets of the row
     unsplit = rows_cumsum.ptx(torch.randn(2, 1 << 10), torch.empty(2, 1 << 10), arch=90)  # no device: looped form
     assert not re.search(r"atom\.global", unsplit)
+
+
+@intent.kernel
+def planes(x: f32[2, 3, N], out: Out[f32[2, 3, N]]):
+    for i, j in intent.parallel(2, 3):
+        out[i, j, :] = intent.cummax(x[i, j, :], reverse=True)
+
+
+def test_rows_over_two_parallel_axes_split_at_launch_over_their_flattened_instances() -> None:
+    x = torch.randn(2, 3, 40)
+    program = lowered(planes, {"x": x, "out": torch.empty(2, 3, 40)})
+    env = launch_environment(program, {"N": 40}, 1)
+    assert (env["SPLIT_0"], env["SPLITS_0"], program.grid.evaluate(env)) == (1, 3, 18)  # 6 rows x 3 chunks
+    want = np.flip(np.maximum.accumulate(np.flip(x.numpy(), 2), 2), 2)
+    with simulated_multiprocessors(1):
+        np.testing.assert_array_equal(planes(x).numpy(), want)
+    np.testing.assert_array_equal(planes(x).numpy(), want)  # the interpreter alone: the looped form

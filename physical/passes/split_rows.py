@@ -4,8 +4,8 @@ Split-scans (split_scan.py) spreads a group's rows over cooperating programs onl
 rows few (at most `FEW_ROWS`): with the rows symbolic (`for r in parallel(R): out[r, :] = cumsum(x[r, :])`),
 R = 2 rows of 4M values would otherwise run in two programs, walking their rows in chunks (the looped form), while
 the rest of the device idles. This pass, after looped-rows, gives such a group (a `looped_rows` body whose whole
-form split-scans' legality admits) a third form, `split`, which the launch selects with the constexpr
-`SPLIT_g`:
+form split-scans' legality admits, its rows over one parallel axis or several: the flattened instances) a third
+form, `split`, which the launch selects with the constexpr `SPLIT_g`:
 
 * `SPLIT_g` is 1 where the row does not fit one program (the looped flag is set) and the rows are fewer than the
   programs the device keeps resident (`resident_programs` of the split form's warps): the unsplit forms would leave
@@ -134,6 +134,8 @@ def _split(program: Program, plan: RowsPlan) -> Program:
     # touch the workspace, but the sizes hold for every launch)
     lanes = DSym(g.block)
     flat = g.domain[0]
+    for d in g.domain[1:]:  # rows over several parallel axes: the flattened instances
+        flat = dim_bin("*", flat, d)
     blocks_dim = dim_bin("//", dim_bin("+", flat, dim_bin("-", lanes, 1)), lanes)
     flags_dim = dim_bin("*", blocks_dim, DSym(splits))
     values = (dim_bin("*", dim_bin("*", blocks_dim, lanes), DSym(splits)), lmul(lmul(blocks, block), count))

@@ -126,7 +126,9 @@ def plan_split(program: Program, group: Group, forced: int | None = None,  # noq
         return "the group already has its own tiling"
     if group.serial:
         return "the group runs in order"
-    if len(group.domain) > 1:  # the verifier names each instance axis by its loop: one row axis is decoded
+    # split-scans' domain (rows, P) names each instance axis by its loop, so it decodes one row axis; split-rows
+    # keeps the group's domain and decodes the flattened instances
+    if len(group.domain) > 1 and proven_few:
         return "the rows span more than one parallel axis"
     rows = rows_of(group)
     axis = row_axis(group)

@@ -41,8 +41,9 @@ def run(kernel: Kernel, args: Mapping[str, Any], checks: bool | None = None,
     that do not fit the kernel and `IntentError` for a run that goes wrong (an out-of-range access
     with checks on, a read of uninitialised memory). With `writes` (a dict), fills it with what the run
     did to each writable parameter (`Writes`: elements written, read before written, and their writer).
-    `flush_subnormals` models a consumer that flushes subnormal floats to zero where the kernel makes them
-    from bits (a bitcast to a float dtype), as XLA's CPU runtime does; the kernel's own meaning keeps them.
+    `flush_subnormals` models a consumer that computes f32, bf16 and f64 with subnormals flushed to zero (read as
+    zero and written as zero by every arithmetic op, and made zero by a bitcast from bits), as XLA's CPU runtime
+    does; the kernel's own meaning keeps them.
     """
     binding = Binding(kernel, args)
     state = Run(kernel, binding.symbols, checks_enabled(kernel, checks), flush_subnormals)

@@ -63,8 +63,10 @@ class Run:
     kernel: Kernel
     symbols: dict[str, int]
     checks: bool
-    # Model a consumer that treats subnormal floats as zero (XLA's CPU runtime, a GPU in flush-to-zero mode)
-    # where a kernel makes them from bits: a bitcast to a float dtype gives 0 (with the sign) for a subnormal
+    # Model a consumer that computes with subnormal floats flushed to zero (XLA's CPU runtime, which runs with
+    # flush-to-zero and denormals-are-zero set): every f32, bf16 and f64 value an arithmetic op reads is taken as
+    # 0 (with its sign) where it is subnormal, and every such value it gives is flushed; a bitcast to a float
+    # dtype gives 0 for a subnormal. Values only loaded, stored, selected or moved keep their bits.
     flush_subnormals: bool = False
     # Index arrays found to be arithmetic progressions (or not), by identity: loads and stores at the
     # same lane index reuse the finding.
@@ -144,8 +146,9 @@ def eval_op(frame: Frame, op: Op) -> None:
     fn = EVAL.get(type(op))
     if fn is None:
         raise IntentError(f"the oracle cannot evaluate {op.NAME}{at(op)}")
+    flushing = frame.run.flush_subnormals and type(op) not in MOVES
     try:
-        results = fn(frame, op)
+        results = fn(_operands_flushed(frame, op) if flushing else frame, op)
     except IntentError:
         raise
     except Exception as exc:  # a kernel the verifier would reject; say where, never a bare traceback
@@ -154,7 +157,36 @@ def eval_op(frame: Frame, op: Op) -> None:
     for v, x in zip(op.results, results):
         if isinstance(v.type, TensorType) and isinstance(x, np.ndarray):
             x = _as_type(x, v.type.dtype, rounds)
+            if flushing and v.type.dtype in FLUSHED:
+                x = flush_subnormal(x, v.type.dtype)
         frame.set(v, x)
+
+
+# The dtypes a flushing consumer computes without subnormals (`Run.flush_subnormals`): f16 and fp8 arithmetic
+# widens to f32 first, where their subnormals are normal
+FLUSHED = (DType.f32, DType.bf16, DType.f64)
+
+
+def flush_subnormal(x: np.ndarray, dtype: ElemType) -> np.ndarray:
+    """`x` (of KIR dtype `dtype`, one of FLUSHED) with its subnormals replaced by 0 of the same sign."""
+    tiny = float(np.finfo(np.float64 if dtype is DType.f64 else np.float32).tiny)
+    return np.where(np.abs(x) < tiny, x * 0, x).astype(x.dtype)
+
+
+def _operands_flushed(frame: Frame, op: Op) -> Frame:
+    """A scope of `frame` where the FLUSHED float operands of an arithmetic op without regions or memory read as
+    flushed (denormals-are-zero); other ops see `frame` itself."""
+    if op.regions() or any(not isinstance(v.type, TensorType) for v in op.operands()):
+        return frame
+    scope: Frame | None = None
+    for v in op.operands():
+        if v.type.dtype in FLUSHED:
+            x = frame.get(v)
+            flushed = flush_subnormal(x, v.type.dtype)
+            if np.any((flushed == 0) != (x == 0)):  # some operand element is subnormal
+                scope = scope or frame.scope()
+                scope.set(v, flushed)
+    return scope or frame
 
 
 def _as_type(x: np.ndarray, dtype: ElemType, rounds: bool) -> np.ndarray:

@@ -11,7 +11,7 @@ from kir import pointwise as kp
 from kir.dtypes import DType
 from kir.pointwise import BinaryFn, CmpFn, UnaryFn
 
-from .interp import Frame, evaluates
+from .interp import FLUSHED, Frame, evaluates, flush_subnormal
 from .numerics import (
     BINARY,
     bitcast,
@@ -148,16 +148,10 @@ def _cast(frame: Frame, op: kp.Cast) -> tuple[np.ndarray]:
     return (cast(frame.get(op.x), value_dtype(op.x), value_dtype(op.results[0])),)
 
 
-# The dtypes whose subnormals a flushing consumer zeroes (`flush_subnormals`): f16 and fp8 arithmetic widens to f32
-# first, where their subnormals are normal
-FLUSHED_BY_BITCAST = (DType.f32, DType.bf16, DType.f64)
-
-
 @evaluates(kp.Bitcast, moves=True)
 def _bitcast(frame: Frame, op: kp.Bitcast) -> tuple[np.ndarray]:
     dtype = value_dtype(op.results[0])
     bits = bitcast(frame.get(op.x), value_dtype(op.x), dtype)
-    if frame.run.flush_subnormals and dtype in FLUSHED_BY_BITCAST:
-        tiny = float(np.finfo(np.float64 if dtype is DType.f64 else np.float32).tiny)
-        bits = np.where(np.abs(bits) < tiny, bits * 0, bits).astype(bits.dtype)
+    if frame.run.flush_subnormals and dtype in FLUSHED:
+        bits = flush_subnormal(bits, dtype)
     return (bits,)

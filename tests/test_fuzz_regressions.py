@@ -131,6 +131,37 @@ def test_bitcast_of_bf16_to_bf16_is_the_identity_in_the_oracle() -> None:
     assert got.tobytes() == x.tobytes()
 
 
+LOG_EXP = """kernel log_exp(x: in f32[N], out: out f32[N]) symbols(N) {
+  %a: f32[N] = load %x[0:N]
+  %e: f32[N] = unary exp %a
+  %l: f32[N] = unary log %e
+  store %out[0:N] = %l
+  yield
+}"""
+
+
+def test_stablehlo_results_may_flush_subnormals_inside_the_computation(monkeypatch) -> None:
+    """XLA's CPU runtime flushes f32 subnormals inside the computation, not only at its outputs: exp(-95) is 0
+    there and log(exp(-95)) is -inf, where the oracle gives -95. The oracle run that flushes every intermediate
+    value (`flush_subnormals=True`) is the StableHLO exit's second accepted answer; any other result still
+    mismatches."""
+    import oracle.stablehlo as shlo
+    from kir.text import parse_kernel
+    from tests.differential import _stablehlo
+    from tests.diffinputs import Case
+
+    k = parse_kernel(LOG_EXP)
+    case = Case(k, (("N", 3),), (), 0)
+    inputs = {"x": np.array([-95.0, -87.0, 1.0], np.float32), "out": np.zeros(3, np.float32)}
+    want = oracle.run(k, dict(inputs))
+    assert abs(want["out"][0] + 95.0) < 1e-3
+    assert shlo.run(k, dict(inputs))["out"][0] == -np.inf  # what XLA does
+    assert _stablehlo(case, inputs, want) == ("ok", [])
+    monkeypatch.setattr(shlo, "run", lambda kernel, args: {"out": np.array([-94.0, -87.0, 1.0], np.float32)})
+    outcome, problems = _stablehlo(case, inputs, want)
+    assert outcome == "mismatch" and problems[0].startswith("stablehlo: out")
+
+
 def test_every_binder_solves_a_symbol_that_only_appears_in_a_compound_extent() -> None:
     """Found by the differential campaign: `out: i32[B + B]` bound B in the launcher only."""
     from kir.dims import DConst, DSym, dim_bin, solve_for

@@ -235,6 +235,32 @@ def test_bitcast() -> None:
     np.testing.assert_array_equal(back, h)
 
 
+def test_flush_subnormals_flushes_inside_the_computation() -> None:
+    """With `flush_subnormals`, every f32 value an arithmetic op gives or reads is flushed, as XLA's CPU runtime
+    computes (flush-to-zero and denormals-are-zero): exp(-95) is 0 there, so log(exp(-95)) is -inf, where the
+    kernel's own meaning keeps the subnormal and gives about -95; a subnormal input reads as 0 in arithmetic."""
+    from kir.text import parse_kernel
+
+    k = parse_kernel("""kernel log_exp(x: in f32[N], out: out f32[N], twice: out f32[N]) symbols(N) {
+  %a: f32[N] = load %x[0:N]
+  %e: f32[N] = unary exp %a
+  %l: f32[N] = unary log %e
+  store %out[0:N] = %l
+  %t: f32[N] = binary add %a, %a
+  store %twice[0:N] = %t
+  yield
+}""")
+    x = np.array([-95.0, -87.0, 1.0, 1e-40, -3e-39], np.float32)
+    args = {"x": x, "out": np.zeros(5, np.float32), "twice": np.zeros(5, np.float32)}
+    kept = oracle.run(k, args)
+    np.testing.assert_allclose(kept["out"][:3], [-95.0, -87.0, 1.0], rtol=1e-5)
+    np.testing.assert_array_equal(kept["twice"][3:], x[3:] * 2)
+    flushed = oracle.run(k, args, flush_subnormals=True)
+    assert flushed["out"][0] == -np.inf and flushed["out"][1] == kept["out"][1] and flushed["out"][2] == kept["out"][2]
+    np.testing.assert_array_equal(flushed["twice"], [-190.0, -174.0, 2.0, 0.0, -0.0])
+    assert np.signbit(flushed["twice"][4])
+
+
 def test_flush_subnormals_models_a_consumer_that_flushes_bits_made_floats() -> None:
     """`oracle.run(..., flush_subnormals=True)` gives 0 (with its sign) for an f32 subnormal a bitcast makes, as
     XLA's CPU runtime treats it; normal values, and the kernel's own meaning (the default), keep their bits."""

@@ -277,6 +277,7 @@ def _lookback_lines(p: Program, g: Group, f: _Formulas, body: PRegion | None = N
             lines.append(f"  each program publishes each instance's piece aggregate in slot = instance * "
                          f"{ticket.splits} + piece of {names}, then raises one flag, "
                          f"{sync.name}[{P.SYNC_FLAGS} + ticket] (release)")
+            lines += _folds_beside_scans(p, g, ticket.splits)
         elif isinstance(op, P.PublishSlot):
             names = ", ".join(p.buffer(b).name for b in op.slots)
             lines.append(f"  each program publishes its aggregate in slot = its ticket of {names}, then raises "
@@ -298,6 +299,22 @@ def _lookback_lines(p: Program, g: Group, f: _Formulas, body: PRegion | None = N
             lines.append(f"  the last program to finish ({sync.name}[{P.SYNC_DONE}], acq_rel) restores the ticket, "
                          f"the counter and the flags to zero: the workspace is self-resetting, no launch clears it")
     return lines
+
+
+def _folds_beside_scans(p: Program, g: Group, splits: str) -> list[str]:
+    """Region folds split on the pieces of a region scan's group (passes/scan_folds.py)."""
+    counters = sorted({p.buffer(t.access.buffer).name for t in g.body.walk() if isinstance(t, P.Ticket)})
+    if not counters:
+        return []
+    slots = sorted({p.buffer(op.access.buffer).name for op in g.body.walk() if isinstance(op, P.Store)
+                    and p.buffer(op.access.buffer).scope is BufferScope.INVOCATION_WORKSPACE
+                    and op.access.copy is not None})
+    return [f"  the region folds beside the scans: the program of piece s folds piece s of each fold's subregion "
+            f"(whole chunks) into its own slot of {', '.join(slots)} (one slot per piece) while the predecessors' "
+            f"aggregates arrive, and draws a ticket from {', '.join(counters)} (acq_rel atomic, device scope); the "
+            f"one that draws the last folds the {splits} slots in slot order with each fold's combine (the same "
+            f"order every run: bitwise reproducible, no float atomics), stores the results and resets the counter "
+            f"(nobody waits for it)"]
 
 
 def _bounds(a, names: Mapping[str, str], taken: Iterable[str]) -> str:

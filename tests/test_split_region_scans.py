@@ -26,7 +26,6 @@ from physical import ops as P
 from physical.launch_expr import LConst
 from physical.lowering import run_pipeline
 from physical.passes.looped import BUDGET_VARIABLE
-from physical.passes.split_region_scan import plan_region_scans
 from physical.verifier import check
 from tests.breadth_support import three_ways
 from tests.launch_fixtures import isolated_cache  # noqa: F401  (fixture)
@@ -246,9 +245,10 @@ def test_groups_that_keep_whole_subregions_say_why() -> None:
             out[offsets[s]:offsets[s + 1]] = intent.cumsum(values[offsets[s]:offsets[s + 1]])
             total[s] = intent.sum(values[offsets[s]:offsets[s + 1]])
 
-    program = physical.lower(with_fold.specialize({"values": torch.randn(9), "offsets": torch.tensor([0, 3, 3, 9]),
-                                                    "out": torch.empty(9), "total": torch.empty(3)}))
-    assert plan_region_scans(program, program.groups[0]) == "it also folds subregions"
+    k = with_fold.specialize({"values": torch.randn(9), "offsets": torch.tensor([0, 3, 3, 9]), "out": torch.empty(9),
+                              "total": torch.empty(3)})
+    program, names = run_pipeline(physical.construct(k), verify_with=k)  # the fold rides on the scan's pieces
+    assert names[-1] == "split-region-scans" and any(isinstance(o, P.Ticket) for o in program.groups[0].body.walk())
 
 
 def test_overlapping_targets_are_refused_under_checks() -> None:

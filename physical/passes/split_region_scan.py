@@ -32,9 +32,14 @@ S (`piece_count`) is split-segments' count raised on a device until a subregion 
 pieces of one tile each, while the launch keeps at least `VALUES_PER_PROGRAM` values per program: a piece that
 fits its tile is read once, so only the rest of a longer piece is read twice (its fold, then its scan).
 
+Region folds beside the scans (a segment's total next to its running sum) split on the same pieces: each program
+folds its piece of each fold's subregion between its publish and its wait, and the folds' pieces meet in slot order
+in the last ticket's holder, which stores what needs them (physical/passes/scan_folds.py).
+
 Legality (`plan_region_scans`): a group of instances (not serial, tiled, looped or persistent) whose top level holds
-the region scans, with no region fold and no other effect; every nested region holds no region scan; no buffer a
-scan writes is read by anything but that scan's own source. Profitability: some group has a plan (the launch
+the region scans, with no other effect than region folds and the stores of what they give (`scan_folds.plan_folds`);
+every nested region holds no region scan or fold; no buffer a scan writes is read by anything but that scan's own
+source. Profitability: some group has a plan (the launch
 decides S; with S = 1 each program scans its instance whole, after an empty fold of the predecessors).
 """
 
@@ -75,6 +80,7 @@ from . import GroupPass, PassContext
 from .looped import BUDGET_VARIABLE, REGISTER_VALUES, TREE_VALUES
 from .partials import lane_test, split_flag
 from .rows import RowBuilder, chunk_scan
+from .scan_folds import FoldsPlan, add_workspace, instance, plan_folds, split_folds
 from .split_scan import SLOT_BLOCK, SPLIT_TILE
 from .split_segments import _piece, split_count
 
@@ -91,6 +97,7 @@ class RegionScanPlan:
     group: Group
     scans: tuple[int, ...]  # positions of the region scans in the group's body
     values: LaunchExpr  # elements of the scanned tensors (the largest)
+    folds: FoldsPlan | None = None  # region folds beside the scans (physical/passes/scan_folds.py)
 
 
 def _loads(ops: tuple[POp, ...]) -> set[int]:
@@ -109,10 +116,13 @@ def plan_region_scans(program: Program, g: Group) -> RegionScanPlan | str:
     walked = list(g.body.walk())
     if sum(isinstance(op, P.RegionScan) for op in walked) != len(scans):
         return "a scan runs inside another op (a loop or a branch)"
-    if any(isinstance(op, P.RegionFold) for op in walked):
-        return "it also folds subregions"
+    if sum(isinstance(op, P.RegionFold) for op in walked) != sum(isinstance(op, P.RegionFold) for op in ops):
+        return "a fold runs inside another op (a fold's map, a loop or a branch)"
+    folds = plan_folds(program, ops, g.single_instance)
+    if isinstance(folds, str):
+        return folds
     for op in ops:
-        if not (isinstance(op, P.RegionScan) or op.TERMINATOR) and op.has_effects():
+        if folds is None and not (isinstance(op, P.RegionScan) or op.TERMINATOR) and op.has_effects():
             return f"it has effects besides its region scans ({op.NAME})"
     found = None if g.single_instance else lane_test(ops)
     if isinstance(found, str):
@@ -133,7 +143,8 @@ def plan_region_scans(program: Program, g: Group) -> RegionScanPlan | str:
         if written & _loads(others):
             return "a buffer a scan writes is read by other work of the group"
         values.append(lprod(tuple(ldim(d) for d in program.buffer(source.access.buffer).shape)))
-    return RegionScanPlan(g, scans, lmax(*values) if len(values) > 1 else values[0])
+    values += folds.values if folds is not None else ()
+    return RegionScanPlan(g, scans, lmax(*values) if len(values) > 1 else values[0], folds)
 
 
 class SplitRegionScans(GroupPass):
@@ -219,6 +230,8 @@ def _split(program: Program, plan: RegionScanPlan, tile: int) -> Program:
     program = dataclasses.replace(program, buffers=program.buffers + (ws.sync,) + tuple(b for row in ws.slots
                                                                                           for b in row),
                                   workspaces=program.workspaces + tuple(ws.workspaces))
+    if plan.folds is not None:
+        program, folds_ws = add_workspace(program, gid, ops, plan.folds, splits, count)
 
     found = None if g.single_instance else lane_test(ops)
     lane_ok = found[1] if isinstance(found, tuple) else None  # the block's lanes within the instances
@@ -232,8 +245,9 @@ def _split(program: Program, plan: RegionScanPlan, tile: int) -> Program:
         w.add(P.OwnedInstances, Fragment(DType.i64, True, (), True), origin, "ticket", group=gid, block=g.block,
               splits=splits, ticket=ws.sync.id)
         s = w.add(P.SplitIndex, INDEX, origin, "piece", group=gid, splits=splits)
-    for op in ops:
-        if isinstance(op, P.RegionScan) or op.TERMINATOR:
+    moved = plan.folds.moved if plan.folds is not None else frozenset()
+    for n, op in enumerate(ops):
+        if isinstance(op, P.RegionScan) or op.TERMINATOR or n in moved:
             continue
         if isinstance(op, P.OwnedInstances):
             op = dataclasses.replace(op, splits=splits, ticket=ws.sync.id)
@@ -260,6 +274,8 @@ def _split(program: Program, plan: RegionScanPlan, tile: int) -> Program:
         pieces.append(_hold(w, scan, s, (splits, held, fast), split, zero))
     w.put(P.PublishSlot(origin=origin, sync=ws.sync.id, slots=tuple(b.id for row in ws.slots for b in row),
                         slot=slot, values=tuple(v for p in pieces for v in p.aggregate), active=lane_ok))
+    if plan.folds is not None:  # the folds' pieces, folded while the predecessors' aggregates arrive
+        split_folds(w, ops, plan.folds, folds_ws, s, splits, instance(w, flat, origin), lane_ok, gid)
     for p, bufs in zip(pieces, ws.slots):
         scan = p.scan
         # a lane whose piece is empty (past the end of a short subregion) folds nothing: nothing it writes needs a

@@ -1,0 +1,168 @@
+"""Region folds beside region scans: a group that scans and folds subregions per instance splits as one.
+
+A segment's running sum and its total written in one `parallel` body (`out[b:e] = intent.cumsum(values[b:e])`
+and `total[s] = intent.sum(values[b:e])`) is one group holding a `P.RegionScan` and a `P.RegionFold`. The scans
+split over the pieces of split-region-scans (physical/passes/split_region_scan.py: ticket t runs piece t % S of
+the instances of block t // S, passing piece aggregates on by look-back); the folds ride on the same pieces with
+split-segments' combine (physical/passes/partials.py, the invocation-workspace protocol of physical/workspace.py):
+
+* piece s of a fold's subregion [b, e) is split-segments' cut (`split_segments._piece`: the s-th run of whole
+  chunks, the pieces of a long segment equal to within a chunk, the later pieces of a short one empty), folded
+  whole by the program of piece s;
+* the program writes that partial into its slot of the instance (one copy per split), draws the instance's
+  acquire-release ticket after it, and the holder of ticket S - 1 reads the S slots in slot order, folds them with
+  the fold's own kind and combine (the same partials meet in the same order on every run: bitwise reproducible,
+  no float atomics), runs the work that needs the results with its stores under that ticket and resets the
+  counter (no launch fills the workspace); nobody waits for anybody, so the look-back's waits are unchanged;
+* where the launch gives one piece an instance (SPLITS_g = 1, the constexpr SPLIT_g = 0: Triton's interpreter, or
+  blocks enough to fill the device) the kernel holds the direct form only: each fold whole, stored at once.
+
+The fold partials sit between the program's publish and its wait for the predecessors' aggregates: the fold's
+reads overlap the look-back. Legality (`plan_folds`): the folds give combinable values per instance (not argmax
+or argmin positions, not predicates), nothing but pointwise work and stores reads their results (a scan is
+written piece by piece before any fold is complete, so no scan may read one), every store moves after the combine,
+and no fold, scan or other work reads what such a store writes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from kir.dtypes import DType
+from kir.reduce import ReduceKind
+
+from .. import ops as P
+from ..builder import Builder
+from ..launch_expr import LaunchExpr, LNextPow2, ldim, lprod
+from ..model import Buffer, Fragment, Origin, POp, Program, PValue
+from ..rewrite import map_operands, used_values
+from ..workspace import conjoin
+from . import partials as shared
+from .split_segments import _piece
+
+_SPLITTABLE = (ReduceKind.sum, ReduceKind.prod, ReduceKind.max, ReduceKind.min, ReduceKind.custom)
+
+
+@dataclasses.dataclass(frozen=True)
+class FoldsPlan:
+    """The region folds of a region-scan group: their positions, the work that waits for their combine (pointwise
+    work on their results and every store, positions in the body) and the elements of their folded tensors."""
+
+    folds: tuple[int, ...]
+    after: tuple[int, ...]
+    values: tuple[LaunchExpr, ...]
+
+    @property
+    def moved(self) -> frozenset[int]:
+        """Positions the folds' protocol writes itself (the rest of the body stays where split-region-scans puts
+        it)."""
+        return frozenset(self.folds) | frozenset(self.after)
+
+
+@dataclasses.dataclass(frozen=True)
+class FoldsWorkspace:
+    """The folds' slot arrays (per fold, one per accumulator, a copy per split) and the instances' ticket counter."""
+
+    slots: list[list[Buffer]]
+    counter: Buffer
+    block_splits: str
+
+
+def _loads(ops: tuple[POp, ...]) -> set[int]:
+    return {o.access.buffer for op in ops for o in (op, *(i for r in op.regions() for i in r.walk()))
+            if isinstance(o, P.Load)}
+
+
+def plan_folds(program: Program, ops: tuple[POp, ...], single: bool) -> FoldsPlan | str | None:
+    """The plan for the region folds among a region-scan group's top-level `ops` (None: it has none), or why the
+    group keeps its instances' whole subregions (`single`: a group of one instance)."""
+    folds = tuple(n for n, op in enumerate(ops) if isinstance(op, P.RegionFold))
+    if not folds:
+        return None
+    values: list[LaunchExpr] = []
+    for n in folds:
+        fold = ops[n]
+        assert isinstance(fold, P.RegionFold)
+        if fold.kind not in _SPLITTABLE:
+            return f"its {fold.kind} fold gives positions, not a combinable value"
+        if any(dt is DType.pred for dt in fold.acc_dtypes):
+            return "its fold accumulates predicates (no workspace slot holds them)"
+        if fold.begin.type.dtype != fold.end.type.dtype or fold.begin.type.tile or fold.end.type.tile:
+            return "its subregion bounds differ in type"
+        source = next((op for op in fold.source.ops if isinstance(op, P.Load)), None)
+        if source is None:
+            return "its fold reads no tensor"
+        if not single and not shared.per_instance(fold.results):
+            return "a fold is the same for every instance"
+        values.append(lprod(tuple(ldim(d) for d in program.buffer(source.access.buffer).shape)))
+    derived = {v.id for n in folds for v in ops[n].results}
+    after: list[int] = []
+    for n, op in enumerate(ops):
+        if isinstance(op, P.RegionFold | P.RegionScan) or op.TERMINATOR:
+            continue
+        if isinstance(op, P.Store) or used_values((op,)) & derived:
+            if not shared.pointwise_or_store(op):
+                return "a fold's result feeds more than pointwise work and stores"
+            after.append(n)
+            derived |= {v.id for v in op.results}
+        elif op.has_effects():
+            return f"it has effects besides its region scans, folds and stores ({op.NAME})"
+    if used_values(tuple(ops[n] for n in folds)) & derived:
+        return "a fold reads another fold's result"
+    scans = tuple(op for op in ops if isinstance(op, P.RegionScan))
+    if used_values(scans) & derived:
+        return "a scan reads a fold's result (a piece writes its scan before the fold is complete)"
+    written = {ops[n].access.buffer for n in after if isinstance(ops[n], P.Store)}
+    if written & _loads(tuple(op for n, op in enumerate(ops) if n not in after)):
+        return "a fold, a scan or the work before them reads what a store of the group writes"
+    return FoldsPlan(folds, tuple(after), tuple(values))
+
+
+def add_workspace(program: Program, gid: int, ops: tuple[POp, ...], plan: FoldsPlan, splits: str,
+                  count: LaunchExpr) -> tuple[Program, FoldsWorkspace]:
+    """`program` with BLOCK_SPLITS_g (the next power of two of S = `count`, the slots a combine reads at once), a
+    slot array per accumulator of each fold and the instances' ticket counter."""
+    block_s = f"BLOCK_SPLITS_{gid}"
+    program = dataclasses.replace(program, constexprs=program.constexprs + ((block_s, LNextPow2(count)),))
+    dtypes = [ops[n].acc_dtypes for n in plan.folds]  # type: ignore[attr-defined]
+    program, slots, counter = shared.add_partial_slots(
+        program, gid, dtypes, splits,
+        lambda j, k: "fold" + (f"{j}" if len(dtypes) > 1 else "") + (f"_{k}" if len(dtypes[j]) > 1 else ""))
+    return program, FoldsWorkspace(slots, counter, block_s)
+
+
+def split_folds(w: Builder, ops: tuple[POp, ...], plan: FoldsPlan, ws: FoldsWorkspace, piece: PValue,
+                splits: str, inst: PValue, lane_ok: PValue | None, gid: int) -> None:
+    """Fold this program's piece of each fold's subregion (piece `piece` of S = `splits`), combine the pieces in
+    the last ticket's holder (`partials.combine_in_last`) and write the work that waits for the results, its
+    stores under that ticket (`inst`: the lanes' instances; `lane_ok`: the lanes within them)."""
+    folds = [ops[n] for n in plan.folds]
+    partials: list[shared.Partial] = []
+    for fold in folds:
+        assert isinstance(fold, P.RegionFold)
+        begin, end = _piece(w, fold, piece, splits)
+        swap = {fold.begin.id: begin, fold.end.id: end}
+        cut = map_operands(fold, lambda v, swap=swap: swap.get(v.id, v))
+        values = tuple(w.fresh(Fragment(dt, v.type.lanes), "partial") for v, dt in zip(fold.results, fold.acc_dtypes))
+        w.put(dataclasses.replace(cut, results=values))
+        partials.append(shared.Partial(values, fold.results, fold.kind, fold.identity, fold.acc_dtypes,
+                                       fold.combine, fold.origin))
+    origin: Origin | None = folds[-1].origin
+    last = shared.combine_in_last(w, partials, ws.slots, ws.counter, piece, inst, lane_ok, (splits, ws.block_splits),
+                                  origin, gid)
+    for n in plan.after:
+        op = ops[n]
+        if isinstance(op, P.Store):
+            mask = conjoin(w, op.access.mask, last, op.origin)
+            op = dataclasses.replace(op, access=dataclasses.replace(op.access, mask=mask))
+        w.put(op)
+
+
+def instance(w: Builder, flat: PValue | None, origin: Origin | None) -> PValue:
+    """The lanes' flattened instances (`flat`), or 0 for a single-instance group."""
+    if flat is not None:
+        return flat
+    return w.add(P.Const, Fragment(DType.i64), origin, value=0, dtype=DType.i64)
+
+
+__all__ = ["FoldsPlan", "FoldsWorkspace", "plan_folds", "add_workspace", "split_folds", "instance"]

@@ -196,12 +196,15 @@ def region_scan_store(lw: Lowerer, ref: RefV, items: list[Item], value_node: ast
                                                                          src_node, what)):
                 raise lw.error(src_node, f"{what}: a jagged region scan `out[b:e, :] = intent.{callee.name}"
                                          f"(x[b:e, :], axis=0)` scans a subregion with the target's bounds") from None
-            from .region_loop import scan_as_loop
+            from .region_loop import scan_as_loop, scan_per_column
 
             if call.static_int("axis") % several.rank != several.axis:
                 raise lw.error(call.arg_node("axis"), f"{what}: a region scan runs along the subregion's axis "
                                                       f"{several.axis}") from None
             reverse, exclusive = scan_flags(call)
+            if scan_per_column(lw, callee, target, src_node, value_node, several.axis, ref.type.shape, reverse,
+                               exclusive):
+                return
             if reverse:
                 raise lw.error(value_node, f"{what}: a reverse jagged region scan is not supported") from None
             scan_as_loop(lw, callee.name, target, src_node, value_node, several.begin, several.end, exclusive)

@@ -2,6 +2,11 @@
 `intent.argmax(values[b:e, :], axis=0)`, `intent.reduce((values[b:e, :] * w[b:e, :], ...), welford, axis=0,
 identity=...)`, `out[b:e, :] = intent.cumsum(values[b:e, :], axis=0)`.
 
+A jagged scan whose kept axes are whole (`:`) in its target and source is a region scan per point of those axes
+(`scan_per_column`: `for c in parallel(D): out[b:e, c] = intent.cumsum(values[b:e, c], axis=0)`), so its instances
+run at once and a long segment splits over programs like any region scan; other jagged scans, and the folds below,
+are ordered loops.
+
 The fold runs along the data-dependent axis with the kept axes as the carried tile, as the ordered loop an author
 would write by hand: `acc = identity; for k in range(b, e): acc = combine(acc, <the expression at k>)`, built here
 from the expression's own syntax (each subregion `a[b:e, :]` read as `a[k, :]`). Several scalar subregions with
@@ -71,6 +76,61 @@ def scan_as_loop(lw: Lowerer, name: str, target: ast.Subscript, src: ast.Subscri
         for node in ast.walk(stmt):
             ast.copy_location(node, call)
     lw.block(body)
+
+
+def _whole(e: ast.expr) -> bool:
+    """Whether an index item is a bare `:` (a whole kept axis)."""
+    return isinstance(e, ast.Slice) and e.lower is None and e.upper is None and e.step is None
+
+
+def _items(sub: ast.Subscript) -> list[ast.expr]:
+    return list(sub.slice.elts) if isinstance(sub.slice, ast.Tuple) else [sub.slice]
+
+
+def scan_per_column(lw: Lowerer, scan: FValue, target: ast.Subscript, src: ast.Subscript, call: ast.Call,
+                    axis: int, extents: tuple, reverse: bool, exclusive: bool) -> bool:
+    """`out[b:e, :] = intent.<scan>(x[b:e, :], axis=0)` as a region scan per point of the kept axes:
+    `for c in parallel(D): out[b:e, c] = intent.<scan>(x[b:e, c], axis=0)`, so that each column of a segment is a
+    region scan (its instances run at once, a long segment split over programs) rather than one ordered loop over
+    the segment's rows. `extents`: the target's axes; False (nothing written) where a kept axis is not a bare `:` of
+    the same extent in both, which the ordered loop handles."""
+    dst_items, src_items = _items(target), _items(src)
+    kept = [k for k, e in enumerate(dst_items) if k != axis]
+    if len(dst_items) != len(src_items) or len(extents) != len(dst_items) or not kept or not all(
+            _whole(dst_items[k]) and _whole(src_items[k]) for k in kept):
+        return False
+    source = lw.expr(src.value)
+    shape = getattr(getattr(source, "type", None), "shape", None)
+    if shape is None or len(shape) != len(extents) or any(str(shape[k]) != str(extents[k]) for k in kept):
+        return False
+    from .values import DimExpr
+
+    n = next(_COUNTER)
+    cols = [f"__region{n}_col{k}" for k in kept]
+    dims = [f"__region{n}_extent{k}" for k in kept]
+    fn, loop = f"__region{n}_scan", f"__region{n}_parallel"
+    for name, k in zip(dims, kept):
+        lw.env.set(name, DimExpr(extents[k]))
+    lw.env.set(fn, scan)
+    lw.env.set(loop, OpRef("parallel", importlib.import_module("intent.ops").SPELLINGS["parallel"]))
+
+    def at_columns(sub: ast.Subscript, items: list[ast.expr], ctx: ast.expr_context) -> ast.Subscript:
+        index = [copy.deepcopy(e) for e in items]
+        for k, c in zip(kept, cols):
+            index[k] = ast.Name(c, ast.Load())
+        return ast.Subscript(copy.deepcopy(sub.value), ast.Tuple(index, ast.Load()), ctx)
+
+    value = ast.Call(ast.Name(fn, ast.Load()), [at_columns(src, src_items, ast.Load())],
+                     [ast.keyword("axis", ast.Constant(axis)), ast.keyword("reverse", ast.Constant(reverse)),
+                      ast.keyword("exclusive", ast.Constant(exclusive))])
+    loop_target: ast.expr = ast.Tuple([ast.Name(c, ast.Store()) for c in cols], ast.Store()) if len(cols) > 1 \
+        else ast.Name(cols[0], ast.Store())
+    stmt = ast.For(loop_target, ast.Call(ast.Name(loop, ast.Load()), [ast.Name(d, ast.Load()) for d in dims],
+                                         []), [ast.Assign([at_columns(target, dst_items, ast.Store())], value)], [])
+    for node in ast.walk(stmt):
+        ast.copy_location(node, call)
+    lw.block([stmt])
+    return True
 
 
 def _combine(lw: Lowerer, combine: str, fn: str, acc: str, element: ast.expr) -> ast.expr:

@@ -5,10 +5,11 @@
   happens once per instance only if it is made by one of them: the holder of the last ticket (drawn before
   the effect), which alone sees every program's partial. Any other program would write its own incomplete
   result (or apply an atomic S times). A region scan's writes over the program's own piece are its own: the
-  scan's bounds, or for the tile of its piece a program holds, the store's positions and a bound of its mask,
-  are computed from the split index. A split row scan's store of its chunk (`split_rows`) writes its own chunk:
-  a coordinate is `chunk * B + tile_index` with a tile of block B and `chunk` the split index (or the last chunk
-  minus it), so the programs of a row write disjoint runs of B positions.
+  scan's bounds, or for the tile of its piece a program holds, the store's positions along the tile and a bound of
+  its mask, are computed from the split index (its coordinates without a tile are the instance's point). A split
+  row scan's store of its chunk (`split_rows`) writes its own chunk: a coordinate is `chunk * B + tile_index` with a
+  tile of block B and `chunk` the split index (or the last chunk minus it), so the programs of a row write disjoint
+  runs of B positions.
 """
 
 from __future__ import annotations
@@ -64,7 +65,10 @@ def _scans_own_piece(ix: ProgramIndex, site: AccessSite, splits_of: dict[int, tu
         return False
     tests = [ix.producer(c) for c in ix.conjuncts(site.access.mask)]
     bounded = any(isinstance(t, P.Compare) and _depends_on(ix, t.rhs, splits) for t in tests)
-    return bounded and all(_depends_on(ix, c, splits) for c in site.access.coords)
+    # the positions along the tile come from the piece; a coordinate without a tile is the instance's own point
+    # (a column of a jagged tensor's segment), the same in every program of the block
+    along = [c for c in site.access.coords if c.type.tile]
+    return bounded and bool(along) and all(_depends_on(ix, c, splits) for c in along)
 
 
 def _writes_own_chunk(ix: ProgramIndex, site: AccessSite, splits_of: dict[int, tuple[int, str]]) -> bool:

@@ -1,0 +1,152 @@
+"""Jagged scans as region scans (kir/frontend/region_loop.py `scan_per_column`): `out[b:e, :] =
+intent.cumsum(values[b:e, :], axis=0)` is a region scan per point of the kept axes (`for c in parallel(D)`), so the
+segments' columns run at once and a long segment splits over programs (split-region-scans) instead of one ordered
+loop over every segment's rows in one program. Launches are sized as for a 132-multiprocessor device; the held tile
+is lowered (`INTENT_LOOP_BUDGET`) so that the long segment's pieces are several and the interpreter stays quick."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import re
+
+import numpy as np
+import pytest
+import torch
+
+import intent
+import physical
+from emit_triton.compile import clear_emitted
+from emit_triton.targets import simulated_multiprocessors
+from intent import Out, dims, f32, i32, i64, parallel
+from kir import control as KCt
+from kir.region import RegionScan
+from physical import ops as P
+from physical.lowering import run_pipeline
+from physical.passes.looped import BUDGET_VARIABLE
+from physical.verifier import check
+from tests.breadth_support import three_ways
+from tests.launch_fixtures import isolated_cache  # noqa: F401  (fixture)
+
+J, JE, JD, JK = dims("J JE JD JK")
+
+LENGTHS = [2, 0, 4000, 3, 0, 257]
+
+
+@intent.kernel
+def running(values: f32[JE, JD], offsets: i64[J + 1], run: Out[f32[JE, JD]]):
+    for s in parallel(J):
+        b, e = offsets[s], offsets[s + 1]
+        run[b:e, :] = intent.cumsum(values[b:e, :], axis=0)
+
+
+@intent.kernel
+def backwards(values: f32[JE, JD], offsets: i64[J + 1], back: Out[f32[JE, JD]]):
+    for s in parallel(J):
+        back[offsets[s]:offsets[s + 1], :] = intent.cumsum(values[offsets[s]:offsets[s + 1], :], axis=0,
+                                                          reverse=True, exclusive=True)
+
+
+@intent.kernel
+def cube(values: i32[JE, JD, JK], offsets: i32[J + 1], top: Out[i32[JE, JD, JK]]):
+    for s in parallel(J):
+        b, e = offsets[s], offsets[s + 1]
+        top[b:e, :, :] = intent.cummax(values[b:e, :, :], axis=0)
+
+
+@pytest.fixture
+def small_tile(isolated_cache, monkeypatch):  # noqa: F811
+    monkeypatch.setenv(BUDGET_VARIABLE, "512")
+    clear_emitted()
+    yield
+    clear_emitted()
+
+
+def offsets_of(lengths: list[int], dtype=torch.int64) -> torch.Tensor:
+    return torch.tensor([0, *itertools.accumulate(lengths)], dtype=dtype)
+
+
+def segments(off: torch.Tensor) -> list[tuple[int, int]]:
+    o = off.tolist()
+    return list(zip(o, o[1:]))
+
+
+def splits(kernel, args) -> int:
+    return int(re.findall(r"SPLITS_0 = (\d+)", kernel.explain(*args.values()))[-1])
+
+
+def test_a_jagged_scan_is_a_region_scan_per_column() -> None:
+    """The frontend writes the kept axis as a `parallel` loop around a region scan of one column: no ordered loop
+    over the rows, and the nest is one workset over (segments, columns)."""
+    args = {"values": torch.randn(9, 3), "offsets": offsets_of([4, 0, 5]), "run": torch.zeros(9, 3)}
+    k = running.specialize(args)
+    ops = list(k.walk())
+    assert any(isinstance(op, RegionScan) for op in ops) and not any(isinstance(op, KCt.For) for op in ops)
+    program, names = run_pipeline(physical.construct(k), verify_with=k)
+    assert names[-1] == "split-region-scans" and [str(d) for d in program.groups[0].domain] == ["J", "JD"]
+
+
+@pytest.mark.parametrize("sms", [132, 1])
+def test_one_long_segment_spreads_over_programs(sms: int, small_tile) -> None:
+    g = torch.Generator().manual_seed(1)
+    off = offsets_of(LENGTHS)
+    n = int(off[-1])
+    args = {"values": torch.randn(n, 4, generator=g), "offsets": off, "run": torch.zeros(n, 4)}
+    with simulated_multiprocessors(sms):
+        assert splits(running, args) > 1
+        got = three_ways(running, args, ("run",), rtol=1e-4, atol=1e-3)
+    v = args["values"].double()
+    want = torch.cat([v[b:e].cumsum(0) for b, e in segments(off)]).numpy()
+    np.testing.assert_allclose(got["run"], want, rtol=1e-4, atol=1e-3)
+
+
+def test_reverse_exclusive_jagged_scans_split_and_are_reproducible(small_tile) -> None:
+    """A reverse jagged scan (an ordered loop could not write it) splits too; a second launch gives the same
+    bits."""
+    g = torch.Generator().manual_seed(2)
+    off = offsets_of(LENGTHS)
+    n = int(off[-1])
+    args = {"values": torch.randn(n, 3, generator=g), "offsets": off, "back": torch.zeros(n, 3)}
+    with simulated_multiprocessors(132):
+        assert splits(backwards, args) > 1
+        got = three_ways(backwards, args, ("back",), rtol=1e-4, atol=1e-3)
+        again = {k: v.clone() for k, v in args.items()}
+        backwards(**again)
+    assert again["back"].numpy().tobytes() == got["back"].tobytes()
+    v = args["values"].double()
+    want = torch.cat([v[b:e].flip(0).cumsum(0).flip(0) - v[b:e] for b, e in segments(off)]).numpy()
+    np.testing.assert_allclose(got["back"], want, rtol=1e-4, atol=1e-3)
+
+
+def test_two_kept_axes_scan_per_point_exactly(small_tile) -> None:
+    g = torch.Generator().manual_seed(3)
+    off = offsets_of([3000, 0, 5], torch.int32)
+    n = int(off[-1])
+    args = {"values": torch.randint(-100, 100, (n, 2, 3), generator=g, dtype=torch.int32), "offsets": off,
+            "top": torch.zeros(n, 2, 3, dtype=torch.int32)}
+    with simulated_multiprocessors(132):
+        assert splits(cube, args) > 1
+        got = three_ways(cube, args, ("top",), rtol=0, atol=0)
+    want = torch.cat([args["values"][b:e].cummax(0).values for b, e in segments(off)]).numpy()
+    assert (got["top"] == want).all()
+
+
+def test_a_held_tile_written_at_the_segments_start_is_refused() -> None:
+    """Mutation: the held tile's positions start at the segment's begin, not its piece's: every program of the
+    block writes the segment's first elements (the column coordinate, the instance's own point, is no excuse)."""
+    args = {"values": torch.randn(50, 4), "offsets": offsets_of([2, 38, 10]), "run": torch.zeros(50, 4)}
+    k = running.specialize(args)
+    p = physical.lower(k)
+    g = p.groups[0]
+    ops = list(g.body.ops)
+    begin = next(op.results[0] for op in ops if isinstance(op, P.Load) and p.buffer(op.access.buffer).name == "offsets")
+    held = [n for n, op in enumerate(ops) if isinstance(op, P.Broadcast) and op.x.name == "piece_begin"
+            and op.results[0].type.tile]
+    assert len(held) == 2  # the held tile's load and its store
+    ops[held[-1]] = dataclasses.replace(ops[held[-1]], x=begin)
+    new = dataclasses.replace(g, body=dataclasses.replace(g.body, ops=tuple(ops)))
+    found = [str(v) for v in check(p.replace(groups=(new,)), k) if v.rule == "split-effects"]
+    assert len(found) == 1 and re.fullmatch(
+        r"\[split-effects\] store \(from region_scan at test_jagged_region_scans\.py:\d+\) writes run in every "
+        r"program that shares its block: a group split over programs writes outside its workspace only as the "
+        r"holder of the last ticket", found[0]), found

@@ -150,3 +150,28 @@ def test_a_held_tile_written_at_the_segments_start_is_refused() -> None:
         r"\[split-effects\] store \(from region_scan at test_jagged_region_scans\.py:\d+\) writes run in every "
         r"program that shares its block: a group split over programs writes outside its workspace only as the "
         r"holder of the last ticket", found[0]), found
+
+
+@intent.kernel
+def by_row(values: f32[JE, J], offsets: i64[JD + 1], run: Out[f32[JE, J]]):
+    for s in parallel(J):
+        for d in parallel(JD):
+            run[offsets[d]:offsets[d + 1], s] = intent.cumsum(values[offsets[d]:offsets[d + 1], s], axis=0)
+
+
+def test_a_program_takes_a_run_of_a_segments_columns() -> None:
+    """The columns of one segment scan equally long subregions over neighbouring elements: a program takes at
+    least a run of them (BLOCK_I0 = next_pow2(JD)), even where spreading single instances would fill the device.
+    Where the subregion follows the innermost index, each instance keeps a program of its own."""
+    from physical.passes.enlarge import shared_along_inner_axis
+
+    off = offsets_of([2, 0, 40, 3])
+    args = {"values": torch.randn(45, 4), "offsets": off, "run": torch.zeros(45, 4)}
+    with simulated_multiprocessors(132):
+        assert re.findall(r"BLOCK_I0 = (\d+)", running.explain(*args.values()))[-1] == "4"
+    assert shared_along_inner_axis(physical.lower(running.specialize(args)).groups[0])
+    across = {"values": torch.randn(45, 2), "offsets": off, "run": torch.zeros(45, 2)}
+    assert not shared_along_inner_axis(physical.lower(by_row.specialize(across)).groups[0])
+    with simulated_multiprocessors(132):
+        assert re.findall(r"BLOCK_I0 = (\d+)", by_row.explain(*across.values()))[-1] == "1"
+        three_ways(by_row, across, ("run",), rtol=1e-5, atol=1e-5)

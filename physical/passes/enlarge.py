@@ -6,11 +6,16 @@ work per instance is small: scalar bodies take up to 1024 instances; bodies hold
 many as keep BLOCK_I * (largest tile) within 4096 elements. num_warps follows the largest block. A group
 folding or scanning data-dependent subregions takes no more lanes than leave every resident program of the
 device an instance (`next_pow2(cdiv(instances, resident_programs))`): its programs run to their longest lane.
+Where consecutive instances along the innermost domain axis share their subregion (the columns of a jagged
+tensor's segment: `shared_along_inner_axis`), a program takes at least a run of them (`next_pow2` of that axis,
+within the tile budget): its lanes are equally long and read neighbouring elements of each row.
 """
 
 from __future__ import annotations
 
 import dataclasses
+
+from kir.pointwise import BinaryFn
 
 from ..construct import segments_for
 from ..launch_expr import (
@@ -28,7 +33,7 @@ from ..launch_expr import (
     lprod,
 )
 from ..model import Group, Program
-from ..ops import ChunkLanes, Contract, OwnedInstances, RegionFold, RegionScan
+from ..ops import Binary, ChunkLanes, Contract, Load, OwnedInstances, RegionFold, RegionScan, ShapeValue
 from . import Pass, PassContext
 
 SCALAR_LANES = 1024
@@ -51,6 +56,41 @@ def tile_elements(program: Program, group: Group) -> LaunchExpr:
     if not sizes:
         return LConst(1)
     return lmax(*sizes.values())
+
+
+def shared_along_inner_axis(group: Group) -> bool:
+    """Whether consecutive instances along the group's innermost domain axis fold or scan the same subregion: the
+    bounds of its region folds and scans reach the instance only through `flat // extent` (the columns of a
+    jagged tensor's segment, `for c in parallel(D): out[b:e, c] = intent.cumsum(values[b:e, c], axis=0)`)."""
+    if len(group.domain) < 2:
+        return False
+    ops = group.body.ops
+    owned = [op for op in ops if isinstance(op, OwnedInstances)]
+    regions = [op for op in ops if isinstance(op, RegionFold | RegionScan)]
+    if len(owned) != 1 or not regions:
+        return False
+    flat = owned[0].results[0].id
+    defs = {v.id: op for op in ops for v in op.results}
+    pending = [v for op in regions for v in (op.begin, op.end)]  # type: ignore[attr-defined]
+    seen: set[int] = set()
+    while pending:
+        v = pending.pop()
+        if v.id == flat:
+            return False
+        if v.id in seen:
+            continue
+        seen.add(v.id)
+        op = defs.get(v.id)
+        if op is None:
+            continue
+        if isinstance(op, Binary) and op.fn is BinaryFn.floordiv and op.lhs.id == flat \
+                and isinstance(defs.get(op.rhs.id), ShapeValue):
+            continue  # the outer coordinate: the same for a run of consecutive instances
+        if op.regions():
+            return False
+        # a load's position matters, not its lanes' validity mask
+        pending += list(op.access.coords) if isinstance(op, Load) else list(op.operands())
+    return True
 
 
 def _has_lanes(group: Group) -> bool:
@@ -87,6 +127,9 @@ class EnlargeOwnership(Pass):
                         # its longest lane: few instances are spread over the device (one per program when
                         # there are fewer than it keeps busy) rather than packed into a few programs
                         spread = LNextPow2(lcdiv(total, LResidentPrograms(LConst(REGION_WARPS))))
+                        if shared_along_inner_axis(g):  # a run of instances with one subregion: equal lanes, and
+                            # the neighbours along the innermost axis read neighbouring elements (whole sectors)
+                            spread = lmax(spread, LNextPow2(ldim(g.domain[-1])))
                         consts[g.block] = lmin(budget, LNextPow2(total), spread)
                 else:
                     consts[g.block] = lmin(budget, LConst(SCALAR_LANES))

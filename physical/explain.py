@@ -314,7 +314,11 @@ def _folds_beside_scans(p: Program, g: Group, splits: str) -> list[str]:
             f"aggregates arrive, and draws a ticket from {', '.join(counters)} (acq_rel atomic, device scope); the "
             f"one that draws the last folds the {splits} slots in slot order with each fold's combine (the same "
             f"order every run: bitwise reproducible, no float atomics), stores the results and resets the counter "
-            f"(nobody waits for it)"]
+            f"(nobody waits for it)"] + ([
+                f"  a fold that is a scan's total takes that scan's piece aggregate as its partial where {splits} > 1 "
+                f"(its subregion is read once, by the scan)"] if any(
+                    isinstance(op, P.If) and op.flag and op.results and op.results[0].name == "partial"
+                    and len(op.then_.ops) == 1 for op in g.body.ops) else [])
 
 
 def _bounds(a, names: Mapping[str, str], taken: Iterable[str]) -> str:

@@ -156,7 +156,11 @@ def test_the_plan_verifies_after_every_pass_and_explain_shows_it(small_tile) -> 
     # the folds' pieces sit between the publish and the look-back's wait
     publish = next(n for n, o in enumerate(ops) if isinstance(o, P.PublishSlot))
     wait = next(n for n, o in enumerate(ops) if isinstance(o, P.FoldSlots))
-    assert sum(isinstance(o, P.RegionFold) for o in ops[publish:wait]) == 4
+    # the max and the custom fold fold their pieces; the sum and the mean's sum are the running sum's total: its
+    # piece aggregates where SPLITS_0 > 1, their own fold otherwise
+    assert sum(isinstance(o, P.RegionFold) for o in ops[publish:wait]) == 2
+    totals = [o for o in ops[publish:wait] if isinstance(o, P.If) and o.results[0].name == "partial"]
+    assert len(totals) == 2 and all(isinstance(t.else_.ops[-2], P.RegionFold) for t in totals)
     assert sum(w.resets for w in program.workspaces) == 2  # the look-back's sync buffer and the folds' counter
     with simulated_multiprocessors(132):
         plan = stats.explain(*args.values())
@@ -227,3 +231,41 @@ def test_groups_that_keep_whole_subregions_say_why() -> None:
     assert plan_region_scans(program, program.groups[0]) == "its argmax fold gives positions, not a combinable value"
     program = physical.construct(stats.specialize(args_for(7)))
     assert plan_segments(program, program.groups[0]) == "it has effects before its folds complete"
+
+
+@intent.kernel
+def with_total(values: f32[E], offsets: i64[S + 1], run: Out[f32[E]], total: Out[f32[S]], peak: Out[f32[S]]):
+    for s in parallel(S):
+        b, e = offsets[s], offsets[s + 1]
+        run[b:e] = intent.cumsum(values[b:e])
+        total[s] = intent.sum(values[b:e])
+        peak[s] = intent.max(values[b:e])
+
+
+def test_a_fold_that_is_a_scans_total_takes_its_piece_aggregates(isolated_cache) -> None:  # noqa: F811
+    """`total[s] = intent.sum(values[b:e])` beside `run[b:e] = intent.cumsum(values[b:e])`: split, its partial is
+    the scan's piece aggregate, so the values are read by the scan and the max only; unsplit (SPLITS_0 = 1) the fold
+    reads its subregion itself."""
+    from bench.traffic import counting
+
+    lengths = [0, 40000, 1, 255, 256, 0, 3]  # the default held tile holds each piece: the scan reads each once
+    args = args_for(8, lengths)
+    args = {k: args[k] for k in ("values", "offsets", "run", "total")} | {"peak": torch.zeros(len(lengths))}
+    n = args["values"].numel()
+    program = physical.lower(with_total.specialize(args))
+    partials = [op for op in program.groups[0].body.ops if isinstance(op, P.If) and op.results
+                and op.results[0].name == "partial"]
+    assert len(partials) == 1 and len(partials[0].then_.ops) == 1  # the sum's: the aggregate, no fold
+    for sms, reads in ((132, 2), (0, 3)):
+        out = {k: v.clone() for k, v in args.items()}
+        with simulated_multiprocessors(sms):
+            assert (constexpr(with_total, out, "SPLITS_0") > 1) == (sms == 132)
+            if sms == 132:
+                assert "a fold that is a scan's total takes that scan's piece aggregate as its partial where " \
+                       "SPLITS_0 > 1 (its subregion is read once, by the scan)" in with_total.explain(*out.values())
+            with counting(out) as traffic:
+                with_total(**out)
+        assert traffic.read_by["values"] == reads * 4 * n, sms
+        want = expected(args)
+        np.testing.assert_allclose(out["total"].numpy(), want["total"], rtol=1e-4, atol=1e-3)
+        np.testing.assert_allclose(out["run"].numpy(), want["run"], rtol=1e-4, atol=1e-3)

@@ -15,7 +15,11 @@ split-segments' combine (physical/passes/partials.py, the invocation-workspace p
   no float atomics), runs the work that needs the results with its stores under that ticket and resets the
   counter (no launch fills the workspace); nobody waits for anybody, so the look-back's waits are unchanged;
 * where the launch gives one piece an instance (SPLITS_g = 1, the constexpr SPLIT_g = 0: Triton's interpreter, or
-  blocks enough to fill the device) the kernel holds the direct form only: each fold whole, stored at once.
+  blocks enough to fill the device) the kernel holds the direct form only: each fold whole, stored at once;
+* a fold that is a scan's total (`matching_scan`: the same built-in kind, accumulators and identity, its bounds and
+  source the same computation as the scan's) takes the scan's piece aggregate as its partial where the pieces are
+  several, so the subregion is read once, by the scan; in the direct form it folds its subregion itself (a piece
+  of one program publishes no complete aggregate: its scan carries the rest's total without folding it).
 
 The fold partials sit between the program's publish and its wait for the predecessors' aggregates: the fold's
 reads overlap the look-back. Legality (`plan_folds`): the folds give combinable values per instance (not argmax
@@ -29,14 +33,16 @@ from __future__ import annotations
 import dataclasses
 
 from kir.dtypes import DType
+from kir.pointwise import CmpFn
 from kir.reduce import ReduceKind
+from kir.scan import ScanKind
 
 from .. import ops as P
 from ..builder import Builder
-from ..launch_expr import LaunchExpr, LNextPow2, ldim, lprod
-from ..model import Buffer, Fragment, Origin, POp, Program, PValue
+from ..launch_expr import LaunchExpr, LConstexpr, LNextPow2, ldim, lprod
+from ..model import Buffer, Fragment, Origin, POp, PRegion, Program, PValue
 from ..rewrite import map_operands, used_values
-from ..workspace import conjoin
+from ..workspace import INDEX, conjoin
 from . import partials as shared
 from .split_segments import _piece
 
@@ -51,6 +57,7 @@ class FoldsPlan:
     folds: tuple[int, ...]
     after: tuple[int, ...]
     values: tuple[LaunchExpr, ...]
+    totals: tuple[int | None, ...] = ()  # per fold, the position of the scan whose total it is (None: its own)
 
     @property
     def moved(self) -> frozenset[int]:
@@ -115,7 +122,75 @@ def plan_folds(program: Program, ops: tuple[POp, ...], single: bool) -> FoldsPla
     written = {ops[n].access.buffer for n in after if isinstance(ops[n], P.Store)}
     if written & _loads(tuple(op for n, op in enumerate(ops) if n not in after)):
         return "a fold, a scan or the work before them reads what a store of the group writes"
-    return FoldsPlan(folds, tuple(after), tuple(values))
+    scan_at = [n for n, op in enumerate(ops) if isinstance(op, P.RegionScan)]
+    totals = tuple(matching_scan(ops, ops[n], scan_at) for n in folds)  # type: ignore[arg-type]
+    return FoldsPlan(folds, tuple(after), tuple(values), totals)
+
+
+def matching_scan(ops: tuple[POp, ...], fold: P.RegionFold, scans: list[int]) -> int | None:
+    """The position of a region scan among `ops` whose total `fold` is: the same built-in kind, accumulators and
+    identity, bounds computed alike and a source yielding the same elements (a reverse scan's source walks from
+    the end: never the same)."""
+    if fold.kind not in (ReduceKind.sum, ReduceKind.prod, ReduceKind.max, ReduceKind.min):
+        return None
+    key = _Keys(ops)
+    for n in scans:
+        scan = ops[n]
+        assert isinstance(scan, P.RegionScan)
+        if scan.kind is ScanKind.custom or scan.kind.as_reduce is not fold.kind or scan.reverse:
+            continue
+        if scan.acc_dtypes != fold.acc_dtypes or scan.identity != fold.identity:
+            continue
+        if key.value(scan.begin) == key.value(fold.begin) and key.value(scan.end) == key.value(fold.end) \
+                and key.region(scan.source) == key.region(fold.source):
+            return n
+    return None
+
+
+class _Keys:
+    """Structural keys of values: two values with equal keys are computed alike (the same ops over the same
+    buffers, constants and region arguments in the same positions); values of the ops outside `ops` are
+    themselves."""
+
+    def __init__(self, ops: tuple[POp, ...]) -> None:
+        self.defs: dict[int, POp] = {}
+        for op in ops:
+            for inner in (op, *(i for r in op.regions() for i in r.walk())):
+                for v in inner.results:
+                    self.defs[v.id] = inner
+        self.args: dict[int, tuple] = {}
+        self.memo: dict[int, object] = {}
+        self.depth = 0
+
+    def value(self, v: PValue) -> object:
+        if v.id in self.args:
+            return self.args[v.id]
+        if v.id not in self.memo:
+            op = self.defs.get(v.id)
+            self.memo[v.id] = ("outer", v.id) if op is None else (
+                type(op).__name__, [r.id for r in op.results].index(v.id), v.type,
+                tuple(self.field(getattr(op, f.name)) for f in op.fields()))
+        return self.memo[v.id]
+
+    def region(self, r: PRegion) -> object:
+        for k, a in enumerate(r.args):  # by nesting depth and position: regions of two ops compare alike
+            self.args[a.id] = ("arg", self.depth, k, a.type)
+        self.depth += 1
+        try:
+            return tuple(self.value(v) for v in r.yielded)
+        finally:
+            self.depth -= 1
+
+    def field(self, x: object) -> object:
+        if isinstance(x, PValue):
+            return self.value(x)
+        if isinstance(x, PRegion):
+            return self.region(x)
+        if isinstance(x, tuple):
+            return tuple(self.field(y) for y in x)
+        if dataclasses.is_dataclass(x) and not isinstance(x, type):
+            return (type(x).__name__, tuple(self.field(getattr(x, f.name)) for f in dataclasses.fields(x)))
+        return x
 
 
 def add_workspace(program: Program, gid: int, ops: tuple[POp, ...], plan: FoldsPlan, splits: str,
@@ -132,19 +207,31 @@ def add_workspace(program: Program, gid: int, ops: tuple[POp, ...], plan: FoldsP
 
 
 def split_folds(w: Builder, ops: tuple[POp, ...], plan: FoldsPlan, ws: FoldsWorkspace, piece: PValue,
-                splits: str, inst: PValue, lane_ok: PValue | None, gid: int) -> None:
+                splits: str, inst: PValue, lane_ok: PValue | None, gid: int,
+                aggregates: dict[int, tuple[PValue, ...]]) -> None:
     """Fold this program's piece of each fold's subregion (piece `piece` of S = `splits`), combine the pieces in
     the last ticket's holder (`partials.combine_in_last`) and write the work that waits for the results, its
-    stores under that ticket (`inst`: the lanes' instances; `lane_ok`: the lanes within them)."""
+    stores under that ticket (`inst`: the lanes' instances; `lane_ok`: the lanes within them; `aggregates`: the
+    piece aggregate of the scan at each position, which a fold that is its total takes as its partial)."""
     folds = [ops[n] for n in plan.folds]
     partials: list[shared.Partial] = []
-    for fold in folds:
+    for fold, total in zip(folds, plan.totals or (None,) * len(folds)):
         assert isinstance(fold, P.RegionFold)
-        begin, end = _piece(w, fold, piece, splits)
-        swap = {fold.begin.id: begin, fold.end.id: end}
-        cut = map_operands(fold, lambda v, swap=swap: swap.get(v.id, v))
         values = tuple(w.fresh(Fragment(dt, v.type.lanes), "partial") for v, dt in zip(fold.results, fold.acc_dtypes))
-        w.put(dataclasses.replace(cut, results=values))
+        if total is None:
+            _fold_piece(w, fold, piece, splits, values)
+        else:  # several pieces: the scan's piece aggregate; one: the fold itself (the scan totals no rest then)
+            w.begin()
+            then = w.finish(tuple(aggregates[total]))
+            w.begin()
+            own = tuple(w.fresh(v.type, v.name) for v in values)
+            _fold_piece(w, fold, piece, splits, own)
+            alone = w.finish(own)
+            flag = shared.split_flag(gid)
+            on = w.add(P.ShapeValue, INDEX, fold.origin, "split", expr=LConstexpr(flag))
+            cond = w.add(P.Compare, Fragment(DType.pred), fold.origin, fn=CmpFn.ne, lhs=on,
+                         rhs=w.add(P.Const, INDEX, fold.origin, value=0, dtype=DType.i64))
+            w.put(P.If(results=values, origin=fold.origin, cond=cond, then_=then, else_=alone, flag=flag))
         partials.append(shared.Partial(values, fold.results, fold.kind, fold.identity, fold.acc_dtypes,
                                        fold.combine, fold.origin))
     origin: Origin | None = folds[-1].origin
@@ -156,6 +243,15 @@ def split_folds(w: Builder, ops: tuple[POp, ...], plan: FoldsPlan, ws: FoldsWork
             mask = conjoin(w, op.access.mask, last, op.origin)
             op = dataclasses.replace(op, access=dataclasses.replace(op.access, mask=mask))
         w.put(op)
+
+
+def _fold_piece(w: Builder, fold: P.RegionFold, piece: PValue, splits: str, values: tuple[PValue, ...]) -> None:
+    """`fold` over this program's piece of its subregion, giving `values` (the accumulator dtypes)."""
+    begin, end = _piece(w, fold, piece, splits)
+    swap = {fold.begin.id: begin, fold.end.id: end}
+    cut = map_operands(fold, lambda v: swap.get(v.id, v))
+    w.put(dataclasses.replace(cut, results=values, source=w.copy_region(cut.source),
+                              combine=w.copy_region(cut.combine)))
 
 
 def instance(w: Builder, flat: PValue | None, origin: Origin | None) -> PValue:

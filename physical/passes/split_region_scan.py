@@ -275,7 +275,8 @@ def _split(program: Program, plan: RegionScanPlan, tile: int) -> Program:
     w.put(P.PublishSlot(origin=origin, sync=ws.sync.id, slots=tuple(b.id for row in ws.slots for b in row),
                         slot=slot, values=tuple(v for p in pieces for v in p.aggregate), active=lane_ok))
     if plan.folds is not None:  # the folds' pieces, folded while the predecessors' aggregates arrive
-        split_folds(w, ops, plan.folds, folds_ws, s, splits, instance(w, flat, origin), lane_ok, gid)
+        split_folds(w, ops, plan.folds, folds_ws, s, splits, instance(w, flat, origin), lane_ok, gid,
+                    {n: p.aggregate for n, p in zip(plan.scans, pieces)})
     for p, bufs in zip(pieces, ws.slots):
         scan = p.scan
         # a lane whose piece is empty (past the end of a short subregion) folds nothing: nothing it writes needs a

@@ -88,6 +88,19 @@ def segment_cumsum(values: f32[E], offsets: i64[S + 1], out: Out[f32[E]]):
 
 
 @intent.kernel
+def segment_stats(values: f32[E], offsets: i64[S + 1], out: Out[f32[E]], total: Out[f32[S]]):
+    for s in parallel(S):
+        out[offsets[s]:offsets[s + 1]] = intent.cumsum(values[offsets[s]:offsets[s + 1]])
+        total[s] = intent.sum(values[offsets[s]:offsets[s + 1]])
+
+
+@intent.kernel
+def jagged_cumsum(values: f32[E, N], offsets: i64[S + 1], out: Out[f32[E, N]]):
+    for s in parallel(S):
+        out[offsets[s]:offsets[s + 1], :] = intent.cumsum(values[offsets[s]:offsets[s + 1], :], axis=0)
+
+
+@intent.kernel
 def histogram(x: i32[E], counts: InOut[i32[B]]):
     for e in parallel(E):
         intent.atomic_add(counts, x[e], 1)
@@ -508,6 +521,53 @@ def skewed_segment_cumsum_case(e: int, segments: int = 64) -> BenchCase:
                      tol={"atol": 1e-1, "rtol": 1e-3}, contiguous_f32=False)
 
 
+def _skewed_offsets(e: int, segments: int) -> torch.Tensor:
+    """Offsets of `segments` segments over `e` values: segment 0 holds half, the rest share the other half."""
+    lengths = torch.full((segments,), (e // 2) // (segments - 1), dtype=torch.int64)
+    lengths[0] = e - int(lengths[1:].sum())
+    return torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(lengths, 0)])
+
+
+def skewed_segment_stats_case(e: int, segments: int = 64) -> BenchCase:
+    """A segment's running sum and its total in one body; segment 0 holds half of the `e` values."""
+
+    def build(dev: torch.device, g: torch.Generator) -> Args:
+        return {"values": _randn((e,), dev, g), "offsets": _skewed_offsets(e, segments).to(dev),
+                "out": torch.empty(e, device=dev), "total": torch.empty(segments, device=dev)}
+
+    def eager(a: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+        v, offsets = a["values"].double(), a["offsets"]
+        run = torch.cumsum(v, 0)
+
+        def before(at: torch.Tensor) -> torch.Tensor:  # the sum of values[:at]
+            return torch.where(at > 0, run[(at - 1).clamp(min=0)], torch.zeros_like(run[:1]))
+
+        starts, ends = offsets[:-1], offsets[1:]
+        return {"out": (run - torch.repeat_interleave(before(starts), ends - starts)).float(),
+                "total": (before(ends) - before(starts)).float()}
+
+    return BenchCase("segment_stats_skewed", f"{segments}seg/{_count(e)}", segment_stats, build, eager,
+                     tol={"atol": 1e-1, "rtol": 1e-3}, contiguous_f32=False)
+
+
+def skewed_jagged_cumsum_case(rows: int, width: int, segments: int = 64) -> BenchCase:
+    """A jagged cumsum over `rows` x `width` values; segment 0 holds half of the rows."""
+
+    def build(dev: torch.device, g: torch.Generator) -> Args:
+        return {"values": _randn((rows, width), dev, g), "offsets": _skewed_offsets(rows, segments).to(dev),
+                "out": torch.empty(rows, width, device=dev)}
+
+    def eager(a: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+        v, offsets = a["values"].double(), a["offsets"]
+        run = torch.cumsum(v, 0)
+        starts = offsets[:-1]
+        base = torch.where((starts > 0)[:, None], run[(starts - 1).clamp(min=0)], torch.zeros_like(run[:1]))
+        return {"out": (run - torch.repeat_interleave(base, offsets[1:] - starts, dim=0)).float()}
+
+    return BenchCase("jagged_cumsum_skewed", f"{segments}seg/{rows}x{width}", jagged_cumsum, build, eager,
+                     tol={"atol": 1e-1, "rtol": 1e-3}, contiguous_f32=False)
+
+
 def _count(n: int) -> str:
     for unit, size in (("M", 1 << 20), ("k", 1 << 10)):
         if n >= size and n % size == 0:
@@ -545,7 +605,7 @@ def model_cases(scale: str) -> list[BenchCase]:
                 transpose_case(40, 24), head_split_case(2, 12, 16), flatten_case(2, 12, 16),
                 permute_3d_case(3, 5, 70), nhwc_to_nchw_case(2, 3, 5, 70),
                 subtract_row_max_case(20, 30), skewed_segment_sum_case(4000, 8), skewed_segment_cumsum_case(4000, 8),
-                histogram_case(5000, 16)]
+                histogram_case(5000, 16), skewed_segment_stats_case(4000, 8), skewed_jagged_cumsum_case(1000, 4, 8)]
     if scale == "quick":
         return [total_sum_case(1 << 18), total_max_case(1 << 18), total_argmax_case(1 << 18),
                 scan_1d_case("cumsum", 1 << 18), scan_1d_case("cumsum_exclusive", 1 << 18),
@@ -554,7 +614,8 @@ def model_cases(scale: str) -> list[BenchCase]:
                 transpose_case(256, 256),
                 head_split_case(2, 128, 256), flatten_case(2, 128, 256), permute_3d_case(16, 12, 256),
                 nhwc_to_nchw_case(4, 16, 16, 64), subtract_row_max_case(256, 256),
-                skewed_segment_sum_case(1 << 17), skewed_segment_cumsum_case(1 << 17), histogram_case(1 << 18, 256)]
+                skewed_segment_sum_case(1 << 17), skewed_segment_cumsum_case(1 << 17), histogram_case(1 << 18, 256),
+                skewed_segment_stats_case(1 << 17), skewed_jagged_cumsum_case(1 << 13, 16)]
     if scale == "full":
         return [total_sum_case(1 << 22), total_max_case(1 << 22), total_argmax_case(1 << 22),
                 scan_1d_case("cumsum", 1 << 22), scan_1d_case("cumsum_exclusive", 1 << 22),
@@ -565,7 +626,8 @@ def model_cases(scale: str) -> list[BenchCase]:
                 nhwc_to_nchw_case(8, 32, 32, 64), subtract_row_max_case(4096, 1024),
                 skewed_segment_sum_case(1 << 21), skewed_segment_sum_case(1 << 21, 1 << 16),
                 skewed_segment_cumsum_case(1 << 21), skewed_segment_cumsum_case(1 << 21, 1 << 16),
-                histogram_case(1 << 22, 256)]
+                histogram_case(1 << 22, 256), skewed_segment_stats_case(1 << 21),
+                skewed_jagged_cumsum_case(1 << 17, 16)]
     raise ValueError(f"scale: expected one of {', '.join(SCALES[:3])}, got {scale!r}")
 
 

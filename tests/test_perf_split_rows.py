@@ -21,6 +21,7 @@ from emit_triton.targets import simulated_multiprocessors
 from intent import Out, dims, f32, i32
 from physical import ops as P
 from physical.explain import explain, launch_environment
+from physical.launch_expr import LConst
 from physical.lowering import run_pipeline
 from physical.model import BufferInit, Program
 from physical.passes import PIPELINE, LoopRows, SplitRowsAtLaunch
@@ -261,3 +262,26 @@ def test_rows_over_two_parallel_axes_split_at_launch_over_their_flattened_instan
     with simulated_multiprocessors(1):
         np.testing.assert_array_equal(planes(x).numpy(), want)
     np.testing.assert_array_equal(planes(x).numpy(), want)  # the interpreter alone: the looped form
+
+
+@intent.kernel(requires=ANY)
+def weighted_rows(x: f32[M, N], w: f32[N], out: Out[f32[M, N]]):
+    for i in intent.parallel(M):
+        out[i, :] = intent.cumsum(x[i, :] * w)
+
+
+def test_a_persistent_whole_form_and_the_split_form_never_run_together() -> None:
+    args = {"x": torch.randn(3, 50), "w": torch.randn(50), "out": torch.empty(3, 50)}
+    k = weighted_rows.specialize(args)
+    program = lowered(weighted_rows, args)
+    assert "BLOCK_I0_PERSISTENT" in dict(program.constexprs) and check(program, k) == []
+    with simulated_multiprocessors(1):
+        weighted_rows(**args)
+    np.testing.assert_allclose(args["out"].numpy(), np.cumsum((args["x"] * args["w"]).numpy(), 1), rtol=1e-4,
+                               atol=1e-4)
+    # the split form and the persistent loop selected together: the split form's programs would skip blocks
+    consts = tuple((n, LConst(1) if n in ("BLOCK_I0_PERSISTENT", "SPLIT_0") else e) for n, e in program.constexprs)
+    found = [v.message for v in check(dataclasses.replace(program, constexprs=consts), k) if v.rule == "ownership"]
+    assert "group 0 (parallel) runs its split form, which holds no loop over blocks of instances, while SPLIT_0 = 1 " \
+           "and BLOCK_I0_PERSISTENT = 1 (M=1, N=1 on 0 multiprocessors): its programs would skip the blocks the loop " \
+           "gives them" in found

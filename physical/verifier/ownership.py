@@ -220,11 +220,18 @@ def _forms_without_loop(ix: ProgramIndex, g: Group, loop: P.BlockLoop, report: R
     choice = P.looped_rows(g.body)
     if choice is None:
         return
-    for form, selected in ((choice.whole, 0), (choice.looped, 1)):
-        if P.block_loop(form.ops) is not None:
+    split = choice.split_flag
+    for form, selected in ((choice.whole, 0), (choice.looped, 1)) + (((choice.split, 2),) if choice.split else ()):
+        if P.block_loop(form.ops) is not None:  # type: ignore[union-attr]
             continue
         for env in ix.envs:
-            if env.get(choice.flag) == selected and env.get(loop.flag):
+            if selected == 2 and split is not None and env.get(split) and env.get(loop.flag):
+                report(f"group {g.id} ({g.name}) runs its split form, which holds no loop over blocks of instances, "
+                       f"while {split} = 1 and {loop.flag} = {env[loop.flag]} ({_sample(ix, env)}): its programs "
+                       f"would skip the blocks the loop gives them", group=g.id)
+                return
+            if selected < 2 and env.get(choice.flag) == selected and not (split and env.get(split)) and \
+                    env.get(loop.flag):
                 name = "looped" if selected else "whole"
                 report(f"group {g.id} ({g.name}) runs its {name} form, which holds no loop over blocks of instances, "
                        f"while {choice.flag} = {selected} and {loop.flag} = {env[loop.flag]} ({_sample(ix, env)}): "

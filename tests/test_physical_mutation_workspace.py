@@ -158,6 +158,20 @@ def helper_join_test_drops_the_owner():
                        "participant): a helper writes its slot only for the one lane it joins")
 
 
+@more("helper_decodes_its_owner_as_a_block", "ownership")
+def helper_block_set_to_the_owner_instance():
+    k, p = balanced_segments()
+    owned = only(p, P.OwnedInstances)
+    found = next(op for op in p.groups[0].body.ops if isinstance(op, P.If)
+                 and any(r.id == owned.helper_block.id for r in op.results))
+    owner = found.results[1]  # the instance the helper joins, not its block
+    assert owner.name == "owner"
+    broken = swap(p, owned, dataclasses.replace(owned, helper_block=owner))
+    return k, broken, (f"[ownership] a helper of group 0 (parallel) joins the lane whose instance is %{owner.id}, "
+                       f"which may lie outside the block %{owner.id} its owned_instances decodes: the helper would "
+                       f"draw no ticket and write no slot, and the lane's last participant would never come")
+
+
 def conjunct_leaves(p: Program, mask: PValue) -> list[PValue]:
     defs = {v.id: op for op in p.walk() for v in op.results}
     out, work = [], [mask]

@@ -277,6 +277,8 @@ class Forms:
             return self._chunk(op, v)
         if isinstance(op, P.Binary):
             return self._binary(op, v)
+        if isinstance(op, P.If | P.Select) and not v.type.lanes and not v.type.tile:
+            return self._choice(op, k, v)
         if isinstance(op, P.Unary):
             x = neg_form(self.form(op.x)) if op.fn.value == "neg" else None
             return x if x is not None else self.opaque(v)
@@ -362,6 +364,12 @@ class Forms:
             return self.opaque(v)
         if fn in ("floordiv", "mod") and isinstance(b, DConst) and b.value > 0:
             return self._truncated(fn, a, b)
+        if fn == "floordiv" and self._positive(b):  # by a launch value >= 1: b * q <= a < b * (q + 1) for a >= 0
+            q = self.opaque(v)
+            low = dim_bin("*", q, b)
+            self.facts.append(POr((PCmp("<", a, DConst(0)),
+                                   PAnd((PCmp("<=", low, a), PCmp("<", a, dim_bin("+", low, b)))))))
+            return q
         form = binary_form(fn, a, b, products=Products.ANY)  # `kir.affine`'s rules; Z3 takes non-linear terms
         if form is not None:
             return form
@@ -371,6 +379,48 @@ class Forms:
             self.facts += [PCmp(cmp, m, a), PCmp(cmp, m, b)]
             return m
         return self.opaque(v)
+
+    def _choice(self, op: P.If | P.Select, k: int, v: PValue) -> Dim:
+        """A uniform value an `if` yields or a `select` picks: the one chosen where the condition's exact fact
+        holds, the other where it does not (an opaque value when the condition has no exact fact)."""
+        r = self.opaque(v)
+        if isinstance(op, P.If):
+            cond, picks = op.cond, (op.then_.yielded[k], op.else_.yielded[k])
+        else:
+            cond, picks = op.cond, (op.on_true, op.on_false)
+        c = self.exact_fact(cond)
+        if c is None:
+            return r
+        for holds, pick in ((c, picks[0]), (PNot(c), picks[1])):
+            form = self.form(pick)
+            if form is not None:
+                self.facts.append(POr((PNot(holds), PCmp("==", r, form))))
+        return r
+
+    def exact_fact(self, v: PValue) -> Pred | None:
+        """A predicate that holds exactly where the pred value `v` is true (None where none is known): compares
+        of integer forms, `and`, `or` and `not` of such, and constants."""
+        op = self.ix.producer(v)
+        if isinstance(op, P.Const) and isinstance(op.value, bool):
+            return PAnd(()) if op.value else PCmp("<", DConst(0), DConst(0))
+        if isinstance(op, P.Compare) and op.lhs.type.dtype.is_pred and op.fn.value in ("eq", "ne"):
+            a, b = self.exact_fact(op.lhs), self.exact_fact(op.rhs)
+            if a is None or b is None:
+                return None
+            same = POr((PAnd((a, b)), PAnd((PNot(a), PNot(b)))))
+            return same if op.fn.value == "eq" else PNot(same)
+        if isinstance(op, P.Compare):
+            a, b = self.form(op.lhs), self.form(op.rhs)
+            return PCmp(_CMP[op.fn.value], a, b) if a is not None and b is not None else None
+        if isinstance(op, P.Binary) and op.fn.value in ("and", "or"):
+            a, b = self.exact_fact(op.lhs), self.exact_fact(op.rhs)
+            if a is None or b is None:
+                return None
+            return PAnd((a, b)) if op.fn.value == "and" else POr((a, b))
+        if isinstance(op, P.Unary) and op.fn.value == "not":
+            a = self.exact_fact(op.x)
+            return PNot(a) if a is not None else None
+        return None
 
     def _truncated(self, fn: str, a: Dim, b: DConst) -> Dim:
         """Integer `//` and `%` of the physical program truncate toward zero (C); a dim's `//` and `%` floor

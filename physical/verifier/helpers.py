@@ -11,6 +11,8 @@ holder's test (`exact_last_count`).
 
 from __future__ import annotations
 
+from kir.dims import DConst, PAnd, PCmp, dim_bin
+
 from .. import ops as P
 from ..launch_expr import LConstexpr
 from ..model import POp, PValue
@@ -162,4 +164,44 @@ def exact_last_count(ix: ProgramIndex, other: PValue, ticket: P.Ticket, gid: int
     return None
 
 
-__all__ = ["exact_last_count", "helper_values", "is_delegated_count", "is_helper_test", "join_test", "strip_casts"]
+def joins_outside_its_block(ix: ProgramIndex, gid: int) -> tuple[P.Ticket, PValue, PValue] | None:
+    """A ticket whose join test takes the lane whose instance is u (`flat == u`, u once per program), where u
+    may lie outside the block the helper decoded (`owned_instances` with `helper_block`), with u and that block;
+    None where every helper with an owner (u >= 0) is proven to hold its lane: `hb * BLOCK <= u < (hb + 1) *
+    BLOCK`. A helper whose lane is not among its own would draw no ticket and write no slot, and the block's
+    last participant would never come."""
+    from .affine import forms_of, proves
+
+    helpers, h = helper_values(ix, gid)
+    owned = next((pl.op for pl in ix.group_ops(gid) if isinstance(pl.op, P.OwnedInstances)
+                  and pl.op.helper_block is not None and pl.op.results), None)
+    if h is None or not isinstance(owned, P.OwnedInstances) or owned.helper_block is None:
+        return None
+    flat = owned.results[0]
+    forms = forms_of(ix, ix.groups[gid])
+    forms.form(flat)
+    hb, size = forms.form(owned.helper_block), forms.launch_dim(LConstexpr(owned.block))
+    for pl in ix.group_ops(gid):
+        if not isinstance(pl.op, P.Ticket):
+            continue
+        join = join_test(ix, pl.op.access.mask, helpers)
+        for c in ix.conjuncts(join) if join is not None else ():
+            test = ix.producer(c)
+            if not (isinstance(test, P.Compare) and test.fn.value == "eq"):
+                continue
+            u = test.rhs if strip_casts(ix, test.lhs)[0].id == flat.id else \
+                test.lhs if strip_casts(ix, test.rhs)[0].id == flat.id else None
+            if u is None or u.type.lanes:
+                continue
+            fu = forms.form(u)
+            if fu is None or hb is None or forms.program_atom is None:
+                return pl.op, u, owned.helper_block
+            first = dim_bin("*", hb, size)
+            hyps = forms.base_facts() + [PCmp(">=", forms.program_atom, DConst(0)), PCmp(">=", fu, DConst(0))]
+            if not proves(hyps, PAnd((PCmp("<=", first, fu), PCmp("<", fu, dim_bin("+", first, size))))):
+                return pl.op, u, owned.helper_block
+    return None
+
+
+__all__ = ["exact_last_count", "helper_values", "is_delegated_count", "is_helper_test", "join_test",
+           "joins_outside_its_block", "strip_casts"]

@@ -21,6 +21,7 @@ from .. import ops as P
 from ..launch_expr import DEVICE_SMS, LaunchExpr, LConstexpr
 from ..model import AccessRelation, BufferScope, Group, POp, Program, PValue, Trait
 from .base import Reporter, describe, rule
+from .helpers import joins_outside_its_block
 from .index import ProgramIndex, evaluate, index_of, product
 from .structure import domain_programs, group_helpers, group_splits
 from .tiles import check_tile_group, exclusive, tile_programs_text
@@ -172,6 +173,12 @@ def _helper_blocks(program: Program, ix: ProgramIndex, g: Group, report: Reporte
     if not any(op.helper_block is not None for op in owned):
         report(f"group {g.id} ({g.name}) has helper programs, but its owned_instances gives them no block: they "
                f"would take the instances past the domain", found[0], g.id)
+    outside = joins_outside_its_block(ix, g.id)
+    if outside is not None:
+        ticket, u, block = outside
+        report(f"a helper of group {g.id} ({g.name}) joins the lane whose instance is %{u.id}, which may lie outside "
+               f"the block %{block.id} its owned_instances decodes: the helper would draw no ticket and write no "
+               f"slot, and the lane's last participant would never come", ticket, g.id)
     blocks = ix.values(found[0].blocks)
     want = domain_programs(ix, g)
     for b, w, env in zip(blocks, want, ix.envs):

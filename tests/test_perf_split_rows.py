@@ -117,7 +117,7 @@ KERNELS = [rows_cumsum, rows_cumsum_reverse_exclusive, rows_cummax_i32, rows_rec
 
 
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.__name__)
-@pytest.mark.parametrize("m,n", ((0, 40), (1, 1), (1, 17), (3, 97), (2, 0)))
+@pytest.mark.parametrize("m,n", ((0, 40), (1, 1), (1, 17), (3, 97), (2, 0), (9, 37)))  # 9 rows: unsplit
 def test_split_rows_agree_with_the_oracle(kernel, m: int, n: int) -> None:
     args = inputs(kernel, m, n)
     with simulated_multiprocessors(1):  # 8 resident programs of 4 warps: the split runs for up to 7 rows

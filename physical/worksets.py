@@ -10,6 +10,7 @@ The rebuilt ops keep their author's locations and map to the original ops' origi
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from typing import Any
 
@@ -413,10 +414,22 @@ def flatten_nest(rb: Rebuilder, par: KCt.Parallel) -> KCt.Parallel:
 
     The outer body may hold pure ops before its one inner `parallel` (index arithmetic, loads of
     buffers the nest does not write); they move into the combined body, where each instance
-    recomputes them. Anything with effects beside the inner loop keeps the nest as it is.
+    recomputes them. Anything with effects beside the inner loop keeps the nest as it is. Several inner
+    loops over the same domain, none touching a buffer another writes, are first one loop (`fuse_siblings`:
+    each instance runs their bodies in order), as the frontend writes a body of jagged scans.
     """
     ops = par.body.ops[:-1] if par.body.terminator is not None else par.body.ops
     inner = [o for o in ops if isinstance(o, KCt.Parallel)]
+    if len(inner) > 1:
+        fused = fuse_siblings(rb, inner)
+        if fused is None:
+            return par
+        kept = [o for o in ops if not isinstance(o, KCt.Parallel)]
+        tail = (par.body.terminator,) if par.body.terminator is not None else ()
+        par = KCt.Parallel(loc=par.loc, domain=par.domain, body=K.Region(par.body.args, (*kept, fused, *tail)))
+        rb.keep.append(par)
+        ops = [*kept, fused]
+        inner = [fused]
     if len(inner) != 1:
         return par
     others = [o for o in ops if o is not inner[0]]
@@ -431,6 +444,53 @@ def flatten_nest(rb: Rebuilder, par: KCt.Parallel) -> KCt.Parallel:
     rb.keep.append(flat)
     rb.origin_of[id(flat)] = rb.origin_of.get(id(par), id(par))
     return flat
+
+
+def fuse_siblings(rb: Rebuilder, loops: list[KCt.Parallel]) -> KCt.Parallel | None:
+    """`parallel(B): X; parallel(B): Y` -> `parallel(B): X; Y` (the second loop's index read as the first's), or
+    None: the domains differ, or a loop touches a buffer another writes (an instance of the fused loop would see
+    another instance's writes that the separate loops order before or after it)."""
+    first = loops[0]
+    if any(o.domain != first.domain or len(o.body.args) != len(first.body.args) for o in loops[1:]):
+        return None
+    effects = [effects_of([o]) for o in loops]
+    for i, a in enumerate(effects):
+        written = a.writes | set(a.atomics)
+        for j, b in enumerate(effects):
+            if i != j and written & (b.reads | b.writes | set(b.atomics)):
+                return None
+    body: list[K.Op] = []
+    for o in loops:
+        env = {a.id: f for a, f in zip(o.body.args, first.body.args)}
+        body += [_substituted(rb, op, env) for op in o.body.ops if not op.TERMINATOR]
+    tail = (first.body.terminator,) if first.body.terminator is not None else ()
+    fused = KCt.Parallel(loc=first.loc, domain=first.domain, body=K.Region(first.body.args, (*body, *tail)))
+    rb.keep.append(fused)
+    rb.origin_of[id(fused)] = rb.origin_of.get(id(first), id(first))
+    return fused
+
+
+def _substituted(rb: Rebuilder, op: K.Op, env: dict[int, K.Value]) -> K.Op:
+    """`op` reading `env[v]` for each value v it (or a nested region) reads; its results stay."""
+    if not env:
+        return op
+
+    def sub(x: Any) -> Any:
+        if isinstance(x, K.Value):
+            return env.get(x.id, x)
+        if isinstance(x, tuple):
+            return tuple(sub(y) for y in x)
+        if isinstance(x, K.Region):
+            return K.Region(x.args, tuple(_substituted(rb, o, env) for o in x.ops))
+        if dataclasses.is_dataclass(x) and not isinstance(x, type) and any(
+                isinstance(getattr(x, f.name), K.Value | tuple) for f in dataclasses.fields(x)):
+            return dataclasses.replace(x, **{f.name: sub(getattr(x, f.name)) for f in dataclasses.fields(x)})
+        return x
+
+    new = type(op)(loc=op.loc, results=op.results, **{f.name: sub(getattr(op, f.name)) for f in op.fields()})
+    rb.keep.append(new)
+    rb.origin_of[id(new)] = rb.origin_of.get(id(op), id(op))
+    return new
 
 
 def parallel_indexed(rb: Rebuilder, op: KA.Scatter | KT.Atomic | KT.AtomicCAS) -> KCt.Parallel:

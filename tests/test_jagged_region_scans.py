@@ -175,3 +175,46 @@ def test_a_program_takes_a_run_of_a_segments_columns() -> None:
     with simulated_multiprocessors(132):
         assert re.findall(r"BLOCK_I0 = (\d+)", by_row.explain(*across.values()))[-1] == "1"
         three_ways(by_row, across, ("run",), rtol=1e-5, atol=1e-5)
+
+
+@intent.kernel
+def two_scans(values: f32[JE, JD], offsets: i64[J + 1], run: Out[f32[JE, JD]], best: Out[f32[JE, JD]]):
+    for s in parallel(J):
+        b, e = offsets[s], offsets[s + 1]
+        run[b:e, :] = intent.cumsum(values[b:e, :], axis=0)
+        best[b:e, :] = intent.cummax(values[b:e, :], axis=0, exclusive=True)
+
+
+@intent.kernel
+def chained(values: f32[JE, JD], offsets: i64[J + 1], run: Out[f32[JE, JD]], twice: Out[f32[JE, JD]]):
+    for s in parallel(J):
+        b, e = offsets[s], offsets[s + 1]
+        run[b:e, :] = intent.cumsum(values[b:e, :], axis=0)
+        twice[b:e, :] = intent.cumsum(run[b:e, :], axis=0)
+
+
+def test_several_jagged_scans_of_one_body_are_one_workset(small_tile) -> None:
+    """Two jagged scans of a segment are two `parallel(JD)` loops over one domain touching no buffer the other
+    writes: construction fuses them (each instance runs both), so the nest is one (J, JD) workset that splits.
+    A scan of what the other writes keeps the loops apart (the body runs in order)."""
+    g = torch.Generator().manual_seed(5)
+    off = offsets_of([2, 0, 3000, 3])
+    n = int(off[-1])
+    args = {"values": torch.randn(n, 2, generator=g), "offsets": off, "run": torch.zeros(n, 2),
+            "best": torch.zeros(n, 2)}
+    program, _ = run_pipeline(physical.construct(two_scans.specialize(args)))
+    assert [str(d) for d in program.groups[0].domain] == ["J", "JD"]
+    with simulated_multiprocessors(132):
+        assert splits(two_scans, args) > 1
+        got = three_ways(two_scans, args, ("run", "best"), rtol=1e-4, atol=1e-3)
+    v = args["values"].double()
+    np.testing.assert_allclose(got["run"], torch.cat([v[b:e].cumsum(0) for b, e in segments(off)]).numpy(),
+                               rtol=1e-4, atol=1e-3)
+    small = {"values": torch.randn(9, 2, generator=g), "offsets": offsets_of([4, 0, 5]), "run": torch.zeros(9, 2),
+             "twice": torch.zeros(9, 2)}
+    k = chained.specialize(small)
+    assert physical.construct(k).groups[0].single_instance
+    got = three_ways(chained, small, ("run", "twice"), rtol=1e-5, atol=1e-5)
+    w = small["values"].double()
+    want = torch.cat([w[b:e].cumsum(0).cumsum(0) for b, e in segments(small["offsets"])]).numpy()
+    np.testing.assert_allclose(got["twice"], want, rtol=1e-5, atol=1e-5)

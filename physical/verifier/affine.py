@@ -119,10 +119,10 @@ class Forms:
         if isinstance(e, LScalar):
             return DSym(e.name)
         if isinstance(e, LConstexpr):
-            return self.shared_atom(("constexpr", self._canonical_constexprs().get(e.name, e.name)), positive=True)
+            return self._constexpr_atom(self._canonical_constexprs().get(e.name, e.name))
         named = self._constexpr_named(e)
         if named is not None:  # a constexpr's definition written out (host-side extents): the same value
-            return self.shared_atom(("constexpr", named), positive=True)
+            return self._constexpr_atom(named)
         if isinstance(e, LBin) and e.op in ("+", "-", "*"):
             return dim_bin(e.op, self.launch_dim(e.lhs), self.launch_dim(e.rhs))
         if isinstance(e, LSum):
@@ -135,6 +135,18 @@ class Forms:
             self.facts.append(PCmp(">=", atom, DConst(0)))
             return atom
         return self.shared_atom(("launch", e))
+
+    def _constexpr_atom(self, name: str) -> DSym:
+        """A constexpr's atom: at least 1 (block sizes, split counts), except a constexpr some sample launch
+        sets below 1 (a flag such as SPLIT_g, a helper count), which is only known not to be negative."""
+        key = ("constexpr", name)
+        fresh = key not in self.shared
+        values = self.ix.values(LConstexpr(name))
+        small = any(x is not None and x < 1 for x in values)
+        atom = self.shared_atom(key, positive=not small)
+        if fresh and small and all(x is None or x >= 0 for x in values):
+            self.facts.append(PCmp(">=", atom, DConst(0)))
+        return atom
 
     def _canonical_constexprs(self) -> dict[str, str]:
         """Each constexpr's atom name: the first constexpr (in program order) with the same definition.
@@ -313,18 +325,15 @@ class Forms:
         return flat
 
     def _helper_block(self, op: P.OwnedInstances, block: PValue, flat: DSym) -> None:
-        """A helper (helper_index >= 0) decodes the block `helper_block`: its lanes are that block's instances,
-        `helper_block * BLOCK <= flat < (helper_block + 1) * BLOCK`."""
-        helper = next((pl.op for pl in self.ix.group_ops(self.group.id) if isinstance(pl.op, P.HelperIndex)
-                       and pl.op.results), None)
-        hp = self.form(helper.results[0]) if helper is not None else None
+        """A program whose `helper_block` is not negative (a helper that joined a block) decodes that block:
+        `helper_block * BLOCK <= flat < (helper_block + 1) * BLOCK`; a negative one leaves the program its own."""
         hb = self.form(block)
-        if hp is None or hb is None:
+        if hb is None:
             return
         size = self.launch_dim(LConstexpr(op.block))
         first = dim_bin("*", hb, size)
         lanes = PAnd((PCmp(">=", flat, first), PCmp("<", flat, dim_bin("+", first, size))))
-        self.facts.append(POr((PCmp("<", hp, DConst(0)), lanes)))
+        self.facts.append(POr((PCmp("<", hb, DConst(0)), lanes)))
 
     def _chunk(self, op: P.ChunkLanes, v: PValue) -> Dim:
         base = self.form(op.base)
@@ -502,7 +511,7 @@ class Forms:
                 return PAnd(parts) if parts else None
             return POr((fa, fb)) if fa is not None and fb is not None else None
         if isinstance(op, P.Unary) and op.fn.value == "not":
-            f = self.fact(op.x)
+            f = self.exact_fact(op.x)  # the negation of a fact x only implies would claim too much
             return PNot(f) if f is not None else None
         if isinstance(op, P.Const) and isinstance(op.value, bool):
             return PAnd(()) if op.value else PCmp("<", DConst(0), DConst(0))

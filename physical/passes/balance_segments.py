@@ -97,12 +97,18 @@ def bounds_source(program: Program, plan) -> Bounds | None:  # plan: split_segme
     """The offsets tensor every fold of the plan takes its bounds from, if they all share them."""
     if plan.owned is None or plan.lane_ok is None:
         return None
-    ops = plan.group.body.ops
-    folds = [ops[n] for n in plan.folds]
-    begin, end = folds[0].begin, folds[0].end
-    if any(f.begin.id != begin.id or f.end.id != end.id for f in folds):
+    return bounds_of(program, plan.group.body.ops, plan.owned, plan.folds)
+
+
+def bounds_of(program: Program, ops: tuple, owned: int, positions: tuple[int, ...]) -> Bounds | None:
+    """The offsets tensor whose `offsets[flat]`, `offsets[flat + 1]` bound every region op at `positions` of
+    `ops` (region folds or scans; `flat` the result of the `owned_instances` at `owned`), if there is one and
+    nothing in the launch writes it."""
+    regions = [ops[n] for n in positions]
+    begin, end = regions[0].begin, regions[0].end
+    if any(f.begin.id != begin.id or f.end.id != end.id for f in regions):
         return None
-    flat = ops[plan.owned].results[0]
+    flat = ops[owned].results[0]
     defs = {v.id: op for op in ops for v in op.results}
     lb, le = defs.get(begin.id), defs.get(end.id)
     if not isinstance(lb, P.Load) or not isinstance(le, P.Load) or lb.access.buffer != le.access.buffer:
@@ -264,18 +270,9 @@ def balanced_split(program: Program, plan, bounds: Bounds) -> Program:  # plan: 
     cond = o.cmp(CmpFn.ne, selected, w.add(P.Const, INDEX, origin, value=0, dtype=DType.i64))
 
     # ---- which subregion's block a helper joins: a binary search, only in the cooperating form
-    w.begin()
-    h = _helper_values(o, plan, g, h_index, helpers, block_c)
-    owner = search(w, program, bounds.offsets, h.instances, h.c0, h.is_helper, origin)
-    block_i = o.launch(LConstexpr(g.block), "block")
-    joined = o.bin(BinaryFn.and_, h.is_helper, o.cmp(CmpFn.ge, owner, h.zero))
-    block = o.select(joined, o.bin(BinaryFn.floordiv, owner, block_i), o.const(-1))
-    searched = w.finish((block, owner))
-    w.begin()
-    none = o.const(-1)
-    alone = w.finish((none, none))
-    helper_block, owner = w.fresh(I64, "helper_block"), w.fresh(I64, "owner")
-    w.put(P.If(results=(helper_block, owner), origin=origin, cond=cond, then_=searched, else_=alone, flag=flag))
+    helper_block, owner = join_block(w, program, bounds, g, lambda: helper_values(o, plan.values, g, h_index,
+                                                                                  helpers, block_c), cond, flag,
+                                     origin)
 
     # ---- the work before the folds (bounds, the lane test): nothing in it reads a fold's result
     flat = ops[plan.owned].results[0]
@@ -290,7 +287,7 @@ def balanced_split(program: Program, plan, bounds: Bounds) -> Program:  # plan: 
 
     # ---- the cooperating form: head and tail pieces, helpers' chunks, the last participant's combine
     w.begin()
-    h = _helper_values(o, plan, g, h_index, helpers, block_c)
+    h = helper_values(o, plan.values, g, h_index, helpers, block_c)
     lane = _lane_plan(w, o, program, bounds, flat, lane_ok, s, splits, h, owner, block_c, origin)
     partials: list[tuple[PValue, ...]] = []
     tail_partials: list[tuple[PValue, ...]] = []
@@ -361,8 +358,29 @@ def balanced_split(program: Program, plan, bounds: Bounds) -> Program:  # plan: 
                                segments=segments, grid=lsum(tuple(lengths)))
 
 
+def join_block(w: Builder, program: Program, bounds: Bounds, g, helper, cond: PValue, flag: str,
+               origin: Origin | None) -> tuple[PValue, PValue]:
+    """(helper_block, owner): the block of the subregion that owns a helper's chunk and that subregion (-1 in the
+    block programs, and where no subregion starts at or before the chunk), searched only where the constexpr
+    `flag` selects the cooperating form (`cond`); `helper()` writes the helper's values into that form."""
+    o = _Ops(w, origin)
+    w.begin()
+    h = helper()
+    owner = search(w, program, bounds.offsets, h.instances, h.c0, h.is_helper, origin)
+    block_i = o.launch(LConstexpr(g.block), "block")
+    joined = o.bin(BinaryFn.and_, h.is_helper, o.cmp(CmpFn.ge, owner, h.zero))
+    block = o.select(joined, o.bin(BinaryFn.floordiv, owner, block_i), o.const(-1))
+    searched = w.finish((block, owner))
+    w.begin()
+    none = o.const(-1)
+    alone = w.finish((none, none))
+    helper_block, owner = w.fresh(I64, "helper_block"), w.fresh(I64, "owner")
+    w.put(P.If(results=(helper_block, owner), origin=origin, cond=cond, then_=searched, else_=alone, flag=flag))
+    return helper_block, owner
+
+
 @dataclasses.dataclass(frozen=True)
-class _HelperValues:
+class HelperValues:
     """A helper's position and chunk (written in each form that needs them: the two `if`s are apart)."""
 
     is_helper: PValue
@@ -374,13 +392,19 @@ class _HelperValues:
     zero: PValue
 
 
-def _helper_values(o: _Ops, plan, g, h_index: PValue, helpers: str, block_c: str) -> _HelperValues:
+def helper_values(o: _Ops, values: LaunchExpr, g, h_index: PValue, helpers: str, block_c: str,
+                   reverse: bool = False) -> HelperValues:
+    """A helper's chunk: its position among the helpers (`reverse`: counted from the last chunk, so that the
+    helpers of a scan that runs from the end come in its traversal order)."""
     h = o.cast(h_index, DType.i64)
     zero = o.const(0)
     hk = o.bin(BinaryFn.maximum, h, zero)
-    chunk = o.launch(lmul(lcdiv(plan.values, lmul(lmax(LConstexpr(helpers), LConst(1)), LConstexpr(block_c))),
+    if reverse:
+        last = o.bin(BinaryFn.sub, o.launch(LConstexpr(helpers), "helpers"), o.const(1))
+        hk = o.bin(BinaryFn.maximum, o.bin(BinaryFn.sub, last, hk), zero)
+    chunk = o.launch(lmul(lcdiv(values, lmul(lmax(LConstexpr(helpers), LConst(1)), LConstexpr(block_c))),
                           LConstexpr(block_c)), "chunk")
-    return _HelperValues(o.cmp(CmpFn.ge, h, zero, "is_helper"), hk, o.bin(BinaryFn.mul, hk, chunk, "chunk_begin"),
+    return HelperValues(o.cmp(CmpFn.ge, h, zero, "is_helper"), hk, o.bin(BinaryFn.mul, hk, chunk, "chunk_begin"),
                          chunk, o.launch(LConstexpr(helpers), "helpers"),
                          o.launch(lprod(tuple(ldim(d) for d in g.domain)), "segments"), zero)
 
@@ -396,10 +420,12 @@ def _fold_over(w: Builder, o: _Ops, fold: P.RegionFold, ranges: tuple[PValue, PV
     return partial
 
 
-def _lane_plan(w: Builder, o: _Ops, program: Program, bounds: Bounds, flat: PValue, lane_ok: PValue, s: PValue,
-               splits: str, h: _HelperValues, owner: PValue, block: str, origin: Origin | None) -> dict[str, PValue]:
-    """Per lane: the whole chunks of its subregion, whether it delegates them, and this program's ranges."""
-    is_helper, hk, c0, chunk, n_helpers, instances = h.is_helper, h.hk, h.c0, h.chunk, h.n_helpers, h.instances
+def delegation(w: Builder, o: _Ops, program: Program, bounds: Bounds, flat: PValue, lane_ok: PValue,
+               h: HelperValues, owner: PValue, origin: Origin | None) -> dict[str, PValue]:
+    """Per lane (i64): its subregion [begin, end), its whole chunks [first_chunk, end_chunk), whether it
+    `delegates` them (it owns the first and the last: see the module), how many (`delegated`) and whether the
+    program is the helper of one of them (`mine`)."""
+    is_helper, hk, chunk, n_helpers, instances = h.is_helper, h.hk, h.chunk, h.n_helpers, h.instances
     b = o.cast(bounds.begin, DType.i64, "begin")
     e = o.cast(bounds.end, DType.i64, "end")
     zero, one = o.const(0), o.const(1)
@@ -419,6 +445,18 @@ def _lane_plan(w: Builder, o: _Ops, program: Program, bounds: Bounds, flat: PVal
     # a helper joins the lane whose delegated chunks hold its own (at most one lane: the owner is monotone)
     mine = o.bin(BinaryFn.and_, o.bin(BinaryFn.and_, is_helper, o.bin(BinaryFn.and_, delegates, o.cmp(
         CmpFn.eq, me, owner))), o.bin(BinaryFn.and_, o.cmp(CmpFn.le, k0, hk), o.cmp(CmpFn.lt, hk, k1)), "joins")
+    return {"begin": b, "end": e, "first_chunk": k0, "end_chunk": k1, "delegates": delegates, "delegated": nd,
+            "mine": mine}
+
+
+def _lane_plan(w: Builder, o: _Ops, program: Program, bounds: Bounds, flat: PValue, lane_ok: PValue, s: PValue,
+               splits: str, h: HelperValues, owner: PValue, block: str, origin: Origin | None) -> dict[str, PValue]:
+    """Per lane: the whole chunks of its subregion, whether it delegates them, and this program's ranges."""
+    is_helper, c0, chunk, n_helpers = h.is_helper, h.c0, h.chunk, h.n_helpers
+    d = delegation(w, o, program, bounds, flat, lane_ok, h, owner, origin)
+    b, e, k0, k1, delegates, nd, mine = (d[k] for k in ("begin", "end", "first_chunk", "end_chunk", "delegates",
+                                                         "delegated", "mine"))
+    zero, one = o.const(0), o.const(1)
     part = o.bin(BinaryFn.or_, o.not_(is_helper), mine, "takes_part")
     sn = o.launch(LConstexpr(splits), "splits")
     shared = o.cmp(CmpFn.gt, o.bin(BinaryFn.add, o.bin(BinaryFn.sub, sn, one), nd), zero, "shared")

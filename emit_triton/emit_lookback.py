@@ -48,14 +48,25 @@ def _to_slot(value: str, dtype: DType) -> str:
     return f"{value}.to({TL_DTYPE[dtype]})" if dtype.is_int or dtype.is_float else value
 
 
+def draw_ticket(em: Emitter, sync_buffer: int) -> str:
+    """The program's ticket: its position in the order programs start (acq_rel, device scope), drawn once by
+    the first op of the group that needs it (a helper's index, or the owned instances)."""
+    if em.ticket is None:
+        sync, _ = _slot_ptr(em, sync_buffer)
+        t = em.fresh("ticket")
+        em.line(f"{t} = tl.atomic_add({sync} + {P.SYNC_TICKET}, 1, sem=\"acq_rel\", scope=\"gpu\").to(pid.dtype)")
+        em.ticket = t
+    return em.ticket
+
+
 def emit_ticket(em: Emitter, op: P.OwnedInstances) -> None:
     """The block of a ticket group: its position in the order programs start (acq_rel, device scope)."""
-    sync, _ = _slot_ptr(em, op.ticket)  # type: ignore[arg-type]
-    t = em.fresh("ticket")
-    em.line(f"{t} = tl.atomic_add({sync} + {P.SYNC_TICKET}, 1, sem=\"acq_rel\", scope=\"gpu\").to(pid.dtype)")
-    em.ticket = t
+    t = draw_ticket(em, op.ticket)  # type: ignore[arg-type]
     n = em.define(op.result, "flat")
     block = t if op.splits is None else f"({t} // {op.splits})"  # `splits` consecutive tickets share a block
+    if op.helper_block is not None:  # a helper (a ticket past the blocks) joins the block the data gave it
+        helper = em.name(op.helper_block)
+        block = f"tl.where({helper} >= 0, {helper}, {block})"
     em.line(f"{n} = {block} * {op.block} + tl.arange(0, {op.block}).to(pid.dtype)")
 
 
@@ -199,4 +210,4 @@ def emit_retire(em: Emitter, op: P.RetireTicket) -> None:
         em.line(f"tl.store({sync} + {P.SYNC_TICKET}, 0)")
         em.line(f"tl.store({sync} + {P.SYNC_DONE}, 0)")
 
-__all__ = ["emit_ticket"]
+__all__ = ["emit_ticket", "draw_ticket"]

@@ -7,7 +7,7 @@ from physical import ops as P
 from physical.model import BufferInit
 
 from .emit import REGISTER_DTYPE, TL_DTYPE, Emitter, choose, emits, literal
-from .emit_lookback import emit_ticket
+from .emit_lookback import draw_ticket, emit_ticket
 from .names import comment_text, mangle
 from .numerics import fp8_bits, narrow_result
 
@@ -68,8 +68,9 @@ def emit_split_index(em: Emitter, op: P.SplitIndex) -> None:
 
 @emits(P.HelperIndex)
 def emit_helper_index(em: Emitter, op: P.HelperIndex) -> None:
+    position = em.program_index if op.ticket is None else draw_ticket(em, op.ticket)
     n = em.define(op.result, "helper")
-    em.line(f"{n} = {em.program_index} - tl.cast({em.launch(op.blocks)}, pid.dtype)")
+    em.line(f"{n} = {position} - tl.cast({em.launch(op.blocks)}, pid.dtype)")
 
 
 @emits(P.ChunkLanes)

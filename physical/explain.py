@@ -255,6 +255,17 @@ def _lookback_lines(p: Program, g: Group, f: _Formulas, body: PRegion | None = N
         each += (" (ticket t scans piece t of the one subregion, the t-th run of whole chunks in traversal "
                  f"order{keeps})")
         owned = "one piece each"
+    elif ticket.helper_block is not None:  # balanced region scans: helpers past the blocks, by the data
+        helper = next(op for op in g.body.ops if isinstance(op, P.HelperIndex))
+        reverse = any(op.reverse for op in g.body.ops if isinstance(op, P.FoldSlots))
+        backwards = " (a reverse scan: the helpers take the chunks from the last one down)" if reverse else ""
+        each += (f" (ticket t below the blocks scans the subregions of block t that keep their whole chunks, "
+                 f"holding the first {held.block if held else 'tile'} elements of each on chip; the tickets after "
+                 f"them are {helper.helpers} helpers: the scanned tensor is cut into {helper.helpers} chunks, a "
+                 f"helper finds the subregion holding its chunk by binary search over the offsets and, if that "
+                 f"subregion hands its whole chunks over (always for sorted offsets), scans that chunk of it, the "
+                 f"first one from the subregion's begin and the last one up to its end{backwards})")
+        owned = f"one block of {ticket.block} instances each (several short segments a program)"
     elif ticket.splits is not None:  # split-region-scans: the pieces of a block hold consecutive tickets
         each += (f" ({ticket.splits} programs a block: ticket t scans piece t % {ticket.splits} of the subregion "
                  f"of each instance of block t // {ticket.splits}, the s-th run of whole chunks in traversal order"
@@ -264,6 +275,19 @@ def _lookback_lines(p: Program, g: Group, f: _Formulas, body: PRegion | None = N
              f"of an acq_rel ticket on {sync.name}[{P.SYNC_TICKET}] (no launch order assumed; a program waits only "
              f"for lower tickets)"]
     for op in body.ops:
+        if ticket.helper_block is not None and isinstance(op, P.PublishSlot):
+            names = ", ".join(p.buffer(b).name for b in op.slots)
+            lines.append(f"  each helper publishes its chunk's aggregate (its held tile, then the rest) in slot = "
+                         f"blocks * {ticket.block} + its position among the helpers of {names}, then raises the flag "
+                         f"of its ticket, {sync.name}[{P.SYNC_FLAGS} + ticket] (release); the blocks need no "
+                         f"aggregate (a subregion they scan is theirs alone)")
+            continue
+        if ticket.helper_block is not None and isinstance(op, P.FoldSlots):
+            lines.append(f"  then a helper waits for the flags of the lower tickets of its subregion's earlier "
+                         f"helpers (acquire) and folds their slots in index order, {op.block} slots a step (a fixed "
+                         f"combine order: the same bits every run), and writes its chunk after that prefix; the "
+                         f"subregion's first helper and the blocks write their own scans")
+            continue
         if isinstance(op, P.PublishSlot) and form:
             names = ", ".join(p.buffer(b).name for b in op.slots)
             lines.append(f"  each program publishes its chunk's aggregate in slot = row * {ticket.splits} + chunk of "
@@ -473,6 +497,10 @@ def _split_at(g: Group, env: Mapping[str, int]) -> str:
         if h:
             chunk = next((op.expr.evaluate(env) for op in g.body.walk() if isinstance(op, P.ShapeValue)
                           and op.results[0].name == "chunk"), "?")
+            if lookback:
+                return f"program; balanced: {helper.helpers} = {h} helper programs, one chunk of {chunk} positions " \
+                    f"of the scanned tensor each, joining the subregion that holds it; each helper folds the " \
+                    f"aggregates of its subregion's earlier helpers by look-back in index order"
             return f"program; balanced: {helper.helpers} = {h} helper programs, one chunk of {chunk} positions of " \
                 f"the folded tensor each, joining the subregion that holds it; the last participant combines"
         return f"split: {split.splits} = {n} programs per block of subregions, {how}" \

@@ -35,6 +35,10 @@ class HelperIndex(POp):
     group: int
     blocks: LaunchExpr
     helpers: str  # the constexpr H: the helpers at the end of the group's segment
+    # the group's look-back sync buffer where the programs take their positions from a ticket (a region scan's
+    # helpers, physical/passes/balance_region_scan.py): the index is then `ticket - blocks`, the ticket drawn here
+    # (the owned_instances after it decodes the same one), so helpers follow the blocks in the order they start
+    ticket: int | None = None
 
 
 @pop("ticket", READS | WRITES | EFFECTS)

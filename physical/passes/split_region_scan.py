@@ -149,20 +149,27 @@ def plan_region_scans(program: Program, g: Group) -> RegionScanPlan | str:
 
 class SplitRegionScans(GroupPass):
     """Split the subregions of region scans over programs that pass piece aggregates on by look-back (`tile`: a
-    smaller held tile, for tests; `INTENT_LOOP_BUDGET` lowers it too)."""
+    smaller held tile, for tests; `INTENT_LOOP_BUDGET` lowers it too). Where the scans' bounds come from one
+    offsets tensor, helpers balance them by the data (physical/passes/balance_region_scan.py) unless `by_data` is
+    off: then the shapes decide the pieces everywhere."""
 
     name = "split-region-scans"
 
-    def __init__(self, tile: int | None = None) -> None:
+    def __init__(self, tile: int | None = None, by_data: bool = True) -> None:
         self.tile = tile
+        self.by_data = by_data
 
     def plan_group(self, program: Program, group: Group) -> RegionScanPlan | str:
         return plan_region_scans(program, group)
 
     def run(self, program: Program, ctx: PassContext | None = None) -> Program:
+        from .balance_region_scan import balanced_scan_split, data_bounds
+
         for plan in self.plans(program, ctx):
-            program = _split(program, plan, held_tile([program.group(plan.group.id).body.ops[n]
-                                                       for n in plan.scans], self.tile))
+            tile = held_tile([program.group(plan.group.id).body.ops[n] for n in plan.scans], self.tile)
+            bounds = data_bounds(program, plan) if self.by_data else None  # offsets of one tensor: by the data
+            program = _split(program, plan, tile) if bounds is None else \
+                balanced_scan_split(program, plan, tile, bounds)
         return program
 
 
@@ -318,17 +325,19 @@ def _chunk_axis(scan: P.RegionScan) -> TileAxis:
     return scan.source.yielded[-1].type.tile[0]
 
 
-def _bounds(w: Builder, scan: P.RegionScan, s: PValue, splits: str, held: str) -> tuple[PValue, ...]:
-    """The held tile [hb, he) and the rest [rb, re) of this program's piece: the first `held` elements of the
-    piece in traversal order and what follows them (for a reverse scan the tile is the piece's end)."""
+def _bounds(w: Builder, scan: P.RegionScan, s: PValue, splits: str, held: str,
+            piece: tuple[PValue, PValue] | None = None) -> tuple[PValue, ...]:
+    """The held tile [hb, he) and the rest [rb, re) of this program's piece (split s's, or `piece` as given):
+    the first `held` elements of the piece in traversal order and what follows them (for a reverse scan the
+    tile is the piece's end)."""
     origin = scan.origin
-    begin, end = _piece(w, scan, s, splits, held)
+    begin, end = _piece(w, scan, s, splits, held) if piece is None else piece
     t = begin.type
 
     def binary(fn: BinaryFn, x: PValue, y: PValue, name: str | None = None) -> PValue:
         return w.add(P.Binary, Fragment(t.dtype, x.type.lanes or y.type.lanes), origin, name, fn=fn, lhs=x, rhs=y)
 
-    if scan.reverse:  # the s-th piece from the end: [e - hi, e - lo), with [b + lo, b + hi) the s-th from b
+    if scan.reverse and piece is None:  # the s-th piece from the end: [e - hi, e - lo), [b + lo, b + hi) from b
         lo, hi = (binary(BinaryFn.sub, x, scan.begin) for x in (begin, end))
         begin, end = binary(BinaryFn.sub, scan.end, hi, "piece_begin"), binary(BinaryFn.sub, scan.end, lo, "piece_end")
     size = w.add(P.Cast, Fragment(t.dtype), origin, x=w.add(P.ShapeValue, INDEX, origin, "held",
@@ -351,11 +360,12 @@ def _traversal_combine(w: Builder, scan: P.RegionScan) -> PRegion:
 
 
 def _hold(w: RowBuilder, scan: P.RegionScan, s: PValue, names: tuple[str, str, str], split: PValue,
-          zero: PValue) -> _Piece:
-    """Load the held tile of this program's piece of `scan`, scan it locally and total it, and fold the rest of
-    the piece (only where several programs share the subregion: a later piece needs the aggregate)."""
+          zero: PValue, piece: tuple[PValue, PValue] | None = None, wanted: PValue | None = None) -> _Piece:
+    """Load the held tile of this program's piece of `scan` (split s's, or `piece`), scan it locally and total
+    it, and fold the rest of the piece (only where several programs share the subregion: a later piece needs
+    the aggregate; and only where `wanted`, else the rest's fold is empty)."""
     splits, held, fast = names
-    hb, he, rb, re = _bounds(w, scan, s, splits, held)
+    hb, he, rb, re = _bounds(w, scan, s, splits, held, piece)
     head = map_operands(scan, lambda v: {scan.begin.id: hb, scan.end.id: he}.get(v.id, v))
     rest = map_operands(scan, lambda v: {scan.begin.id: rb, scan.end.id: re}.get(v.id, v))
     assert isinstance(head, P.RegionScan) and isinstance(rest, P.RegionScan)
@@ -378,7 +388,9 @@ def _hold(w: RowBuilder, scan: P.RegionScan, s: PValue, names: tuple[str, str, s
     # kernel holds no fold, so each segment is read once
     w.begin()
     part = tuple(w.fresh(Fragment(dt, lanes), "rest_total") for dt in scan.acc_dtypes)
-    w.put(P.RegionFold(results=part, origin=scan.origin, begin=rb, end=re, block=scan.block,
+    upto = re if wanted is None else w.add(P.Select, re.type, scan.origin, "rest_fold_end", cond=wanted,
+                                           on_true=re, on_false=rb)
+    w.put(P.RegionFold(results=part, origin=scan.origin, begin=rb, end=upto, block=scan.block,
                        source=w.copy_region(rest.source), kind=kind, identity=scan.identity,
                        acc_dtypes=scan.acc_dtypes, combine=w.copy_region(combine), active=scan.active))
     folded = w.finish(part)

@@ -20,7 +20,7 @@ from kir.dtypes import DType
 from kir.pointwise import BinaryFn
 
 from .. import ops as P
-from ..launch_expr import LConstexpr
+from ..launch_expr import LConstexpr, lmul
 from ..model import BufferInit, BufferScope, Group, POp, Program, PValue, Trait
 from .base import Reporter, rule
 from .index import evaluate, index_of, product
@@ -44,10 +44,43 @@ def check_lookback(program: Program, kernel: Kernel | None, report: Reporter) ->
                    f"may use", site.op, site.placed.group)
 
 
-def _own_slot(ix, ticket: P.OwnedInstances, slot: PValue, top: list) -> PValue | None:
+def _uncast(ix, v: PValue) -> PValue:
+    op = ix.producer(v)
+    while isinstance(op, P.Cast):
+        v = op.x
+        op = ix.producer(v)
+    return v
+
+
+def _helper_side(ix, v: PValue, helper: P.HelperIndex | None, block: str) -> PValue | None:
+    """Where `v` is `select(helper_index >= 0, blocks * BLOCK + x, own)` (a balanced region scan's slot: a helper's
+    slots follow every lane of the blocks), `own`; else None."""
+    sel = ix.producer(v)
+    if helper is None or not isinstance(sel, P.Select):
+        return None
+    test = ix.producer(sel.cond)
+    if not (isinstance(test, P.Compare) and test.fn.value == "ge" and _uncast(ix, test.lhs) == helper.result):
+        return None
+    add = ix.producer(sel.on_true)
+    if not isinstance(add, P.Binary) or add.fn is not BinaryFn.add:
+        return None
+    want = ix.values(lmul(helper.blocks, LConstexpr(block)))
+    for base in (add.lhs, add.rhs):
+        shape = ix.producer(_uncast(ix, base))
+        if isinstance(shape, P.ShapeValue) and ix.values(shape.expr) == want:
+            return _uncast(ix, sel.on_false)
+    return None
+
+
+def _own_slot(ix, ticket: P.OwnedInstances, slot: PValue, top: list, helper: P.HelperIndex | None = None
+              ) -> PValue | None:
     """The first slot of the program's instance if `slot` is the program's own, else None. The own slot is its
     ticket, or, where S = `ticket.splits` consecutive tickets share an instance, `instance * S + split_index`
-    (ticket t holds slot t: the instance's S pieces hold consecutive slots and tickets alike)."""
+    (ticket t holds slot t: the instance's S pieces hold consecutive slots and tickets alike); in a group with
+    helpers that take their tickets after the blocks, a helper's own slot follows the blocks' lanes."""
+    own = _helper_side(ix, slot, helper, ticket.block)
+    if own is not None:
+        return _own_slot(ix, ticket, own, top)
     if slot == ticket.result:
         return ticket.result
     if ticket.splits is None:
@@ -88,6 +121,10 @@ def _group(program: Program, ix, g: Group, report: Reporter, used: dict[int, int
         return
     ticket = tickets[0]
     sync = ix.buffers.get(ticket.ticket)  # type: ignore[arg-type]
+    helper = next((op for op in top if isinstance(op, P.HelperIndex)), None)
+    if helper is not None and helper.ticket != ticket.ticket:
+        report(f"group {g.id}: helper_index takes its position from buffer {helper.ticket}, not from the ticket "
+               f"of owned_instances (buffer {ticket.ticket}): helpers would not follow the blocks", helper, g.id)
     block = dict(program.constexprs).get(ticket.block)
     # S pieces of a block (`splits`): each lane publishes its own slot (instance * S + piece) under the program's
     # one flag, so a block may hold several instances; otherwise the slot and the flag are the ticket
@@ -105,15 +142,15 @@ def _group(program: Program, ix, g: Group, report: Reporter, used: dict[int, int
                None, g.id)
     published: set[int] = set()
     for op in publishes:
-        _slot_op(ix, g, op, op.values, (sync, ticket, top), report, used, published)
+        _slot_op(ix, g, op, op.values, (sync, ticket, top, helper), report, used, published)
     for op in folds:
-        _slot_op(ix, g, op, op.acc_dtypes, (sync, ticket, top), report, used, published)
+        _slot_op(ix, g, op, op.acc_dtypes, (sync, ticket, top, helper), report, used, published)
     length = next((s.length for s in program.segments if s.group == g.id), None)
     if len(retires) != 1:
         report(f"group {g.id}: every program retires its ticket exactly once, found {len(retires)} retire_ticket "
                f"(the last one restores {sync.name})", None, g.id)
     for op in retires:
-        _slot_op(ix, g, op, (), (sync, ticket, top), report, used, published)
+        _slot_op(ix, g, op, (), (sync, ticket, top, helper), report, used, published)
         if length is None or any(a != b for a, b in zip(ix.values(op.programs), ix.values(length))):
             report(f"group {g.id}: retire_ticket counts {op.programs} programs, but the segment launches {length}",
                    op, g.id)
@@ -160,19 +197,20 @@ def _slot_op(ix, g: Group, op: POp, held: tuple, protocol: tuple, report: Report
     buffer's flags, its position is the program's own ticket, and its slot buffers (one per value or dtype in
     `held`) are the group's workspaces holding the slot form of what it publishes, or published ones it reads
     back as such."""
-    sync, ticket, top = protocol
+    sync, ticket, top, helper = protocol
     if op.sync != sync.id:  # type: ignore[attr-defined]
         report(f"group {g.id}: {op.NAME} {_USES_FLAGS[type(op)]} in buffer {op.sync}, not the ticket's "  # type: ignore
                f"{sync.name}", op, g.id)
     own = _OWN_TICKET.get(type(op))
-    first = _own_slot(ix, ticket, getattr(op, own[0]), top) if own is not None else None
+    first = _own_slot(ix, ticket, getattr(op, own[0]), top, helper) if own is not None else None
     if own is not None and first is None:
         report(f"group {g.id}: {op.NAME} {own[1]}", op, g.id)
     elif isinstance(op, P.FoldSlots) and g.single_instance and first is not None and first is not ticket.result:
         start = ix.producer(op.first)
         if not (isinstance(start, P.Const) and start.value == 0):
             report(f"group {g.id}: fold_slots of a single instance's pieces must start at slot 0", op, g.id)
-    elif isinstance(op, P.FoldSlots) and first is not ticket.result and op.first != first:
+    elif isinstance(op, P.FoldSlots) and first is not ticket.result and op.first != first and \
+            _helper_side(ix, op.first, helper, ticket.block) != first:
         report(f"group {g.id}: fold_slots must start at the first slot of the program's instance (the slots "
                f"below it hold other instances' pieces, whose tickets may be higher)", op, g.id)
     publishes = isinstance(op, P.PublishSlot)

@@ -9,7 +9,8 @@
   its mask, are computed from the split index (its coordinates without a tile are the instance's point). A split
   row scan's store of its chunk (`split_rows`) writes its own chunk: a coordinate is `chunk * B + tile_index` with a
   tile of block B and `chunk` the split index (or the last chunk minus it), so the programs of a row write disjoint
-  runs of B positions.
+  runs of B positions. Where the data balances a region scan, the helper index cuts the scanned tensor into the
+  helpers' chunks as the split index cuts pieces.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ..launch_expr import LConstexpr
 from ..model import Access, BufferScope, Program, PValue
 from .base import Reporter, describe, rule
 from .index import AccessSite, ProgramIndex, index_of
-from .workspace import _last_conjunct, _split_values
+from .workspace import _helper_values, _last_conjunct, _split_values
 
 
 @rule("split-effects")
@@ -59,6 +60,8 @@ def _scans_own_piece(ix: ProgramIndex, site: AccessSite, splits_of: dict[int, tu
     piece a program holds (its positions and a bound of its mask come from the piece)."""
     scan = next((p for p in reversed(ix.place[id(site.op)].parents) if isinstance(p, P.RegionScan)), None)
     splits = {v for v, (g, _) in splits_of.items() if g == site.placed.group}
+    # a helper's range is its chunk of the scanned tensor (balanced region scans): cut by its helper index
+    splits |= {v for v, (g, _) in _helper_values(ix).items() if g == site.placed.group}
     if scan is not None:
         return all(_depends_on(ix, v, splits) for v in (scan.begin, scan.end))
     if not isinstance(site.op, P.Store):

@@ -1,0 +1,309 @@
+"""Balanced region scans by the data (physical/passes/balance_region_scan.py): where a group's region scans take
+their subregions from one offsets tensor, helper programs past the blocks scan equal chunks of the scanned tensor
+(the subregion owning a chunk found by balance_segments' binary search), each folding the aggregates of its
+subregion's earlier helpers in index order. The launches are sized as for a 132-multiprocessor device; Triton's
+interpreter runs the programs one at a time in ticket order, so nobody waits. The held tile is lowered
+(`INTENT_LOOP_BUDGET`) so that a helper's chunk also scans a rest after its tile."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import re
+
+import numpy as np
+import pytest
+import torch
+
+import intent
+import physical
+from emit_triton.compile import clear_emitted
+from emit_triton.targets import simulated_multiprocessors
+from intent import Out, dims, f32, i32, i64, parallel
+from physical import ops as P
+from physical.lowering import run_pipeline
+from physical.passes.looped import BUDGET_VARIABLE
+from physical.verifier import check
+from tests.launch_fixtures import isolated_cache  # noqa: F401  (fixture)
+
+S, E = dims("S E")
+
+# one long segment, empty ones (also at its ends), short ones, boundaries at chunk edges
+LENGTHS = [0, 3, 0, 30000, 0, 1, 4096, 10240, 257, 0, 5, 2000, 0]
+HELD = 512
+
+
+@intent.func
+def add(p, q):
+    return p + q
+
+
+@intent.kernel
+def cumsum(values: f32[E], offsets: i64[S + 1], out: Out[f32[E]]):
+    for s in parallel(S):
+        out[offsets[s]:offsets[s + 1]] = intent.cumsum(values[offsets[s]:offsets[s + 1]])
+
+
+@intent.kernel(requires=[E >= 0, S >= 0])
+def maybe_empty(values: f32[E], offsets: i64[S + 1], out: Out[f32[E]]):
+    for s in parallel(S):
+        out[offsets[s]:offsets[s + 1]] = intent.cumsum(values[offsets[s]:offsets[s + 1]])
+
+
+@intent.kernel
+def forward(values: f32[E], offsets: i64[S + 1], ex: Out[f32[E]], top: Out[f32[E]], fwd: Out[f32[E]]):
+    for s in parallel(S):
+        b = offsets[s]
+        e = offsets[s + 1]
+        ex[b:e] = intent.cumsum(values[b:e], exclusive=True)
+        top[b:e] = intent.cummax(values[b:e])
+        fwd[b:e] = intent.scan(values[b:e], add, identity=0.0)
+
+
+@intent.kernel
+def backward(values: f32[E], offsets: i64[S + 1], rev: Out[f32[E]], rex: Out[f32[E]], back: Out[f32[E]]):
+    for s in parallel(S):
+        b = offsets[s]
+        e = offsets[s + 1]
+        rev[b:e] = intent.cumsum(values[b:e], reverse=True)
+        rex[b:e] = intent.cumsum(values[b:e], reverse=True, exclusive=True)
+        back[b:e] = intent.scan(values[b:e], add, reverse=True, identity=0.0)
+
+
+@intent.kernel
+def ints(values: i32[E], offsets: i32[S + 1], low: Out[i32[E]], total: Out[i32[E]]):
+    for s in parallel(S):
+        b = offsets[s]
+        e = offsets[s + 1]
+        low[b:e] = intent.cummin(values[b:e])
+        total[b:e] = intent.cumsum(values[b:e], exclusive=True)
+
+
+@pytest.fixture
+def small_tile(isolated_cache, monkeypatch):  # noqa: F811
+    monkeypatch.setenv(BUDGET_VARIABLE, str(HELD))
+    clear_emitted()
+    yield
+    clear_emitted()
+
+
+def offsets_of(lengths: list[int], dtype=torch.int64) -> torch.Tensor:
+    return torch.tensor([0, *itertools.accumulate(lengths)], dtype=dtype)
+
+
+def args_for(seed: int, outputs: tuple[str, ...], offsets: torch.Tensor | None = None, dtype=torch.float32) -> dict:
+    g = torch.Generator().manual_seed(seed)
+    off = offsets_of(LENGTHS) if offsets is None else offsets
+    n = int(off.max()) if off.numel() else 0
+    values = torch.randn(n, generator=g) if dtype.is_floating_point else \
+        torch.randint(-50, 50, (n,), generator=g, dtype=dtype)
+    return {"values": values, "offsets": off, **{o: torch.zeros(n, dtype=dtype) for o in outputs}}
+
+
+def helpers(kernel, args) -> int:
+    return int(re.findall(r"HELPERS_0 = (\d+)", kernel.explain(*args.values()))[-1])
+
+
+def segments(args: dict):
+    o = args["offsets"].tolist()
+    return list(zip(o, o[1:]))
+
+
+def want_scan(v: torch.Tensor, b: int, e: int, how: str) -> torch.Tensor:
+    x = v[b:e].double() if v.dtype.is_floating_point else v[b:e].long()
+    if how in ("rev", "rex", "back"):
+        x = x.flip(0)
+    if how == "top":
+        r = x.cummax(0).values
+    elif how == "low":
+        r = x.cummin(0).values
+    else:
+        r = x.cumsum(0)
+    if how in ("ex", "rex", "total"):
+        r = torch.cat([torch.zeros(1, dtype=r.dtype), r[:-1]]) if e > b else r
+    return r.flip(0) if how in ("rev", "rex", "back") else r
+
+
+def run_and_check(kernel, args: dict, outs: tuple[str, ...], sms: int = 132) -> dict:
+    out = {k: v.clone() for k, v in args.items()}
+    with simulated_multiprocessors(sms):
+        kernel(**out)
+    for name in outs:
+        want = torch.zeros(args[name].shape, dtype=torch.float64)
+        for b, e in segments(args):
+            if e > b:
+                want[b:e] = want_scan(args["values"], b, e, name).double()
+        got = out[name].double()
+        if args["values"].dtype.is_floating_point:
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=2e-3, err_msg=name)
+        else:
+            assert got.tolist() == want.tolist(), name
+    return out
+
+
+def delegated(lengths_or_offsets: list[int], n: int, h: int, block: int = 256) -> dict[int, int]:
+    """Subregion -> the whole chunks it hands to helpers (a model of balance_segments' test for sorted offsets:
+    the chunks [k0, k1) inside it, C = cdiv(n, h * block) * block)."""
+    c = -(-n // (h * block)) * block
+    o = lengths_or_offsets
+    out = {}
+    for i, (b, e) in enumerate(zip(o, o[1:])):
+        k0, k1 = -(-b // c), min(e // c, h)
+        if k1 > k0:
+            out[i] = k1 - k0
+    return out
+
+
+# multiprocessors -> (helpers, whole chunks handed over per subregion): with one multiprocessor fewer helpers
+# (two per resident program slot) and a block holds several segments (its lanes packed)
+SKEWED = {132: (11, {3: 5, 7: 2}), 1: (8, {3: 4, 7: 1})}
+
+
+@pytest.mark.parametrize("sms", sorted(SKEWED))
+def test_a_skewed_segmented_cumsum_balances_by_the_data(sms: int, isolated_cache) -> None:  # noqa: F811
+    """The long segments are scanned by helpers (several each), the short ones whole by their block."""
+    args = args_for(1, ("out",))
+    with simulated_multiprocessors(sms):
+        text = cumsum.explain(*args.values())
+    h = int(re.findall(r"HELPERS_0 = (\d+)", text)[-1])
+    block = int(re.findall(r"BLOCK_I0 = (\d+)", text)[-1])
+    assert h == SKEWED[sms][0] and (block == 1) == (sms == 132)
+    assert re.findall(r"SPLITS_0 = (\d+)", text)[-1] == "1"
+    assert delegated(args["offsets"].tolist(), args["values"].numel(), h) == SKEWED[sms][1]
+    run_and_check(cumsum, args, ("out",), sms)
+
+
+def test_exclusive_max_and_custom_scans_balance(small_tile) -> None:
+    run_and_check(forward, args_for(2, ("ex", "top", "fwd")), ("ex", "top", "fwd"))
+
+
+@pytest.mark.parametrize("sms", [132, 1])
+def test_reverse_scans_take_the_chunks_from_the_last_one_down(sms: int, small_tile) -> None:
+    run_and_check(backward, args_for(3, ("rev", "rex", "back")), ("rev", "rex", "back"), sms)
+
+
+def test_integer_scans_with_i32_offsets_balance_exactly(small_tile) -> None:
+    args = args_for(4, ("low", "total"), offsets_of(LENGTHS, torch.int32), torch.int32)
+    run_and_check(ints, args, ("low", "total"))
+
+
+def test_balanced_scans_are_bitwise_reproducible(small_tile) -> None:
+    """Each helper folds its subregion's earlier helpers' aggregates in index order, and the sync buffer restores
+    itself: a second launch (the workspace kept, never filled) gives the same bits."""
+    runs = []
+    for _ in range(2):
+        f = run_and_check(forward, args_for(5, ("ex", "top", "fwd")), ())
+        r = run_and_check(backward, args_for(5, ("rev", "rex", "back")), ())
+        runs.append(tuple(x[k].numpy().tobytes() for x, ks in ((f, ("ex", "top", "fwd")), (r, ("rev", "rex", "back")))
+                          for k in ks))
+    assert runs[0] == runs[1]
+
+
+BOUNDARIES = {
+    "one segment": [0, 46000],
+    "chunk edges": [0, 4352, 8704, 8704, 30464, 30465, 46000],
+    "empty at both ends": [0, 0, 0, 46000, 46000],
+    "all empty": [0, 0, 0, 0],
+    "no segments": [0],
+    # unsorted, not overlapping: the search cannot find the last subregion's chunks, so its block scans it
+    "unsorted": [30000, 46000, 0, 30000],
+}
+
+
+@pytest.mark.parametrize("name", sorted(BOUNDARIES))
+def test_boundary_offsets(name: str, isolated_cache) -> None:  # noqa: F811
+    off = torch.tensor(BOUNDARIES[name], dtype=torch.int64)
+    args = args_for(6, ("out",), off)
+    run_and_check(maybe_empty, args, ("out",))
+
+
+def test_the_plan_verifies_after_every_pass_and_explain_shows_it(small_tile) -> None:
+    args = args_for(7, ("rev", "rex", "back"))
+    k = backward.specialize(args)
+    program, names = run_pipeline(physical.construct(k), verify_with=k)
+    assert "split-region-scans" in names
+    ops = program.groups[0].body.ops
+    assert sum(isinstance(o, P.HelperIndex) and o.ticket is not None for o in ops) == 1
+    assert sum(isinstance(o, P.PublishSlot) for o in ops) == 1 and sum(isinstance(o, P.FoldSlots) for o in ops) == 3
+    owned = next(o for o in ops if isinstance(o, P.OwnedInstances))
+    assert owned.ticket is not None and owned.helper_block is not None
+    assert sum(w.resets for w in program.workspaces) == 1  # the sync buffer restores itself
+    with simulated_multiprocessors(132):
+        plan = backward.explain(*args.values())
+    assert "balanced: HELPERS_0 = 11 helper programs, one chunk of 4352 positions of the scanned tensor each, " \
+           "joining the subregion that holds it; each helper folds the aggregates of its subregion's earlier " \
+           "helpers by look-back in index order" in plan
+    assert "the tickets after them are HELPERS_0 helpers: the scanned tensor is cut into HELPERS_0 chunks" in plan
+    assert "(a reverse scan: the helpers take the chunks from the last one down)" in plan
+    assert "each helper publishes its chunk's aggregate (its held tile, then the rest) in slot = blocks * BLOCK_I0 " \
+           "+ its position among the helpers of" in plan
+    assert "then a helper waits for the flags of the lower tickets of its subregion's earlier helpers (acquire) " \
+           "and folds their slots in index order" in plan
+    assert "construction verifier: all" in plan
+
+
+def _lowered(args):
+    k = cumsum.specialize(args)
+    return k, physical.lower(k)
+
+
+def _mutated(p, ops):
+    g = p.groups[0]
+    return p.replace(groups=(dataclasses.replace(g, body=dataclasses.replace(g.body, ops=tuple(ops))),))
+
+
+def _lookback(p, k) -> list[str]:
+    return [str(v) for v in check(p, k) if v.rule == "lookback-protocol"]
+
+
+def test_a_helper_index_from_another_counter_is_refused() -> None:
+    """Mutation: the helpers number themselves from another buffer than the blocks' ticket (exact message)."""
+    k, p = _lowered(args_for(8, ("out",)))
+    assert check(p, k) == []
+    ops = list(p.groups[0].body.ops)
+    at = next(n for n, op in enumerate(ops) if isinstance(op, P.HelperIndex))
+    owned = next(op for op in ops if isinstance(op, P.OwnedInstances))
+    other = next(b.id for b in p.buffers if b.id != owned.ticket and b.name.startswith("scan0_slot"))
+    ops[at] = dataclasses.replace(ops[at], ticket=other)
+    assert _lookback(_mutated(p, ops), k) == [
+        f"[lookback-protocol] group 0: helper_index takes its position from buffer {other}, not from the ticket of "
+        f"owned_instances (buffer {owned.ticket}): helpers would not follow the blocks"]
+
+
+def test_a_helper_slot_among_the_blocks_lanes_is_refused() -> None:
+    """Mutation: a helper publishes at its position alone, not after the blocks' lanes: it would overwrite an
+    instance's slot (exact message)."""
+    k, p = _lowered(args_for(9, ("out",)))
+    ops = list(p.groups[0].body.ops)
+    add = next(n for n, op in enumerate(ops) if op.results and op.results[0].name == "helper_slot")
+    position = next(op.results[0] for op in ops if op.results and op.results[0].name == "helper_position")
+    ops[add] = dataclasses.replace(ops[add], lhs=position, rhs=position)
+    assert _lookback(_mutated(p, ops), k) == [
+        "[lookback-protocol] group 0: publish_slot writes a slot other than the program's own instance (its "
+        "ownership slice)",
+        "[lookback-protocol] group 0: fold_slots must stop at the program's own ticket (it may wait only for lower "
+        "tickets, which have started)"]
+
+
+def test_a_fold_past_the_helpers_own_slot_is_refused() -> None:
+    """Mutation: a helper folds up to the blocks' slot form, not its own: it would wait for another program."""
+    k, p = _lowered(args_for(10, ("out",)))
+    ops = list(p.groups[0].body.ops)
+    at = next(n for n, op in enumerate(ops) if isinstance(op, P.FoldSlots))
+    helper_slot = next(op.results[0] for op in ops if op.results and op.results[0].name == "helper_slot")
+    ops[at] = dataclasses.replace(ops[at], upto=helper_slot)
+    assert _lookback(_mutated(p, ops), k) == [
+        "[lookback-protocol] group 0: fold_slots must stop at the program's own ticket (it may wait only for lower "
+        "tickets, which have started)"]
+
+
+def test_a_helper_scanning_the_whole_subregion_is_refused() -> None:
+    """Mutation: the rest of the range a program scans is its whole subregion, whichever program it is: every
+    helper of the subregion would write all of it."""
+    k, p = _lowered(args_for(11, ("out",)))
+    ops = list(p.groups[0].body.ops)
+    at = next(n for n, op in enumerate(ops) if isinstance(op, P.RegionScan))
+    loads = [op.results[0] for op in ops if isinstance(op, P.Load)][:2]  # offsets[s], offsets[s + 1]
+    ops[at] = dataclasses.replace(ops[at], begin=loads[0], end=loads[1])
+    found = [v.rule for v in check(_mutated(p, ops), k)]
+    assert found == ["effect-coverage", "split-effects"], found

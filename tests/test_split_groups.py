@@ -90,7 +90,8 @@ def segment_args(outputs: dict[str, int], seed: int = 0) -> dict[str, torch.Tens
 
 def split_counts(kernel, args) -> dict[str, int]:
     keywords = plan_launch(kernel, args, materialise=False).keywords
-    return {k: v for k, v in keywords.items() if k.startswith("SPLITS_")}
+    # the programs per block, and the helpers past the blocks where the data balances a region scan
+    return {k: v for k, v in keywords.items() if k.startswith("SPLITS_") or (k.startswith("HELPERS_") and v)}
 
 
 # ---------------------------------------------------------------------------------------------- two folds
@@ -197,9 +198,10 @@ SIBLINGS = {
     "three_folds": (three_folds, lambda: segment_args({"a": 0, "b": 0, "c": 0}, 4), 132, ["split-segments"],
                     {"SPLITS_0": 3, "SPLITS_1": 3, "SPLITS_2": 3}),
     "fold_and_scan": (fold_and_scan, lambda: segment_args({"a": 0, "b": sum(LENGTHS)}, 5), 132,
-                      ["split-segments", "split-region-scans"], {"SPLITS_0": 3, "SPLITS_1": 6}),
+                      ["split-segments", "split-region-scans"], {"SPLITS_0": 3, "SPLITS_1": 1, "HELPERS_1": 6}),
     "two_region_scans": (two_region_scans, lambda: segment_args({"a": sum(LENGTHS), "b": sum(LENGTHS)}, 6), 132,
-                         ["split-region-scans"], {"SPLITS_0": 6, "SPLITS_1": 6}),
+                         ["split-region-scans"], {"SPLITS_0": 1, "HELPERS_0": 6, "SPLITS_1": 1,
+                                                                "HELPERS_1": 6}),
     "rows_and_folds": (rows_and_folds, _rows_and_folds_args, 4, ["split-reductions", "split-segments"],
                        {"SPLITS_0": 16, "SPLITS_1": 3}),
     "two_scans": (two_scans, lambda: {"x": torch.randn(300, generator=torch.Generator().manual_seed(7)),

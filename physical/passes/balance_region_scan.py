@@ -126,19 +126,25 @@ def balanced_scan_split(program: Program, plan: RegionScanPlan, tile: int, bound
         w.put(op)
     assert s is not None and flat is not None
 
-    # ---- per lane: what the block scans (its subregion whole, or nothing where helpers take it), a helper's range
+    # ---- per lane: what the block scans (its subregion whole, or nothing where helpers take it), a helper's range;
+    # the delegation test (its searches) only where helpers run: elsewhere nothing is handed over
     h = helper_values(o, plan.values, g, h_index, helpers, chunk_name, reverse)
-    # at least one scan chunk: with no helpers (an empty tensor among them) nothing is handed over, but the lanes
-    # still divide by it
-    h = dataclasses.replace(h, chunk=o.bin(BinaryFn.maximum, h.chunk, o.launch(LConstexpr(chunk_name), "scan_chunk")))
+    b, e = o.cast(bounds.begin, DType.i64, "begin"), o.cast(bounds.end, DType.i64, "end")
+    w.begin()
     d = delegation(w, o, program, bounds, flat, lane_ok, h, owner, origin)
-    b, e, k0, k1, mine = d["begin"], d["end"], d["first_chunk"], d["end_chunk"], d["mine"]
+    handed = w.finish((d["first_chunk"], d["end_chunk"], d["delegates"], d["mine"]))
+    w.begin()
+    none, no = o.const(0), o.bin(BinaryFn.and_, lane_ok, o.const(False, DType.pred))
+    kept = w.finish((o.bin(BinaryFn.add, b, none), o.bin(BinaryFn.add, b, none), no, no))
+    k0, k1, delegates, mine = (w.fresh(v.type, n) for v, n in zip(
+        handed.yielded, ("first_chunk", "end_chunk", "delegates", "joins")))
+    w.put(P.If(results=(k0, k1, delegates, mine), origin=origin, cond=cond, then_=handed, else_=kept, flag=fast))
     one = o.const(1)
     c0 = o.bin(BinaryFn.mul, h.hk, h.chunk)
     lo = o.select(o.cmp(CmpFn.eq, h.hk, k0), b, c0, "chunk_lo")
     hi = o.select(o.cmp(CmpFn.eq, h.hk, o.bin(BinaryFn.sub, k1, one)), e, o.bin(BinaryFn.add, c0, h.chunk),
                   "chunk_hi")
-    own_end = o.select(d["delegates"], b, e)
+    own_end = o.select(delegates, b, e)
     begin_v = o.select(mine, lo, b, "range_begin")
     end_v = o.select(h.is_helper, o.select(mine, hi, b), own_end, "range_end")
 

@@ -446,7 +446,7 @@ def delegation(w: Builder, o: _Ops, program: Program, bounds: Bounds, flat: PVal
     mine = o.bin(BinaryFn.and_, o.bin(BinaryFn.and_, is_helper, o.bin(BinaryFn.and_, delegates, o.cmp(
         CmpFn.eq, me, owner))), o.bin(BinaryFn.and_, o.cmp(CmpFn.le, k0, hk), o.cmp(CmpFn.lt, hk, k1)), "joins")
     return {"begin": b, "end": e, "first_chunk": k0, "end_chunk": k1, "delegates": delegates, "delegated": nd,
-            "mine": mine}
+            "mine": mine, "zero": zero, "one": one}
 
 
 def _lane_plan(w: Builder, o: _Ops, program: Program, bounds: Bounds, flat: PValue, lane_ok: PValue, s: PValue,
@@ -456,7 +456,7 @@ def _lane_plan(w: Builder, o: _Ops, program: Program, bounds: Bounds, flat: PVal
     d = delegation(w, o, program, bounds, flat, lane_ok, h, owner, origin)
     b, e, k0, k1, delegates, nd, mine = (d[k] for k in ("begin", "end", "first_chunk", "end_chunk", "delegates",
                                                          "delegated", "mine"))
-    zero, one = o.const(0), o.const(1)
+    zero, one = d["zero"], d["one"]
     part = o.bin(BinaryFn.or_, o.not_(is_helper), mine, "takes_part")
     sn = o.launch(LConstexpr(splits), "splits")
     shared = o.cmp(CmpFn.gt, o.bin(BinaryFn.add, o.bin(BinaryFn.sub, sn, one), nd), zero, "shared")

@@ -2,9 +2,10 @@
 whichever segments hold them.
 
 Where every region scan of a group takes its subregion from `offsets[i]`, `offsets[i + 1]` of one integer tensor
-that nothing in the launch writes (a segmented cumsum over CSR offsets) and all of them run the same way (forward,
-or all reverse), split-region-scans does not cut each segment into `SPLITS_g` pieces decided from the shapes: the
-data decides, as balance_segments does for region folds (and with its search, chunks and delegation test):
+that nothing in the launch writes (a segmented cumsum over CSR offsets), all of them run the same way (forward, or
+all reverse) and no region fold sits beside them, split-region-scans does not cut each segment into `SPLITS_g`
+pieces decided from the shapes: the data decides, as balance_segments does for region folds (and with its search,
+chunks and delegation test):
 
 * the group's segment ends in H = `HELPERS_g` helper programs past its blocks (`balance_segments.helper_count`:
   0 under Triton's interpreter), and the scanned tensor's positions [0, H * C) are cut into H chunks of C whole
@@ -51,10 +52,12 @@ from .split_scan import SLOT_BLOCK
 
 def data_bounds(program: Program, plan: RegionScanPlan) -> Bounds | None:
     """The offsets tensor the plan's scans all take their subregions from, if the data may balance them: a group
-    of instances whose scans all run one way."""
+    of instances whose scans all run one way, with no region fold beside them."""
     g = plan.group
     ops = g.body.ops
     if g.single_instance or len({ops[n].reverse for n in plan.scans}) != 1:  # type: ignore[attr-defined]
+        return None
+    if plan.folds is not None:  # region folds beside the scans combine over the shapes' pieces (scan_folds.py)
         return None
     found = lane_test(ops)
     if isinstance(found, str):

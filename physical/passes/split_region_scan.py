@@ -32,6 +32,10 @@ S (`piece_count`) is split-segments' count raised on a device until a subregion 
 pieces of one tile each, while the launch keeps at least `VALUES_PER_PROGRAM` values per program: a piece that
 fits its tile is read once, so only the rest of a longer piece is read twice (its fold, then its scan).
 
+Where one offsets tensor bounds every scan of the group (all one way, no fold beside them), the data decides the
+pieces instead: helper programs past the blocks scan equal chunks of the scanned tensor
+(physical/passes/balance_region_scan.py).
+
 Region folds beside the scans (a segment's total next to its running sum) split on the same pieces: each program
 folds its piece of each fold's subregion between its publish and its wait, and the folds' pieces meet in slot order
 in the last ticket's holder, which stores what needs them (physical/passes/scan_folds.py).

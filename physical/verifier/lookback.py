@@ -10,7 +10,9 @@
   for), and retires once, at its top level, after every other use of the workspace, counting exactly the
   programs of its segment (so the last one restores the flags and counters for the next launch). The
   workspaces hold a flag for every program and a slot for every lane of every program; no other op touches
-  these buffers.
+  these buffers. Where helpers past the blocks balance region scans by the data, `helper_index` takes its
+  position from the same ticket (so helpers follow the blocks), and a helper's own slot is
+  `blocks * BLOCK + x`, past every lane of the blocks (`select(helper >= 0, blocks * BLOCK + x, own)`).
 """
 
 from __future__ import annotations

@@ -15,10 +15,26 @@ import pytest
 import physical
 from kir import Load, ReduceKind
 from physical import ops as P
+from physical.launch_expr import LConstexpr
 from physical.model import Lifetime
-from physical.verifier import PhysicalVerifyError, verify
+from physical.verifier import PhysicalVerifyError, check, verify
+from physical.verifier import index as verifier_index
+from physical.verifier.index import index_of
 from tests import samples
-from tests.mutations import HERE, Mutations, assert_reported, buffer_named, kir_op, only, staged_copy, swap
+from tests.mutations import (
+    HERE,
+    Mutations,
+    assert_reported,
+    buffer_named,
+    kir_op,
+    only,
+    shared_branch,
+    split_rows,
+    staged_copy,
+    swap,
+    with_shared,
+    workspace_ops,
+)
 
 FAMILY = Mutations()
 mutation = FAMILY.rule
@@ -106,6 +122,55 @@ def reduction_that_folds_the_padding():
     tile = red.inputs[0].type.tile[0]
     return k, broken, (f"[narrowing-explicit] reduce (from reduce) would fold the padding of tile axis 0 ({tile}): "
                        f"its member set does not exclude positions past the extent")
+
+
+def _slot_read(p):
+    """The split reduction's read of its slots (a tile of BLOCK_SPLITS_0 positions, SPLITS_0 of them slots) and the
+    ops of the branch that holds it."""
+    ops = shared_branch(p)[2]
+    (read,) = workspace_ops(p, P.Load, "partial")
+    return ops, read
+
+
+@more("slot_padding_folded_as_a_value", "narrowing-explicit")
+def slot_read_that_fills_its_padding_with_no_identity():
+    # The fold of the slots takes every position of the slot tile: positions past SPLITS_0 must read the sum's
+    # identity. Only a launch where SPLITS_0 is no power of two (few long rows on a device) has such positions.
+    k, p = split_rows()
+    ops, read = _slot_read(p)
+    ops[ops.index(read)] = dataclasses.replace(read, access=dataclasses.replace(read.access, fill=1.0))
+    return k, with_shared(p, ops), ("[narrowing-explicit] reduce (from reduce at mutation.py:10) would fold the "
+                                    "padding of tile axis 0 (SPLITS_0:BLOCK_SPLITS_0): its member set does not "
+                                    "exclude positions past the extent")
+
+
+@more("slot_read_past_the_split_count", "narrowing-explicit")
+def slot_read_bounded_by_the_block_not_the_split_count():
+    k, p = split_rows()
+    ops, _ = _slot_read(p)
+    count = next(op for op in ops if isinstance(op, P.ShapeValue) and op.results[0].name == "splits")
+    ops[ops.index(count)] = dataclasses.replace(count, expr=LConstexpr("BLOCK_SPLITS_0"))
+    return k, with_shared(p, ops), ("[narrowing-explicit] load (from reduce at mutation.py:10) on partial: its mask "
+                                    "does not exclude the padding of tile axis 0 (SPLITS_0:BLOCK_SPLITS_0)")
+
+
+def test_a_split_reduction_reads_its_slots_below_the_split_count_and_folds_identity_padding():
+    """The slot read's mask `position < SPLITS_0` excludes the slot tile's padding (SPLITS_0 the constexpr, also
+    the tile's extent), and the fold of the slots folds that padding as the sum's identity: both are proven on
+    the sample launch where the split count is no power of two."""
+    k, p = split_rows()
+    envs = index_of(p).envs
+    assert any(env["SPLITS_0"] < env["BLOCK_SPLITS_0"] for env in envs)
+    assert not [v for v in check(p, k) if v.rule == "narrowing-explicit"]
+
+
+def test_identity_padding_is_caught_only_because_a_sample_selects_the_split(monkeypatch):
+    k, broken, _ = slot_read_that_fills_its_padding_with_no_identity()
+    assert "narrowing-explicit" in {v.rule for v in check(broken, k)}
+    monkeypatch.setattr(verifier_index, "LONG", 3)  # no long rows: SPLITS_0 is 1 on every sample
+    k, broken, _ = slot_read_that_fills_its_padding_with_no_identity()
+    assert all(env["SPLITS_0"] == 1 for env in index_of(broken).envs)
+    assert "narrowing-explicit" not in {v.rule for v in check(broken, k)}
 
 
 @mutation("bounds-justified")

@@ -7,7 +7,8 @@
   indices, launch values and loaded data, never from a combine region's arguments.
 * narrowing-explicit: every member set (access masks, guards, reduction/scan/contract/histogram
   members, region-op activity) is a typed pred SSA value shaped like what it narrows, and where a
-  tile holds padding past its extent, the member set provably excludes it.
+  tile holds padding past its extent, the member set provably excludes it (or, for a reduce, its inputs are
+  loads whose masks exclude it and whose fill is the fold's identity: the padding folds nothing).
 * bounds-justified: every access has one justification, and it holds: a guard is part of the mask
   and implies the coordinates are in range; a proof is re-proven (Z3) from the mask's facts; an
   assumption states its reason.
@@ -74,7 +75,7 @@ def excludes_padding(forms: Forms, member: PValue | None, tile: tuple[TileAxis, 
         return []
     fact = forms.fact(member)
     hyps = forms.base_facts() + ([fact] if fact is not None else [])
-    return [k for k in axes if not proves(hyps, PCmp("<", forms.tile_atom(tile, k), tile[k].extent))]
+    return [k for k in axes if not proves(hyps, PCmp("<", forms.tile_atom(tile, k), forms.extent_dim(tile[k].extent)))]
 
 
 # ---------------------------------------------------------------------------------------------- access-complete
@@ -204,7 +205,7 @@ def _member_sites(ix: ProgramIndex):
 @rule("narrowing-explicit")
 def check_narrowing(program: Program, kernel: Kernel | None, report: Reporter) -> None:
     """every active-member or range narrowing is an explicit typed pred subset of the original relation; padding past a
-    tile's extent is never a member"""
+    tile's extent is never a member (a reduce may fold padding its loads fill with the fold's identity)"""
     ix = index_of(program)
     for site in ix.accesses:
         op, a = site.op, site.access
@@ -228,10 +229,30 @@ def check_narrowing(program: Program, kernel: Kernel | None, report: Reporter) -
             continue
         if axes is None:
             continue
-        missing = excludes_padding(forms_of(ix, ix.groups[gid]), member, tile, padded_axes(ix, tile, tuple(axes)))
+        forms = forms_of(ix, ix.groups[gid])
+        missing = excludes_padding(forms, member, tile, padded_axes(ix, tile, tuple(axes)))
         for k in missing:
+            if _identity_padding(ix, forms, op, k):
+                continue
             report(f"{describe(program, op)} would fold the padding of tile axis {k} ({tile[k]}): its member set "
                    f"does not exclude positions past the extent", op, gid)
+
+
+def _identity_padding(ix: ProgramIndex, forms: Forms, op: POp, axis: int) -> bool:
+    """Whether a reduce's padding along tile `axis` holds its identity, so that folding it changes nothing: each
+    input is a load whose mask excludes that padding and whose fill is the identity's component (a fold of the
+    slots of a workspace, read `position < SPLITS_g`, the rest the combine's identity)."""
+    if not isinstance(op, P.Reduce) or len(op.inputs) != len(op.identity):
+        return False
+    for x, ident in zip(op.inputs, op.identity):
+        load = ix.producer(x)
+        if not isinstance(load, P.Load) or load.access.fill is None or load.access.fill != ident:
+            return False
+        if type(load.access.fill) is not type(ident) or x.type.tile != op.inputs[0].type.tile:
+            return False
+        if excludes_padding(forms, load.access.mask, x.type.tile, [axis]):
+            return False
+    return True
 
 
 def _mask_shape(ix: ProgramIndex, m: PValue | None, tile: tuple[TileAxis, ...]) -> str | None:

@@ -148,6 +148,14 @@ class Forms:
             self.facts.append(PCmp(">=", atom, DConst(0)))
         return atom
 
+    def extent_dim(self, d: Dim) -> Dim:
+        """A tile or buffer extent in the atoms of launch values: a name that is a constexpr of the launch, not a
+        shape symbol (a slot axis's extent SPLITS_g), is the constexpr's atom, the value a `shape_value` of it
+        gives, so a member set `position < SPLITS_g` bounds the axis."""
+        names = {n: self.launch_dim(LConstexpr(n)) for n in d.symbols()
+                 if n in self.ix.constexprs and n not in self.ix.program.symbols}
+        return d.substitute(names) if names else d
+
     def _canonical_constexprs(self) -> dict[str, str]:
         """Each constexpr's atom name: the first constexpr (in program order) with the same definition.
 

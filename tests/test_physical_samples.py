@@ -1,0 +1,116 @@
+"""The verifier's sample launches (physical/verifier/index.py) select the split form of every split pass.
+
+Rules compare launch expressions on a few sample bindings of the shape symbols; the checks that depend on the
+launch (slot counts, tickets, the padding of slot tiles, the workspace protocol) only see a split form where a
+sample selects it. Few long rows and few huge segments on a 132-multiprocessor device do: this keeps it so for
+each pass of the pipeline that splits work over the programs of a launch."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import intent
+import physical
+from intent import Out, dims, f32, i64, parallel
+from physical.lowering import run_pipeline
+from physical.model import Program
+from physical.passes import PIPELINE
+from physical.verifier.index import evaluate, index_of
+
+M, N, S, E = dims("M N S E")
+
+
+@intent.kernel
+def row_sums(x: f32[M, N], out: Out[f32[M]]):
+    for r in parallel(M):
+        out[r] = intent.sum(x[r, :])
+
+
+@intent.kernel
+def prefix(x: f32[N], out: Out[f32[N]]):
+    out[:] = intent.cumsum(x)
+
+
+@intent.kernel
+def row_prefixes(x: f32[M, N], out: Out[f32[M, N]]):
+    for r in parallel(M):
+        out[r, :] = intent.cumsum(x[r, :])
+
+
+@intent.kernel
+def segment_sums(values: f32[E], offsets: i64[S + 1], total: Out[f32[S]]):
+    for s in parallel(S):
+        total[s] = intent.sum(values[offsets[s]:offsets[s + 1]])
+
+
+@intent.kernel
+def segment_prefixes(values: f32[E], offsets: i64[S + 1], out: Out[f32[E]]):
+    for s in parallel(S):
+        out[offsets[s]:offsets[s + 1]] = intent.cumsum(values[offsets[s]:offsets[s + 1]])
+
+
+def rows(*shape: int) -> dict[str, torch.Tensor]:
+    return {"x": torch.zeros(shape)}
+
+
+def segments() -> dict[str, torch.Tensor]:
+    return {"values": torch.zeros(300), "offsets": torch.tensor([0, 100, 300])}
+
+
+# each split pass of the pipeline: a kernel it splits, and the arguments it is specialised for
+SPLIT_PASSES = {
+    "split-reductions": (row_sums, lambda: rows(3, 300) | {"out": torch.zeros(3)}),
+    "split-scans": (prefix, lambda: rows(300) | {"out": torch.zeros(300)}),
+    "split-rows": (row_prefixes, lambda: rows(3, 300) | {"out": torch.zeros(3, 300)}),
+    "split-segments": (segment_sums, lambda: segments() | {"total": torch.zeros(2)}),
+    "split-region-scans": (segment_prefixes, lambda: segments() | {"out": torch.zeros(300)}),
+}
+
+
+def lowered(name: str) -> Program:
+    kernel, args = SPLIT_PASSES[name]
+    k = kernel.specialize(args())
+    program, ran = run_pipeline(physical.construct(k), verify_with=k)  # every rule, on every sample, after each pass
+    assert name in ran
+    return program
+
+
+def split_selected(program: Program, env: dict[str, int]) -> bool:
+    """Whether the launch `env` runs some group split over several programs: a split flag set (SPLIT_g = 1), a
+    split count above one (SPLITS_g), helpers (HELPERS_g), or a split scan's chunks (`<block>_SPLIT<g>`) fewer
+    than its row's elements (several programs along one scan)."""
+    for name, _ in program.constexprs:
+        value = env.get(name)
+        kind, _, gid = name.rpartition("_")
+        if value is None:
+            continue
+        if gid.isdigit() and ((kind in ("SPLIT", "HELPERS") and value > 0) or (kind == "SPLITS" and value > 1)):
+            return True
+        chunk, _, scan = name.rpartition("_SPLIT")
+        if chunk and scan.isdigit() and any(seg.group == int(scan) and evaluate(seg.length, env) > 1
+                                            for seg in program.segments):
+            return True
+    return False
+
+
+def test_the_table_names_every_split_pass_of_the_pipeline():
+    assert {p.name for p in PIPELINE if p.name.startswith("split-")} == set(SPLIT_PASSES)
+
+
+@pytest.mark.parametrize("name", sorted(SPLIT_PASSES))
+def test_a_sample_launch_selects_each_split_form(name):
+    program = lowered(name)
+    envs = index_of(program).envs
+    chosen = [k for k, env in enumerate(envs) if split_selected(program, env)]
+    assert chosen, f"no sample launch selects the split form of {name}"
+    assert not split_selected(program, envs[0])  # the interpreter sample keeps one program a row
+
+
+def test_a_sample_launch_gives_segments_both_split_counts_and_helpers():
+    """balance-segments' helpers (HELPERS_0 > 0, the shape split 1) and split-segments' pieces (SPLITS_0 > 1) are two
+    ways a launch shares a segment: a sample selects each."""
+    program = lowered("split-segments")
+    envs = index_of(program).envs
+    assert any(env["SPLITS_0"] > 1 for env in envs)
+    assert any(env["HELPERS_0"] > 0 and env["SPLITS_0"] == 1 for env in envs)

@@ -7,16 +7,22 @@ each pass of the pipeline that splits work over the programs of a launch."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
 import intent
 import physical
 from intent import Out, dims, f32, i64, parallel
+from physical import ops as P
+from physical.launch_expr import LBin, LConstexpr
 from physical.lowering import run_pipeline
 from physical.model import Program
 from physical.passes import PIPELINE
+from physical.verifier import check
 from physical.verifier.index import evaluate, index_of
+from tests.mutations import swap
 
 M, N, S, E = dims("M N S E")
 
@@ -78,18 +84,20 @@ def lowered(name: str) -> Program:
 
 def split_selected(program: Program, env: dict[str, int]) -> bool:
     """Whether the launch `env` runs some group split over several programs: a split flag set (SPLIT_g = 1), a
-    split count above one (SPLITS_g), helpers (HELPERS_g), or a split scan's chunks (`<block>_SPLIT<g>`) fewer
-    than its row's elements (several programs along one scan)."""
+    split count above one (SPLITS_g), helpers (HELPERS_g), or, for a split scan (a chunk `<block>_SPLIT<g>` and no
+    split count), several programs along its one row."""
+    counted: set[int] = set()
     for name, _ in program.constexprs:
-        value = env.get(name)
         kind, _, gid = name.rpartition("_")
-        if value is None:
-            continue
-        if gid.isdigit() and ((kind in ("SPLIT", "HELPERS") and value > 0) or (kind == "SPLITS" and value > 1)):
-            return True
-        chunk, _, scan = name.rpartition("_SPLIT")
-        if chunk and scan.isdigit() and any(seg.group == int(scan) and evaluate(seg.length, env) > 1
-                                            for seg in program.segments):
+        if kind in ("SPLIT", "SPLITS", "HELPERS") and gid.isdigit():
+            counted.add(int(gid))
+            value = env.get(name)
+            if value is not None and (value > 1 if kind == "SPLITS" else value > 0):
+                return True
+    for name, _ in program.constexprs:
+        chunk, _, gid = name.rpartition("_SPLIT")
+        if chunk and gid.isdigit() and int(gid) not in counted and any(
+                seg.group == int(gid) and (evaluate(seg.length, env) or 0) > 1 for seg in program.segments):
             return True
     return False
 
@@ -114,3 +122,20 @@ def test_a_sample_launch_gives_segments_both_split_counts_and_helpers():
     envs = index_of(program).envs
     assert any(env["SPLITS_0"] > 1 for env in envs)
     assert any(env["HELPERS_0"] > 0 and env["SPLITS_0"] == 1 for env in envs)
+
+
+def test_a_split_form_retiring_the_programs_of_one_split_is_refused_on_the_split_sample():
+    """Mutation: the split form's retire_ticket counts one program per block (the count without SPLITS_0), which is
+    the segment's length only where SPLITS_0 = 1: the last program would restore the flags while others still
+    wait. The count is checked on the launches that run the split form."""
+    program = lowered("split-rows")
+    retire = next(op for op in program.walk() if isinstance(op, P.RetireTicket))
+    wrong = LBin("//", retire.programs, LConstexpr("SPLITS_0"))
+    broken = swap(program, retire, dataclasses.replace(retire, programs=wrong))
+    length = next(s.length for s in broken.segments if s.group == 0)
+    found = [v.message for v in check(broken) if v.rule == "lookback-protocol"]
+    assert found == [f"group 0: retire_ticket counts {wrong} programs, but the segment launches {length}"]
+    ix = index_of(broken)
+    split_form = ix.place[id(next(op for op in broken.walk() if isinstance(op, P.RetireTicket)))].form
+    assert [ix.runs_form(broken.groups[0], split_form, env) for env in ix.envs] == \
+        [split_selected(broken, env) for env in ix.envs]

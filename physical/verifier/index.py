@@ -188,6 +188,21 @@ class ProgramIndex:
         """The expression on every sample binding (None where it cannot be evaluated)."""
         return [evaluate(e, env) for env in self.envs]
 
+    def runs_form(self, group: Group, form: PRegion, env: Mapping[str, int]) -> bool:
+        """Whether the launch `env` runs `form` of the group's body (one of `P.forms(group.body)`): the split form
+        where its flag is set, else the whole or the looped form as the looped flag says. A flag the sample cannot
+        evaluate selects every form (a check then holds for each)."""
+        choice = P.looped_rows(group.body)
+        if choice is None:
+            return True
+        split = env.get(choice.split_flag) if choice.split_flag is not None else 0
+        if choice.split is not None and form is choice.split:
+            return split is None or bool(split)
+        looped = env.get(choice.flag)
+        if split:
+            return False
+        return split is None or looped is None or bool(looped) == (form is choice.looped)
+
     def same_value(self, a: LaunchExpr | Dim, b: LaunchExpr | Dim) -> bool:
         """Whether two expressions agree on every sample where both evaluate (and on at least one)."""
         both = [(x, y) for x, y in zip(self.values(a), self.values(b)) if x is not None and y is not None]

@@ -153,7 +153,11 @@ def _group(program: Program, ix, g: Group, report: Reporter, used: dict[int, int
                f"(the last one restores {sync.name})", None, g.id)
     for op in retires:
         _slot_op(ix, g, op, (), (sync, ticket, top, helper), report, used, published)
-        if length is None or any(a != b for a, b in zip(ix.values(op.programs), ix.values(length))):
+        # on the launches that run the retiring form (a split form's count need not hold where the launch runs
+        # the whole or looped form, persistent programs included)
+        form = ix.place[id(op)].form
+        runs = [ix.runs_form(g, form, env) for env in ix.envs]
+        if length is None or any(a != b for a, b, r in zip(ix.values(op.programs), ix.values(length), runs) if r):
             report(f"group {g.id}: retire_ticket counts {op.programs} programs, but the segment launches {length}",
                    op, g.id)
         last_use = max((k for k, o in enumerate(top) if isinstance(o, P.PublishSlot | P.FoldSlots)), default=-1)

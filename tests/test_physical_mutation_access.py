@@ -167,7 +167,7 @@ def test_a_split_reduction_reads_its_slots_below_the_split_count_and_folds_ident
 def test_identity_padding_is_caught_only_because_a_sample_selects_the_split(monkeypatch):
     k, broken, _ = slot_read_that_fills_its_padding_with_no_identity()
     assert "narrowing-explicit" in {v.rule for v in check(broken, k)}
-    monkeypatch.setattr(verifier_index, "LONG", 3)  # no long rows: SPLITS_0 is 1 on every sample
+    monkeypatch.setattr(verifier_index, "LONG", (3,))  # no long rows: SPLITS_0 is 1 on every sample
     k, broken, _ = slot_read_that_fills_its_padding_with_no_identity()
     assert all(env["SPLITS_0"] == 1 for env in index_of(broken).envs)
     assert "narrowing-explicit" not in {v.rule for v in check(broken, k)}

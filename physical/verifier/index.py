@@ -21,9 +21,10 @@ from .. import ops as P
 from ..launch_expr import DEVICE_SMS, LaunchExpr
 from ..model import Access, AccessRelation, Buffer, Group, ParamKind, POp, PRegion, Program, PValue, Trait
 
-# The long extent of the skewed samples (2**22 + 3): past every split threshold on 132 multiprocessors, where the
-# split counts come from the device (multiples of 132), not powers of two, so slot tiles hold padding.
-LONG = 4194307
+# The long extents of the skewed samples, longest first (2**22 + 3, 2**17 + 3): past every split threshold on 132
+# multiprocessors, where the split counts come from the device (multiples of 132), not powers of two, so slot
+# tiles hold padding.
+LONG = (4194307, 131075)
 
 
 @dataclass(frozen=True)
@@ -170,18 +171,27 @@ class ProgramIndex:
         samples = [[1] * len(names), [2] * len(names),
                    [primes[k % len(primes)] for k in range(len(names))],
                    [97 + 34 * k for k in range(len(names))], [4099 + 17 * k for k in range(len(names))]]
-        # Few long rows, few huge segments: the launches where the split passes (split-reductions, split-scans,
-        # split-rows, split-segments, balance-segments, split-region-scans) select their split forms on a device,
-        # so that every launch-dependent check also sees SPLITS_g > 1, SPLIT_g = 1 and HELPERS_g > 0. Which name
-        # counts the rows (or segments) depends on the kernel: every other name is small, then every other large.
-        samples += [[(2 + k, LONG + 34 * k)[(k + parity) % 2] for k in range(len(names))] for parity in (0, 1)]
-        sms = (0, 132, 1, 0, 132, 132, 132)  # the interpreter, an H200, one multiprocessor
         out = []
         for k, values in enumerate(samples):
             env = dict(zip(names, values))
-            env[DEVICE_SMS] = sms[k]
+            env[DEVICE_SMS] = (0, 132, 1, 0, 132)[k]  # the interpreter, an H200, one multiprocessor
             _bind_constexprs(self.constexprs, env)
             out.append(env)
+        # Few long rows, few huge segments on an H200: the launches where the split passes (split-reductions,
+        # split-scans, split-rows, split-segments with balance-segments' helpers, split-region-scans) select their
+        # split forms, so that every launch-dependent check also sees SPLITS_g > 1, SPLIT_g = 1 and HELPERS_g > 0.
+        # Which name counts the rows (or segments) depends on the kernel: every other name is small, then every
+        # other long. The longest extent the kernel launches with is taken (one that keeps an axis in one tile
+        # refuses the longest), so that every constexpr the other samples bind evaluates.
+        bound = {n for env in out for n in self.constexprs if n in env}
+        for parity in (0, 1):
+            for long in LONG:
+                env = {n: (2 + k, long + 34 * k)[(k + parity) % 2] for k, n in enumerate(names)}
+                env[DEVICE_SMS] = 132
+                _bind_constexprs(self.constexprs, env)
+                if bound <= env.keys():
+                    out.append(env)
+                    break
         return out
 
     def values(self, e: LaunchExpr | Dim) -> list[int | None]:

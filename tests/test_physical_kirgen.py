@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 import physical
 from kir.core import Kernel
 from kir.errors import DiagnosticError
+from kir.text.parser import parse_kernel
 from physical.verifier import check
 from tests.kirgen import kernels
 
@@ -23,3 +24,34 @@ def test_random_kernels_construct_and_verify_or_are_refused(kernel: Kernel):
         return
     violations = [str(v) for v in check(program, kernel)]
     assert violations == [], "\n".join(violations) + "\n" + str(kernel)
+
+
+# Found by the property above: a segment sum whose fold result is unused, in a kernel with many parameters.
+# The group's facts include the balanced-segment helper's nonlinear block bounds, and with all of them the
+# solver spent its budget before `0 <= flat < S + 1` followed from `flat >= 0` and the mask `flat < S`.
+UNUSED_SEGMENT_FOLD = (
+    'kernel A(x: in bf16[M, N], y: in bf16[M, N], xi: in u16[N], idx: in i64[N], '
+    'offsets: in i64[S + 1], values: in f32[E], seed: i64, alpha: bf16, out: out bf16[M, N], '
+    'outi: out u16[N], outv: out f32[S], segout: out f32[E], counts: inout i32[B], '
+    'facc: inout f32[B]) symbols(M, N, S, E, B) requires(not S == 3, '
+    'B <= 1024 and not (E < 0 or E > 1099511627776)) axioms(M * N == N * M) {'
+    "\n"
+    """\
+  parallel (%11: i64) in (S) {
+    %row_1: i64 = load %offsets[%11]
+    %12: i64 = load %offsets[%11]
+    %13: i64 = constant 1 : i64
+    %14: i64 = binary add %11, %13
+    %15: i64 = load %offsets[%14] loc("kernel.py":3:5)
+    %16: f32 = region_fold sum %values[%12:%15] loc("\u00fcn\u00efcode.py":999:80)
+    %17: f16 = cast %11 to f16
+    yield
+  }
+  yield
+}
+""")
+
+
+def test_a_bound_that_two_linear_facts_decide_is_proven_beside_nonlinear_helper_facts():
+    kernel = parse_kernel(UNUSED_SEGMENT_FOLD)
+    assert [str(v) for v in check(physical.lower(kernel), kernel)] == []

@@ -619,8 +619,41 @@ def _factors(e: LaunchExpr) -> tuple[Dim, ...] | None:
 
 
 def proves(hyps: Iterable[Pred], goal: Pred) -> bool:
-    """Whether `goal` holds in every model of `hyps` (an undecided query counts as not proven)."""
+    """Whether `goal` holds in every model of `hyps` (an undecided query counts as not proven).
+
+    The solver first sees only the facts near the goal: those over the goal's symbols, then those sharing a
+    symbol with the facts taken so far, ring by ring, and last all of them. A goal proven from some of the facts
+    is proven from all, so the rings only add proofs; they matter because a group's facts include nonlinear
+    ones (a helper's block times BLOCK, divisions by launch values) on which the resource budget can run out
+    before the solver reaches the two linear facts that decide `0 <= flat < S + 1`."""
     hyps = list(hyps)
+    for ring in _rings(hyps, goal):
+        if _decides(ring, goal):
+            return True
+    return False
+
+
+def _rings(hyps: list[Pred], goal: Pred) -> list[list[Pred]]:
+    """Growing subsets of `hyps` around `goal`'s symbols, ending with `hyps` itself (each subset once)."""
+    symbols = [p.symbols() for p in hyps]
+    near = set(goal.symbols())
+    rings: list[list[Pred]] = []
+    taken = [bool(s) and s <= near for s in symbols]
+    while True:
+        ring = [h for h, t in zip(hyps, taken) if t]
+        if ring and (not rings or len(ring) > len(rings[-1])) and len(ring) < len(hyps):
+            rings.append(ring)
+        grow = [i for i, s in enumerate(symbols) if not taken[i] and s & near]
+        if not grow:
+            break
+        for i in grow:
+            taken[i] = True
+            near |= symbols[i]
+    rings.append(hyps)
+    return rings
+
+
+def _decides(hyps: list[Pred], goal: Pred) -> bool:
     env = {name: z3.Int(name) for p in (*hyps, goal) for name in sorted(p.symbols())}
     s = limited(z3.Solver())
     for h in hyps:

@@ -41,13 +41,12 @@ from kir.pointwise import BinaryFn, CmpFn
 from .. import ops as P
 from ..builder import max_value_id
 from ..launch_expr import LBin, LConst, LConstexpr, LWarps, as_launch, lcdiv, ldim, lmax, lmin, lmul, lprod, lsum
-from ..model import Fragment, Program, PValue, TileAxis
+from ..model import Program, PValue, TileAxis
 from ..workspace import INDEX, lookback_buffers
 from .balance_segments import Bounds, _Ops, bounds_of, delegation, helper_count, helper_values, join_block
 from .partials import lane_test, split_flag
 from .rows import RowBuilder
-from .split_region_scan import CHUNK, RegionScanPlan, _chunk_axis, _flat, _hold, _write
-from .split_scan import SLOT_BLOCK
+from .split_region_scan import CHUNK, RegionScanPlan, _chunk_axis, _flat, _hold, look_back
 
 
 def data_bounds(program: Program, plan: RegionScanPlan) -> Bounds | None:
@@ -176,23 +175,8 @@ def balanced_scan_split(program: Program, plan: RegionScanPlan, tile: int, bound
         pieces.append(_hold(w, scan, s, (splits, held, fast), split, zero, piece, h.is_helper))
     w.put(P.PublishSlot(origin=origin, sync=ws.sync.id, slots=tuple(x.id for row in ws.slots for x in row),
                         slot=my_slot, values=tuple(v for p in pieces for v in p.aggregate), active=publishes))
-    for p, bufs in zip(pieces, ws.slots):
-        scan = p.scan
-        bb, ee = (p.head.begin, p.rest.end) if not scan.reverse else (p.rest.begin, p.head.end)
-        active = w.fit(w.add(P.Compare, Fragment(DType.pred, bb.type.lanes or ee.type.lanes), origin, "nonempty",
-                             fn=CmpFn.lt, lhs=bb, rhs=ee), Fragment(DType.pred, my_slot.type.lanes), origin)
-        active = w.add(P.Binary, active.type, origin, fn=BinaryFn.and_, lhs=active, rhs=lane_ok)
-        prefix = [w.fresh(Fragment(dt, my_slot.type.lanes), "prefix") for dt in scan.acc_dtypes]
-        w.put(P.FoldSlots(results=tuple(prefix), origin=scan.origin, sync=ws.sync.id, slots=tuple(x.id for x in bufs),
-                          first=my_first, upto=my_slot, reverse=scan.reverse, identity=scan.identity,
-                          acc_dtypes=scan.acc_dtypes, block=SLOT_BLOCK, combine=w.copy_region(scan.combine),
-                          active=active))
-        _write(w, p, prefix, leading, zero)
-    w.put(P.RetireTicket(origin=origin, sync=ws.sync.id, programs=programs))
-    w.put(P.Yield(values=()))
-    group = dataclasses.replace(g, body=dataclasses.replace(g.body, ops=tuple(w.ops)))
-    return dataclasses.replace(program, groups=tuple(group if x.id == gid else x for x in program.groups),
-                               segments=segments, grid=lsum(tuple(lengths)))
+    return look_back(w, program, g, pieces, ws, (my_first, my_slot, lane_ok), (leading, zero), origin,
+                     (programs, segments, lengths))
 
 
 __all__ = ["balanced_scan_split", "data_bounds"]

@@ -39,14 +39,12 @@ from kir.scan import ScanKind
 
 from .. import ops as P
 from ..builder import Builder
-from ..launch_expr import LaunchExpr, LConstexpr, LNextPow2, ldim, lprod
+from ..launch_expr import LaunchExpr, LConstexpr, LNextPow2
 from ..model import Buffer, Fragment, Origin, POp, PRegion, Program, PValue
 from ..rewrite import map_operands, used_values
 from ..workspace import INDEX, conjoin
 from . import partials as shared
-from .split_segments import _piece
-
-_SPLITTABLE = (ReduceKind.sum, ReduceKind.prod, ReduceKind.max, ReduceKind.min, ReduceKind.custom)
+from .split_segments import _piece, folded_values
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,18 +88,12 @@ def plan_folds(program: Program, ops: tuple[POp, ...], single: bool) -> FoldsPla
     for n in folds:
         fold = ops[n]
         assert isinstance(fold, P.RegionFold)
-        if fold.kind not in _SPLITTABLE:
-            return f"its {fold.kind} fold gives positions, not a combinable value"
-        if any(dt is DType.pred for dt in fold.acc_dtypes):
-            return "its fold accumulates predicates (no workspace slot holds them)"
-        if fold.begin.type.dtype != fold.end.type.dtype or fold.begin.type.tile or fold.end.type.tile:
-            return "its subregion bounds differ in type"
-        source = next((op for op in fold.source.ops if isinstance(op, P.Load)), None)
-        if source is None:
-            return "its fold reads no tensor"
+        folded = folded_values(program, fold)
+        if isinstance(folded, str):
+            return folded
         if not single and not shared.per_instance(fold.results):
             return "a fold is the same for every instance"
-        values.append(lprod(tuple(ldim(d) for d in program.buffer(source.access.buffer).shape)))
+        values.append(folded)
     derived = {v.id for n in folds for v in ops[n].results}
     after: list[int] = []
     for n, op in enumerate(ops):

@@ -77,9 +77,9 @@ from ..launch_expr import (
     lsum,
 )
 from ..lower.region import CHUNK
-from ..model import Fragment, Group, POp, PRegion, Program, PValue, TileAxis
+from ..model import Fragment, Group, Origin, POp, PRegion, Program, PValue, Segment, TileAxis
 from ..rewrite import map_operands
-from ..workspace import INDEX, lookback_buffers
+from ..workspace import INDEX, LookbackBuffers, lookback_buffers
 from . import GroupPass, PassContext
 from .looped import BUDGET_VARIABLE, REGISTER_VALUES, TREE_VALUES
 from .partials import lane_test, split_flag
@@ -288,6 +288,22 @@ def _split(program: Program, plan: RegionScanPlan, tile: int) -> Program:
     if plan.folds is not None:  # the folds' pieces, folded while the predecessors' aggregates arrive
         split_folds(w, ops, plan.folds, folds_ws, s, splits, instance(w, flat, origin), lane_ok, gid,
                     {n: p.aggregate for n, p in zip(plan.scans, pieces)})
+    return look_back(w, program, g, pieces, ws, (first, slot, lane_ok), (leading, zero), origin,
+                     (programs, segments, lengths))
+
+
+def look_back(w: RowBuilder, program: Program, g: Group, pieces: list[_Piece], ws: LookbackBuffers,
+              slots: tuple[PValue, PValue, PValue | None], first_piece: tuple[PValue, PValue], origin: Origin,
+              launch: tuple[LaunchExpr, tuple[Segment, ...], list[LaunchExpr]]) -> Program:
+    """The end of a split region-scan body, shared by the shapes' pieces and the data's helpers: each piece
+    folds the aggregates of the slots `first` up to its own `slot` in index order (a lane out of `lane_ok` or
+    with an empty piece folds nothing), writes itself with that prefix (`leading`: the first piece writes its
+    own scan), and the program retires its ticket; returns the program with the group's body so built and the
+    launch's `programs`, `segments` and `lengths` in place."""
+    first, slot, lane_ok = slots
+    leading, zero = first_piece
+    programs, segments, lengths = launch
+    gid = g.id
     for p, bufs in zip(pieces, ws.slots):
         scan = p.scan
         # a lane whose piece is empty (past the end of a short subregion) folds nothing: nothing it writes needs a

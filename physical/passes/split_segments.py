@@ -84,6 +84,21 @@ def _read_buffers(ops: tuple[POp, ...]) -> set[int]:
 
 
 
+
+def folded_values(program: Program, fold: P.RegionFold) -> LaunchExpr | str:
+    """The elements of the tensor a region fold reads (what its pieces share out), or why the fold cannot be
+    split: its result is positions, it accumulates predicates, its bounds differ in type, it reads no tensor."""
+    if fold.kind not in _SPLITTABLE:
+        return f"its {fold.kind} fold gives positions, not a combinable value"
+    if any(dt is DType.pred for dt in fold.acc_dtypes):
+        return "its fold accumulates predicates (no workspace slot holds them)"
+    if fold.begin.type.dtype != fold.end.type.dtype or fold.begin.type.tile or fold.end.type.tile:
+        return "its subregion bounds differ in type"
+    source = next((op for op in fold.source.ops if isinstance(op, P.Load)), None)
+    if source is None:
+        return "its fold reads no tensor"
+    return lprod(tuple(ldim(d) for d in program.buffer(source.access.buffer).shape))
+
 def plan_segments(program: Program, g: Group) -> SegmentPlan | str:
     """The plan for group `g`, or why each program keeps its instances' whole subregions."""
     if P.looped_rows(g.body) is not None or g.ownership.tiled or P.block_loop(g.body.ops) is not None or g.serial:
@@ -100,16 +115,10 @@ def plan_segments(program: Program, g: Group) -> SegmentPlan | str:
     for n in folds:
         fold = ops[n]
         assert isinstance(fold, P.RegionFold)
-        if fold.kind not in _SPLITTABLE:
-            return f"its {fold.kind} fold gives positions, not a combinable value"
-        if any(dt is DType.pred for dt in fold.acc_dtypes):
-            return "its fold accumulates predicates (no workspace slot holds them)"
-        if fold.begin.type.dtype != fold.end.type.dtype or fold.begin.type.tile or fold.end.type.tile:
-            return "its subregion bounds differ in type"
-        source = next((op for op in fold.source.ops if isinstance(op, P.Load)), None)
-        if source is None:
-            return "its fold reads no tensor"
-        values.append(lprod(tuple(ldim(d) for d in program.buffer(source.access.buffer).shape)))
+        folded = folded_values(program, fold)
+        if isinstance(folded, str):
+            return folded
+        values.append(folded)
     # the work that needs a fold's result (and every store) waits for the last split: it moves after the folds
     after: set[int] = set()
     derived = set(results)

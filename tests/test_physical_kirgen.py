@@ -55,3 +55,31 @@ UNUSED_SEGMENT_FOLD = (
 def test_a_bound_that_two_linear_facts_decide_is_proven_beside_nonlinear_helper_facts():
     kernel = parse_kernel(UNUSED_SEGMENT_FOLD)
     assert [str(v) for v in check(physical.lower(kernel), kernel)] == []
+
+
+# Found by the property above: a reverse row scan whose result is unused, in a kernel with many parameters.
+# The split-rows form stores chunk S - 1 - s of a row, a nonlinear coordinate; with every fact of the group
+# the solver spent its budget.
+UNUSED_REVERSE_ROW_SCAN = (
+    'kernel A(x: in f16[M, N], y: in f16[M, N], xi: in i8[N], idx: in i64[N], '
+    'offsets: in i64[S + 1], values: in f32[E], seed: i64, alpha: f16, out: out f16[M, N], '
+    'outi: out i8[N], outv: out f32[S], segout: out f32[E], counts: inout i32[B], '
+    'facc: inout f32[B]) symbols(M, N, S, E, '
+    'B) requires(B <= 1024 and not (E < 0 or E > 1099511627776)) {'
+    "\n"
+    """\
+  parallel (%0: i64) in (M) {
+    %1: f16[N] = load %x[%0, 0:N]
+    %2: f16[N] = scan sum(%1) axis=0 reverse=true
+    %3: i64 = unary neg %0
+    store %out[%0, 0:N] = %1
+    yield
+  }
+  yield
+}
+""")
+
+
+def test_a_reverse_row_scan_chunk_is_proven_within_its_row():
+    kernel = parse_kernel(UNUSED_REVERSE_ROW_SCAN)
+    assert [str(v) for v in check(physical.lower(kernel), kernel)] == []

@@ -662,20 +662,14 @@ def _decides(hyps: list[Pred], goal: Pred) -> bool:
     return s.check() == z3.unsat
 
 
-_FORMS: dict[tuple[int, int], tuple[object, Forms]] = {}
-
-
 def forms_of(index: ProgramIndex, group: Group) -> Forms:
-    key = (id(index), group.id)
-    hit = _FORMS.get(key)
-    if hit is not None and hit[0] is index:
-        return hit[1]
-    f = Forms(index, group)
-    f.compute_all()
-    if len(_FORMS) > 32:
-        _FORMS.clear()
-    _FORMS[key] = (index, f)
-    return f
+    """The affine forms of `group`'s values, computed once per program index (the index holds them)."""
+    hit = index.forms.get(group.id)
+    if not isinstance(hit, Forms):
+        hit = Forms(index, group)
+        hit.compute_all()
+        index.forms[group.id] = hit
+    return hit
 
 
 __all__ = ["Forms", "FlatSource", "forms_of", "proves"]

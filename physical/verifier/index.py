@@ -91,6 +91,7 @@ class ProgramIndex:
         self.accesses: list[AccessSite] = []
         self.buffers: dict[int, Buffer] = {}
         self.duplicate_buffers: list[Buffer] = []
+        self.forms: dict[int, object] = {}  # group id -> its affine forms (affine.forms_of), built on first use
         for b in program.buffers:
             if b.id in self.buffers:
                 self.duplicate_buffers.append(b)

@@ -37,8 +37,13 @@ def disjoint_across_instances(ix: ProgramIndex, x: AccessSite, y: AccessSite, so
     if src is None:
         return False
     hyps, differ = forms.distinct(src)
-    hyps = hyps + [differ] + forms.base_facts("A") + forms.base_facts("B")
-    pairs = []
+    return _touch_apart(forms, x, y, hyps + [differ] + forms.base_facts("A") + forms.base_facts("B"))
+
+
+def _touch_apart(forms: Forms, x: AccessSite, y: AccessSite, hyps: list[Pred]) -> bool:
+    """Whether x in member A and y in member B touch distinct elements, given `hyps` about A and B (their masks'
+    facts are added here): some coordinate (the copy first) differs (Z3)."""
+    hyps = list(hyps)
     for site, tag in ((x, "A"), (y, "B")):
         fact = forms.fact(site.access.mask)
         if fact is not None:
@@ -47,6 +52,7 @@ def disjoint_across_instances(ix: ProgramIndex, x: AccessSite, y: AccessSite, so
     cy = ((y.access.copy,) if y.access.copy is not None else ()) + y.access.coords
     if len(cx) != len(cy):
         return False
+    pairs = []
     for a, b in zip(cx, cy):
         fa, fb = forms.form(a), forms.form(b)
         if fa is None or fb is None:
@@ -186,21 +192,7 @@ def _members_write_apart(ix: ProgramIndex, x: AccessSite, y: AccessSite) -> bool
     programs_differ = PCmp("!=", forms.rename(forms.program_atom, "A"), forms.rename(forms.program_atom, "B"))
     hyps = forms.base_facts("A") + forms.base_facts("B") + forms.same_program() + \
         [POr((instances_differ, programs_differ))]  # type: ignore[arg-type]
-    for site, tag in ((x, "A"), (y, "B")):
-        fact = forms.fact(site.access.mask)
-        if fact is not None:
-            hyps.append(forms.rename(fact, tag))  # type: ignore[arg-type]
-    cx = ((x.access.copy,) if x.access.copy is not None else ()) + x.access.coords
-    cy = ((y.access.copy,) if y.access.copy is not None else ()) + y.access.coords
-    if len(cx) != len(cy):
-        return False
-    pairs = []
-    for a, b in zip(cx, cy):
-        fa, fb = forms.form(a), forms.form(b)
-        if fa is None or fb is None:
-            return False
-        pairs.append(PCmp("!=", forms.rename(fa, "A"), forms.rename(fb, "B")))  # type: ignore[arg-type]
-    return proves(hyps, POr(tuple(pairs)))
+    return _touch_apart(forms, x, y, hyps)
 
 
 def _parts_of_one_unique_write(a: POp, b: POp) -> bool:

@@ -101,6 +101,12 @@ def jagged_cumsum(values: f32[E, N], offsets: i64[S + 1], out: Out[f32[E, N]]):
 
 
 @intent.kernel
+def jagged_mean(values: f32[E, N], offsets: i64[S + 1], out: Out[f32[S, N]]):
+    for s in parallel(S):
+        out[s, :] = intent.mean(values[offsets[s]:offsets[s + 1], :], axis=0)
+
+
+@intent.kernel
 def histogram(x: i32[E], counts: InOut[i32[B]]):
     for e in parallel(E):
         intent.atomic_add(counts, x[e], 1)
@@ -568,6 +574,23 @@ def skewed_jagged_cumsum_case(rows: int, width: int, segments: int = 64) -> Benc
                      tol={"atol": 1e-1, "rtol": 1e-3}, contiguous_f32=False)
 
 
+def skewed_jagged_mean_case(rows: int, width: int, segments: int = 64) -> BenchCase:
+    """A jagged mean (one row of `width` means per segment) over `rows` x `width` values; segment 0 holds half of
+    the rows."""
+
+    def build(dev: torch.device, g: torch.Generator) -> Args:
+        return {"values": _randn((rows, width), dev, g), "offsets": _skewed_offsets(rows, segments).to(dev),
+                "out": torch.empty(segments, width, device=dev)}
+
+    def eager(a: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+        v, offsets = a["values"].double(), a["offsets"]
+        total = torch.segment_reduce(v, "sum", offsets=offsets, axis=0, unsafe=True)
+        return {"out": (total / (offsets[1:] - offsets[:-1])[:, None]).float()}
+
+    return BenchCase("jagged_mean_skewed", f"{segments}seg/{rows}x{width}", jagged_mean, build, eager,
+                     tol={"atol": 1e-4, "rtol": 1e-4}, contiguous_f32=False)
+
+
 def _count(n: int) -> str:
     for unit, size in (("M", 1 << 20), ("k", 1 << 10)):
         if n >= size and n % size == 0:
@@ -605,7 +628,8 @@ def model_cases(scale: str) -> list[BenchCase]:
                 transpose_case(40, 24), head_split_case(2, 12, 16), flatten_case(2, 12, 16),
                 permute_3d_case(3, 5, 70), nhwc_to_nchw_case(2, 3, 5, 70),
                 subtract_row_max_case(20, 30), skewed_segment_sum_case(4000, 8), skewed_segment_cumsum_case(4000, 8),
-                histogram_case(5000, 16), skewed_segment_stats_case(4000, 8), skewed_jagged_cumsum_case(1000, 4, 8)]
+                histogram_case(5000, 16), skewed_segment_stats_case(4000, 8), skewed_jagged_cumsum_case(1000, 4, 8),
+                skewed_jagged_mean_case(1000, 4, 8)]
     if scale == "quick":
         return [total_sum_case(1 << 18), total_max_case(1 << 18), total_argmax_case(1 << 18),
                 scan_1d_case("cumsum", 1 << 18), scan_1d_case("cumsum_exclusive", 1 << 18),
@@ -615,7 +639,8 @@ def model_cases(scale: str) -> list[BenchCase]:
                 head_split_case(2, 128, 256), flatten_case(2, 128, 256), permute_3d_case(16, 12, 256),
                 nhwc_to_nchw_case(4, 16, 16, 64), subtract_row_max_case(256, 256),
                 skewed_segment_sum_case(1 << 17), skewed_segment_cumsum_case(1 << 17), histogram_case(1 << 18, 256),
-                skewed_segment_stats_case(1 << 17), skewed_jagged_cumsum_case(1 << 13, 16)]
+                skewed_segment_stats_case(1 << 17), skewed_jagged_cumsum_case(1 << 13, 16),
+                skewed_jagged_mean_case(1 << 13, 16)]
     if scale == "full":
         return [total_sum_case(1 << 22), total_max_case(1 << 22), total_argmax_case(1 << 22),
                 scan_1d_case("cumsum", 1 << 22), scan_1d_case("cumsum_exclusive", 1 << 22),
@@ -627,7 +652,7 @@ def model_cases(scale: str) -> list[BenchCase]:
                 skewed_segment_sum_case(1 << 21), skewed_segment_sum_case(1 << 21, 1 << 16),
                 skewed_segment_cumsum_case(1 << 21), skewed_segment_cumsum_case(1 << 21, 1 << 16),
                 histogram_case(1 << 22, 256), skewed_segment_stats_case(1 << 21),
-                skewed_jagged_cumsum_case(1 << 17, 16)]
+                skewed_jagged_cumsum_case(1 << 17, 16), skewed_jagged_mean_case(1 << 17, 16)]
     raise ValueError(f"scale: expected one of {', '.join(SCALES[:3])}, got {scale!r}")
 
 

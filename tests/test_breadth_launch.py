@@ -378,8 +378,9 @@ def jagged(values: f32[JE, D], offsets: i64[J + 1], total: Out[f32[J, D]], top: 
 
 
 def test_jagged_folds_keep_whole_axes() -> None:
-    """`values[b:e, :]` reduced along its data-dependent axis: the kept axis is the carried tile of an ordered
-    loop over the segment's rows (coalesced rows, not a loop per column); an empty segment gives the identity."""
+    """`values[b:e, :]` reduced along its data-dependent axis: stored whole, each column is a region fold of its
+    own (one (segments, columns) workset, a segment's columns in one program); an empty segment gives the
+    identity."""
     v = rand(9, 5)
     off = torch.tensor([0, 3, 3, 9])
     args = {"values": v, "offsets": off, "total": torch.empty(3, 5), "top": torch.empty(3, 5),
@@ -392,7 +393,7 @@ def test_jagged_folds_keep_whole_axes() -> None:
     np.testing.assert_allclose(got["avg"][[0, 2]], torch.stack([segs[i].mean(0) for i in (0, 2)]).numpy(),
                                rtol=1e-6, atol=1e-6)
     plan = jagged.explain(v, off, torch.empty(3, 5), torch.empty(3, 5), torch.empty(3, 5))
-    assert "BLOCK_D" in plan
+    assert "workset over (J, D)" in plan and "region fold max" in plan and "ordered for loop" not in plan
 
 
 def test_jagged_fold_along_a_kept_axis_is_refused(tmp_path) -> None:

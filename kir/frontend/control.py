@@ -24,6 +24,7 @@ from .coerce import (
     to_tval,
     weak_to,
 )
+from .jagged_folds import plan_body
 from .pointwise import condition, static_truth
 from .scope import Dead, Env, assigned_names
 from .values import BuiltinRef, DimExpr, FValue, Num, OpRef, RefV, TupleV, TVal, describe
@@ -102,8 +103,13 @@ def lower_parallel(lw: Lowerer, node: ast.For, it: ast.Call) -> None:
     child = Env(parent=lw.env)
     for n, a, s in zip(names, args, syms):
         child.set(n, TVal(a, weak=True, affine=s))
+    saved = lw.column_folds
     with lw.loop_facts(facts), lw.child_env(child):
-        lw.block(node.body)
+        lw.column_folds = plan_body(lw, node.body)
+        try:
+            lw.block(node.body)
+        finally:
+            lw.column_folds = saved
     lw.make(Yield, node, values=())
     body = lw.b.end_region()
     lw.make(Parallel, node, domain=tuple(extents), body=body)

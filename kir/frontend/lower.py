@@ -13,7 +13,7 @@ import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..builder import Builder
 from ..core import Op, Value
@@ -24,6 +24,10 @@ from ..solver import ShapeSolver, with_names
 from .scope import Dead, Env, assigned_names, store_targets
 from .source import SourceInfo, closure_vars
 from .suggest import equivalent, foreign_package, suggestion
+
+if TYPE_CHECKING:
+    from .jagged_folds import ColumnLoop
+
 from .values import (
     DimExpr,
     DTypeLit,
@@ -99,6 +103,8 @@ class Lowerer:
         self.symbol_names: dict[str, str] = {}  # loop symbol -> the author's loop variable
         self.current: ast.AST | None = None  # innermost node being lowered, for the last-resort diagnostic
         self.facts: list[Pred] = []
+        # jagged fold stores of the `parallel` body being lowered, written per column (statement id -> its loop)
+        self.column_folds: dict[int, ColumnLoop] = {}
 
     # ------------------------------------------------------------------------------------------ frames, locs
     @property

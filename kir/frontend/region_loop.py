@@ -5,7 +5,8 @@ identity=...)`, `out[b:e, :] = intent.cumsum(values[b:e, :], axis=0)`.
 A jagged scan whose kept axes are whole (`:`) in its target and source is a region scan per point of those axes
 (`scan_per_column`: `for c in parallel(D): out[b:e, c] = intent.cumsum(values[b:e, c], axis=0)`), so its instances
 run at once and a long segment splits over programs like any region scan; other jagged scans, and the folds below,
-are ordered loops.
+are ordered loops (a fold stored whole in a `parallel` body of such stores is a region fold per column instead:
+jagged_folds.py).
 
 The fold runs along the data-dependent axis with the kept axes as the carried tile, as the ordered loop an author
 would write by hand: `acc = identity; for k in range(b, e): acc = combine(acc, <the expression at k>)`, built here

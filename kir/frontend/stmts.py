@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from . import access, control
 from .coerce import coerce_to, is_weak, weak_to
+from .jagged_folds import lower_column_loop
 from .pointwise import BINOPS, binary, dtype_arg
 from .values import FValue, RefV, TupleV, TVal, describe
 
@@ -78,6 +79,10 @@ def lower_stmt(lw: Lowerer, s: ast.stmt) -> None:
 
 def assign(lw: Lowerer, node: ast.Assign) -> None:
     targets = node.targets
+    plan = lw.column_folds.get(id(node))
+    if plan is not None:
+        lower_column_loop(lw, plan)
+        return
     if len(targets) == 1 and isinstance(targets[0], ast.Subscript):
         access.store_subscript(lw, targets[0], node.value, None, node)
         return

@@ -284,6 +284,33 @@ def test_two_kept_axes_and_a_point_fold_exactly(isolated_cache) -> None:  # noqa
 
 
 @intent.kernel
+def centred(values: f32[JE, JD], offsets: i64[J + 1], out: Out[f32[J, JD]]):
+    for s in parallel(J):
+        b, e = offsets[s], offsets[s + 1]
+        out[s, :] = intent.sum(values[b:e, :], axis=0) / intent.maximum(e - b, 1).to(f32) \
+            - intent.min(values[b:e, :], axis=0) * 0.5
+
+
+def test_an_expression_of_folds_and_scalars_is_stored_per_column(isolated_cache) -> None:  # noqa: F811
+    """`intent.sum(...) / n - intent.min(...) * 0.5`: each fold of the stored expression is the column's region
+    fold, the scalars are the same in every column; the folds split."""
+    g = torch.Generator().manual_seed(9)
+    off = offsets_of(SKEWED)
+    args = {"values": torch.randn(int(off[-1]), 3, generator=g), "offsets": off, "out": torch.zeros(6, 3)}
+    k = centred.specialize(args)
+    assert not any(isinstance(op, KCt.For) for op in k.walk())
+    program, names = run_pipeline(physical.construct(k), verify_with=k)
+    assert [str(d) for d in program.groups[0].domain] == ["J", "JD"] and "split-segments" in names
+    assert splits(centred, args) > 1
+    with simulated_multiprocessors(132):
+        got = three_ways(centred, args, ("out",), rtol=1e-4, atol=1e-3)
+    v = args["values"].double()
+    want = [v[b:e].sum(0) / max(e - b, 1) - (v[b:e].amin(0) if e > b else torch.full((3,), np.inf)) * 0.5
+            for b, e in segments(off)]
+    np.testing.assert_allclose(got["out"], torch.stack(want).numpy(), rtol=1e-4, atol=1e-3)
+
+
+@intent.kernel
 def with_count(values: f32[JE, JD], offsets: i64[J + 1], out: Out[f32[J, JD]], count: Out[i64[J]]):
     for s in parallel(J):
         b, e = offsets[s], offsets[s + 1]
@@ -295,7 +322,7 @@ def with_count(values: f32[JE, JD], offsets: i64[J + 1], out: Out[f32[J, JD]], c
 def through_work(values: f32[JE, JD], offsets: i64[J + 1], out: Out[f32[J, JD]], twice: Out[f32[J, JD]]):
     for s in parallel(J):
         b, e = offsets[s], offsets[s + 1]
-        out[s, :] = intent.sum(values[b:e, :], axis=0) * 2.0
+        out[s, :] = intent.sum(values[b:e, :], axis=0)
         m = intent.max(values[b:e, :], axis=0)
         twice[s, :] = m + m
 
@@ -318,8 +345,8 @@ def two_domains(values: f32[JE, JD], offsets: i64[J + 1], w: f32[JE, JK], out: O
 
 @pytest.mark.parametrize("kernel", [with_count, through_work, by_row, two_domains], ids=lambda k: k.__name__)
 def test_other_bodies_keep_the_ordered_loop(kernel) -> None:
-    """A body with another store (the column loop could not join the segments' workset), a fold stored through
-    other work or held in a name, a fold of a kept-axis vector, a fold beside a region fold of another shape:
+    """A body with another store (the column loop could not join the segments' workset), a fold held in a name, a
+    fold of a kept-axis vector, a fold beside a fold of other columns:
     the ordered loop over the rows, as before, with the segments a workset."""
     g = torch.Generator().manual_seed(8)
     off = offsets_of([3, 0, 40, 2])
@@ -348,7 +375,7 @@ def test_other_bodies_keep_the_ordered_loop(kernel) -> None:
                                    atol=1e-5, equal_nan=True)
         assert got["count"].tolist() == [3, 0, 40, 2]
     elif kernel is through_work:
-        np.testing.assert_allclose(got["out"], per_segment(vd, off, lambda x: x.sum(0) * 2, 0.0), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(got["out"], per_segment(vd, off, lambda x: x.sum(0), 0.0), rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(got["twice"], per_segment(vd, off, lambda x: x.amax(0) * 2, -np.inf), rtol=1e-5)
     elif kernel is two_domains:
         np.testing.assert_allclose(got["out"], per_segment(vd, off, lambda x: x.sum(0), 0.0), rtol=1e-5, atol=1e-5)

@@ -217,18 +217,26 @@ def _static_int(node: ast.expr | None) -> int | None:
     return None
 
 
-def _fold_store(body: _Body, st: ast.Assign) -> tuple[ColumnLoop, tuple[str, ...]] | None:
-    """`out[s, :] = intent.<fold>(<elementwise of values[b:e, :]>, axis=0)` (or a tuple of such targets for a
-    reduce of several values) as a loop over the kept axes (and their extents), or None."""
-    if len(st.targets) != 1 or not isinstance(st.value, ast.Call):
-        return None
-    target = st.targets[0]
-    targets = list(target.elts) if isinstance(target, ast.Tuple) else [target]
-    if not targets or not all(isinstance(t, ast.Subscript) for t in targets):
-        return None
-    call = st.value
+@dataclass(frozen=True)
+class _Fold:
+    """One reduction of jagged subregions along their data-dependent axis, as bound to its spelling."""
+
+    call: ast.Call
+    args: dict[str, ast.expr]
+    jag: _Jagged
+    components: list[ast.expr]
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return tuple(e for k, e in enumerate(self.jag.kept) if k != self.jag.axis)
+
+
+def _fold_call(body: _Body, call: ast.Call, width: int) -> _Fold | None:
+    """`intent.<fold>(<elementwise of values[b:e, :]>, axis=0)` giving `width` values, or None."""
     name = body.op(call)
     if name not in _FOLDS:
+        return None
+    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
         return None
     fv = body.value(call.func)
     assert isinstance(fv, OpRef)
@@ -236,14 +244,12 @@ def _fold_store(body: _Body, st: ast.Assign) -> tuple[ColumnLoop, tuple[str, ...
         bound = inspect.signature(fv.fn).bind(*call.args, **{k.arg: k.value for k in call.keywords if k.arg})
     except TypeError:
         return None
-    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
-        return None
     args = dict(bound.arguments)
     source = args.get("values" if name == "reduce" else "x")
     if source is None:
         return None
     components = list(source.elts) if name == "reduce" and isinstance(source, ast.Tuple) else [source]
-    if len(components) != len(targets) or (name != "reduce" and len(targets) != 1):
+    if len(components) != width:
         return None
     jag = _jagged(body, components)
     if jag is None or not all(body.elementwise(c, jag.subs) for c in components):
@@ -254,7 +260,31 @@ def _fold_store(body: _Body, st: ast.Assign) -> tuple[ColumnLoop, tuple[str, ...
         return None
     if keepdims is not None and not (isinstance(keepdims, ast.Constant) and keepdims.value is False):
         return None
-    columns = [e for k, e in enumerate(jag.kept) if k != jag.axis]
+    return _Fold(call, args, jag, components)
+
+
+def _fold_store(body: _Body, st: ast.Assign) -> tuple[ColumnLoop, tuple[str, ...]] | None:
+    """`out[s, :] = intent.<fold>(<elementwise of values[b:e, :]>, axis=0)` (or a tuple of such targets for a
+    reduce of several values; or a single target given an elementwise expression of such folds and scalars,
+    `intent.sum(...) / n`) as a loop over the kept axes (and their extents), or None."""
+    if len(st.targets) != 1:
+        return None
+    target = st.targets[0]
+    targets = list(target.elts) if isinstance(target, ast.Tuple) else [target]
+    if not targets or not all(isinstance(t, ast.Subscript) for t in targets):
+        return None
+    if isinstance(st.value, ast.Call) and body.op(st.value) in _FOLDS:
+        folds = [_fold_call(body, st.value, len(targets))]
+    elif len(targets) == 1:
+        folds = [_fold_call(body, n, 1) for n in ast.walk(st.value) if isinstance(n, ast.Call)
+                 and body.op(n) in _FOLDS]
+        if not folds or not body.elementwise(st.value, [f.call for f in folds if f is not None]):
+            return None
+    else:
+        return None
+    if any(f is None for f in folds) or len({f.columns for f in folds}) != 1:  # type: ignore[union-attr]
+        return None
+    columns = list(folds[0].columns)  # type: ignore[union-attr]
     for t in targets:
         ref = body.ref(t.value)
         if ref is None:
@@ -268,7 +298,7 @@ def _fold_store(body: _Body, st: ast.Assign) -> tuple[ColumnLoop, tuple[str, ...
             return None
         if not all(body.scalar(e) for e in items if not isinstance(e, ast.Slice)):
             return None
-    return _rewrite(body, st, call, name, args, targets, jag, components), tuple(columns)
+    return _rewrite(body, st, targets, folds), tuple(columns)  # type: ignore[arg-type]
 
 
 def _at_columns(sub: ast.Subscript, rank: int, cols: list[str], skip: int | None) -> ast.Subscript:
@@ -283,9 +313,29 @@ def _at_columns(sub: ast.Subscript, rank: int, cols: list[str], skip: int | None
     return ast.Subscript(copy.deepcopy(sub.value), ast.Tuple(items, ast.Load()), sub.ctx)
 
 
-def _rewrite(body: _Body, st: ast.Assign, call: ast.Call, name: str, args: dict[str, ast.expr],
-             targets: list[ast.Subscript], jag: _Jagged, components: list[ast.expr]) -> ColumnLoop:
+def _call_at(body: _Body, fold: _Fold, cols: list[str]) -> ast.Call:
+    """The fold of one column: its subregions read at the columns, without `axis` and `keepdims`."""
+    memo: dict[int, object] = {}
+    components = [copy.deepcopy(c, memo) for c in fold.components]
+    column_of = {id(memo[id(s)]): _at_columns(s, len(body.ref(s.value).type.shape), cols,  # type: ignore
+                                              fold.jag.axis) for s in fold.jag.subs}
+
+    class _Columns(ast.NodeTransformer):
+        def visit_Subscript(self, node: ast.Subscript) -> ast.AST:  # noqa: N802 (ast's naming)
+            hit = column_of.get(id(node))
+            return hit if hit is not None else self.generic_visit(node)
+
+    components = [_Columns().visit(c) for c in components]
+    source: ast.expr = ast.Tuple(components, ast.Load()) if isinstance(fold.args.get("values"), ast.Tuple) \
+        else components[0]
+    keywords = [ast.keyword(k, source if k in ("x", "values") else copy.deepcopy(v))
+                for k, v in fold.args.items() if k not in ("axis", "keepdims")]
+    return ast.Call(copy.deepcopy(fold.call.func), [], keywords)
+
+
+def _rewrite(body: _Body, st: ast.Assign, targets: list[ast.Subscript], folds: list[_Fold]) -> ColumnLoop:
     n = next(_COUNTER)
+    jag = folds[0].jag
     width = len(jag.kept) - 1
     cols = [f"__columns{n}_c{k}" for k in range(width)]
     dims = [f"__columns{n}_extent{k}" for k in range(width)]
@@ -293,23 +343,16 @@ def _rewrite(body: _Body, st: ast.Assign, call: ast.Call, name: str, args: dict[
     env: list[tuple[str, FValue]] = [(loop, OpRef("parallel",
                                                   importlib.import_module("intent.ops").SPELLINGS["parallel"]))]
     env += [(d, DimExpr(x)) for d, x in zip(dims, [x for k, x in enumerate(jag.extents) if k != jag.axis])]
-
     memo: dict[int, object] = {}
-    new_components = [copy.deepcopy(c, memo) for c in components]
-    column_of = {id(memo[id(s)]): _at_columns(s, len(body.ref(s.value).type.shape), cols, jag.axis)  # type: ignore
-                 for s in jag.subs}
+    value = copy.deepcopy(st.value, memo)
+    at = {id(memo[id(f.call)]): _call_at(body, f, cols) for f in folds}
 
-    class _Columns(ast.NodeTransformer):
-        def visit_Subscript(self, node: ast.Subscript) -> ast.AST:  # noqa: N802 (ast's naming)
-            hit = column_of.get(id(node))
+    class _Folds(ast.NodeTransformer):
+        def visit_Call(self, node: ast.Call) -> ast.AST:  # noqa: N802 (ast's naming)
+            hit = at.get(id(node))
             return hit if hit is not None else self.generic_visit(node)
 
-    new_components = [_Columns().visit(c) for c in new_components]
-    source: ast.expr = ast.Tuple(new_components, ast.Load()) if isinstance(args.get("values"), ast.Tuple) \
-        else new_components[0]
-    keywords = [ast.keyword(k, source if k in ("x", "values") else copy.deepcopy(v))
-                for k, v in args.items() if k not in ("axis", "keepdims")]
-    value = ast.Call(copy.deepcopy(call.func), [], keywords)
+    value = _Folds().visit(value)
     stores = [_at_columns(t, len(body.ref(t.value).type.shape), cols, None) for t in targets]  # type: ignore
     for s in stores:
         s.ctx = ast.Store()
@@ -319,7 +362,7 @@ def _rewrite(body: _Body, st: ast.Assign, call: ast.Call, name: str, args: dict[
     loop_stmt = ast.For(index, ast.Call(ast.Name(loop, ast.Load()), [ast.Name(d, ast.Load()) for d in dims], []),
                         [ast.Assign([target], value)], [])
     for node in ast.walk(loop_stmt):
-        ast.copy_location(node, call)
+        ast.copy_location(node, st.value)
     ast.fix_missing_locations(loop_stmt)
     return ColumnLoop(loop_stmt, tuple(env))
 

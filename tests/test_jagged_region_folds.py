@@ -400,3 +400,29 @@ def test_folds_over_a_kept_axis_are_refused(tmp_path, call: str, name: str) -> N
                 out[s, :] = {call}
         """, f"intent.{name}(values", f"intent.{name}: a jagged subregion `x[b:e, :]` is reduced along its "
                                       f"data-dependent axis: write axis=0 (no keepdims)")
+
+
+@pytest.mark.parametrize("call,message", [
+    ("intent.mean(values[offsets[s]:offsets[s + 1], :], axis=0)",
+     "intent.mean of i32 values; convert first, e.g. intent.mean(x[b:e].to(f32))"),
+    ("intent.any(values[offsets[s]:offsets[s + 1], :], axis=0)",
+     "intent.any() needs conditions (pred values), got i32; compare first, e.g. intent.any(x != 0)"),
+])
+def test_a_column_fold_reports_at_the_call(tmp_path, call: str, message: str) -> None:
+    """The region fold of each column checks its values as any region fold does, at the author's call."""
+    diagnostic(tmp_path, f"""
+        @intent.kernel
+        def k(values: i32[E, N], offsets: i64[S + 1], out: Out[f32[S, N]]):
+            for s in parallel(S):
+                out[s, :] = {call}
+        """, call.split("[")[0], message)
+
+
+def test_a_column_store_reports_at_the_statement(tmp_path) -> None:
+    diagnostic(tmp_path, """
+        @intent.kernel
+        def k(values: f16[E, N], offsets: i64[S + 1], out: Out[f32[S, N]]):
+            for s in parallel(S):
+                out[s, :] = intent.sum(values[offsets[s]:offsets[s + 1], :], axis=0)
+        """, "out[s, :]", "store to `out`: the value is f16 but f32 is expected; KIR never converts implicitly: "
+                          "write `x.to(f32)`")

@@ -309,8 +309,9 @@ def _at_columns(sub: ast.Subscript, rank: int, cols: list[str], skip: int | None
     at = iter(cols)
     for n, k in enumerate(slices):
         if n != skip:
-            items[k] = ast.Name(next(at), ast.Load())
-    return ast.Subscript(copy.deepcopy(sub.value), ast.Tuple(items, ast.Load()), sub.ctx)
+            items[k] = ast.copy_location(ast.Name(next(at), ast.Load()), sub)
+    index = ast.copy_location(ast.Tuple(items, ast.Load()), sub.slice)
+    return ast.copy_location(ast.Subscript(copy.deepcopy(sub.value), index, sub.ctx), sub)
 
 
 def _call_at(body: _Body, fold: _Fold, cols: list[str]) -> ast.Call:
@@ -330,7 +331,7 @@ def _call_at(body: _Body, fold: _Fold, cols: list[str]) -> ast.Call:
         else components[0]
     keywords = [ast.keyword(k, source if k in ("x", "values") else copy.deepcopy(v))
                 for k, v in fold.args.items() if k not in ("axis", "keepdims")]
-    return ast.Call(copy.deepcopy(fold.call.func), [], keywords)
+    return ast.copy_location(ast.Call(copy.deepcopy(fold.call.func), [], keywords), fold.call)
 
 
 def _rewrite(body: _Body, st: ast.Assign, targets: list[ast.Subscript], folds: list[_Fold]) -> ColumnLoop:
@@ -361,8 +362,10 @@ def _rewrite(body: _Body, st: ast.Assign, targets: list[ast.Subscript], folds: l
         else ast.Name(cols[0], ast.Store())
     loop_stmt = ast.For(index, ast.Call(ast.Name(loop, ast.Load()), [ast.Name(d, ast.Load()) for d in dims], []),
                         [ast.Assign([target], value)], [])
-    for node in ast.walk(loop_stmt):
-        ast.copy_location(node, st.value)
+    # the loop and the store at the statement; the value's nodes keep their own places (new ones their parent's)
+    for node in (loop_stmt, loop_stmt.iter, loop_stmt.iter.func, *loop_stmt.iter.args, index, *ast.walk(index),
+                 loop_stmt.body[0], target):
+        ast.copy_location(node, st)
     ast.fix_missing_locations(loop_stmt)
     return ColumnLoop(loop_stmt, tuple(env))
 

@@ -81,6 +81,17 @@ def same_literal(a: Literal, b: Literal) -> bool:
     return a == b
 
 
+def identical_literal(a: Literal, b: Literal) -> bool:
+    """Whether two literals are one literal as emitted: of one kind (bool, int or float) and one value, signed
+    zeros apart, and every NaN the same (a literal NaN is emitted as the one quiet NaN). A fill identical to a
+    fold's identity reads exactly what the fold starts from."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float) and math.isnan(a):
+        return math.isnan(b)
+    return same_literal(a, b)
+
+
 def default_acc(kind: ReduceKind, dtype: ElemType) -> ElemType | None:
     """f16/bf16/fp8 sums and products accumulate in f32 unless the op says otherwise."""
     narrow = (DType.f16, DType.bf16, DType.f8e4m3, DType.f8e5m2)

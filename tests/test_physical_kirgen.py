@@ -4,12 +4,15 @@ never an internal diagnostic, never a program the verifier rejects."""
 
 from __future__ import annotations
 
+import math
+
 from hypothesis import HealthCheck, given, settings
 
 import physical
 from kir.core import Kernel
 from kir.errors import DiagnosticError
 from kir.text.parser import parse_kernel
+from physical import ops as P
 from physical.verifier import check
 from tests.kirgen import kernels
 
@@ -83,3 +86,46 @@ UNUSED_REVERSE_ROW_SCAN = (
 def test_a_reverse_row_scan_chunk_is_proven_within_its_row():
     kernel = parse_kernel(UNUSED_REVERSE_ROW_SCAN)
     assert [str(v) for v in check(physical.lower(kernel), kernel)] == []
+
+
+# Found by the property above: a custom region fold whose identity holds a NaN, in a kernel with a dot. Split over
+# programs, the fold of the workspace slots pads the slot tile with the identity, NaN included; narrowing-explicit
+# compared the fill with the identity by `!=`, under which a NaN is never equal to itself.
+NAN_IDENTITY_REGION_FOLD = (
+    'kernel A0(x: in f16[M, N], y: in f16[M, N], xi: in i8[N], idx: in i64[N], offsets: in i64[S + 1], '
+    'values: in f32[E], seed: i64, alpha: f16, out: out f16[M, N], outi: out i8[N], outv: out f32[S], '
+    'segout: out f32[E], counts: inout i32[B], facc: inout f32[B]) symbols(M, N, S, E, B) {'
+    "\n"
+    """\
+  parallel (%class_: i64) in (S) {
+    %x_1: i64 = load %offsets[%class_]
+    %3: i64 = constant 1 : i64
+    %4: i64 = binary add %class_, %3
+    %row_1: i64 = load %offsets[%4]
+    %5: f64, %6: f32 = region_fold custom %values[%x_1:%row_1] identity=(-2, nan) map=(%for_: f32) {
+      %__2: f64 = cast %for_ to f64
+      %7: f32 = unary abs %for_
+      yield %__2, %7
+    } combine=(%8: f64, %9: f32, %t: f64, %10: f32) {
+      %11: f64 = binary add %8, %t
+      %t_1: f32 = binary add %9, %10
+      yield %11, %t_1
+    }
+    %acc_1: f32 = cast %5 to f32
+    store %outv[%class_] = %acc_1
+    yield
+  }
+  %v_1: f16[M, N] = load %x[0:M, 0:N]
+  %acc_2: f16[M, N] = load %y[0:M, 0:N]
+  %16: f32[M] = dot %v_1, %acc_2 lhs_batch=(0) rhs_batch=(0) lhs_contract=(1) rhs_contract=(1) acc_dtype=f32
+  yield
+}
+""")
+
+
+def test_a_slot_fold_whose_identity_is_nan_may_fold_slot_padding_filled_with_nan():
+    kernel = parse_kernel(NAN_IDENTITY_REGION_FOLD)
+    program = physical.lower(kernel)
+    slot_folds = [op for op in program.walk() if isinstance(op, P.Reduce) and math.isnan(op.identity[1])]
+    assert slot_folds, "the split form's fold of the slots"
+    assert [str(v) for v in check(program, kernel)] == []

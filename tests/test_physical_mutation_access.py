@@ -8,6 +8,7 @@ exact message at the KIR source of the broken item.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 
 import pytest
@@ -139,6 +140,18 @@ def slot_read_that_fills_its_padding_with_no_identity():
     k, p = split_rows()
     ops, read = _slot_read(p)
     ops[ops.index(read)] = dataclasses.replace(read, access=dataclasses.replace(read.access, fill=1.0))
+    return k, with_shared(p, ops), ("[narrowing-explicit] reduce (from reduce at mutation.py:10) would fold the "
+                                    "padding of tile axis 0 (SPLITS_0:BLOCK_SPLITS_0): its member set does not "
+                                    "exclude positions past the extent")
+
+
+@more("slot_padding_of_the_wrong_zero", "narrowing-explicit")
+def slot_read_that_fills_its_padding_with_positive_zero():
+    # The float sum's identity is -0.0: a padding of +0.0 would turn a row of negative zeros into +0.0.
+    k, p = split_rows()
+    ops, read = _slot_read(p)
+    assert math.copysign(1.0, read.access.fill) == -1.0 and read.access.fill == 0.0
+    ops[ops.index(read)] = dataclasses.replace(read, access=dataclasses.replace(read.access, fill=0.0))
     return k, with_shared(p, ops), ("[narrowing-explicit] reduce (from reduce at mutation.py:10) would fold the "
                                     "padding of tile axis 0 (SPLITS_0:BLOCK_SPLITS_0): its member set does not "
                                     "exclude positions past the extent")

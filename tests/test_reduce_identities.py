@@ -17,7 +17,7 @@ import physical
 from kir.dims import DConst, PCmp
 from kir.dtypes import DType
 from kir.pointwise import BinaryFn
-from kir.reduce import COMBINE, EMPTY_ARG_INDEX, ReduceKind, combine_fn, identity, same_literal
+from kir.reduce import COMBINE, EMPTY_ARG_INDEX, ReduceKind, combine_fn, identical_literal, identity, same_literal
 from kir.scan import Scan, ScanKind
 from oracle.numerics import to_storage
 from physical import ops as P
@@ -74,6 +74,12 @@ def test_the_float_sum_identity_is_negative_zero() -> None:
     assert identity(ReduceKind.sum, DType.i32) == 0 and identity(ReduceKind.max, DType.u8) == 0
     assert identity(ReduceKind.min, DType.i8) == 127 and identity(ReduceKind.all, DType.pred) is True
     assert not same_literal(0.0, -0.0) and same_literal(1, 1.0) and not same_literal(math.nan, math.nan)
+
+
+def test_an_identical_literal_is_of_one_kind_with_its_sign_and_nan_is_nan() -> None:
+    assert identical_literal(math.nan, -math.nan) and identical_literal(-0.0, -0.0) and identical_literal(-2, -2)
+    assert not identical_literal(0.0, -0.0) and not identical_literal(math.nan, 0.0)
+    assert not identical_literal(0.0, math.nan) and not identical_literal(1, 1.0) and not identical_literal(True, 1)
 
 
 @pytest.mark.parametrize("kind,dtype", CASES, ids=[f"{k}-{d}" for k, d in CASES])

@@ -19,6 +19,7 @@ from __future__ import annotations
 from kir.core import Kernel
 from kir.dims import DConst, PAnd, PCmp, Pred
 from kir.pointwise import literal_fits
+from kir.reduce import identical_literal
 
 from .. import ops as P
 from ..model import Access, AccessRelation, AssumeInBounds, Guard, POp, Program, Proven, PValue, TileAxis, Trait
@@ -240,15 +241,15 @@ def check_narrowing(program: Program, kernel: Kernel | None, report: Reporter) -
 
 def _identity_padding(ix: ProgramIndex, forms: Forms, op: POp, axis: int) -> bool:
     """Whether a reduce's padding along tile `axis` holds its identity, so that folding it changes nothing: each
-    input is a load whose mask excludes that padding and whose fill is the identity's component (a fold of the
-    slots of a workspace, read `position < SPLITS_g`, the rest the combine's identity)."""
+    input is a load whose mask excludes that padding and whose fill is the identity's component as a literal (a
+    fold of the slots of a workspace, read `position < SPLITS_g`, the rest the combine's identity, NaN included)."""
     if not isinstance(op, P.Reduce) or len(op.inputs) != len(op.identity):
         return False
     for x, ident in zip(op.inputs, op.identity):
         load = ix.producer(x)
-        if not isinstance(load, P.Load) or load.access.fill is None or load.access.fill != ident:
+        if not isinstance(load, P.Load) or load.access.fill is None or x.type.tile != op.inputs[0].type.tile:
             return False
-        if type(load.access.fill) is not type(ident) or x.type.tile != op.inputs[0].type.tile:
+        if not identical_literal(load.access.fill, ident):
             return False
         if excludes_padding(forms, load.access.mask, x.type.tile, [axis]):
             return False

@@ -43,8 +43,8 @@ from ..builder import max_value_id
 from ..launch_expr import LBin, LConst, LConstexpr, LWarps, as_launch, lcdiv, ldim, lmax, lmin, lmul, lprod, lsum
 from ..model import Program, PValue, TileAxis
 from ..workspace import INDEX, lookback_buffers
-from .balance_segments import Bounds, _Ops, bounds_of, delegation, helper_count, helper_values, join_block
-from .partials import lane_test, split_flag
+from .balance_segments import Bounds, bounds_of, delegation, helper_count, helper_values, join_block
+from .partials import Ops, lane_test, split_flag
 from .rows import RowBuilder
 from .split_region_scan import CHUNK, RegionScanPlan, _chunk_axis, _flat, _hold, look_back
 
@@ -102,7 +102,7 @@ def balanced_scan_split(program: Program, plan: RegionScanPlan, tile: int, bound
     lane_ok = found[1]
     w = RowBuilder(_chunk_axis(first_scan), TileAxis(DSym(held), held), max_value_id(program), relative=True)
     origin = first_scan.origin
-    o = _Ops(w, origin)
+    o = Ops(w, origin)
     h_index = w.add(P.HelperIndex, INDEX, origin, "helper", group=gid, blocks=blocks, helpers=helpers,
                     ticket=ws.sync.id)
     izero = w.add(P.Const, INDEX, origin, value=0, dtype=DType.i64)

@@ -76,6 +76,7 @@ from ..workspace import (
     write_slot,
 )
 from . import partials as shared
+from .partials import Ops, piece
 
 HELPER_CHUNK_BLOCKS = 16  # a helper's chunk holds at least this many of the fold's chunks
 HELPERS_PER_SLOT = 2      # helpers per resident program slot (like PROGRAMS_PER_SLOT of the shape split)
@@ -141,48 +142,13 @@ def helper_count(program: Program, g, values: LaunchExpr, chunk: str, splits: La
     return lmul(only, lmin(device, by_work))
 
 
-class _Ops:
-    """Builder shorthands for i64 arithmetic on scalars and lanes."""
-
-    def __init__(self, w: Builder, origin: Origin | None) -> None:
-        self.w, self.origin = w, origin
-
-    def const(self, value: int, dt: DType = DType.i64) -> PValue:
-        return self.w.add(P.Const, Fragment(dt), self.origin, value=value, dtype=dt)
-
-    def launch(self, expr: LaunchExpr, name: str) -> PValue:
-        return self.cast(self.w.add(P.ShapeValue, INDEX, self.origin, name, expr=expr), DType.i64)
-
-    def cast(self, x: PValue, dt: DType, name: str | None = None) -> PValue:
-        if x.type.dtype is dt and not x.type.index:
-            return x
-        return self.w.add(P.Cast, Fragment(dt, x.type.lanes, x.type.tile), self.origin, name, x=x, dtype=dt)
-
-    def bin(self, fn: BinaryFn, x: PValue, y: PValue, name: str | None = None) -> PValue:
-        dt = DType.pred if fn in (BinaryFn.and_, BinaryFn.or_) else x.type.dtype
-        t = Fragment(dt, x.type.lanes or y.type.lanes, x.type.tile or y.type.tile, x.type.index and y.type.index)
-        return self.w.add(P.Binary, t, self.origin, name, fn=fn, lhs=x, rhs=y)
-
-    def cmp(self, fn: CmpFn, x: PValue, y: PValue, name: str | None = None) -> PValue:
-        t = Fragment(DType.pred, x.type.lanes or y.type.lanes, x.type.tile or y.type.tile)
-        return self.w.add(P.Compare, t, self.origin, name, fn=fn, lhs=x, rhs=y)
-
-    def select(self, c: PValue, x: PValue, y: PValue, name: str | None = None) -> PValue:
-        t = Fragment(x.type.dtype, c.type.lanes or x.type.lanes or y.type.lanes, c.type.tile or x.type.tile
-                     or y.type.tile)
-        return self.w.add(P.Select, t, self.origin, name, cond=c, on_true=x, on_false=y)
-
-    def not_(self, x: PValue) -> PValue:
-        return self.cmp(CmpFn.eq, x, self.const(False, DType.pred))
-
-
 def search(w: Builder, program: Program, offsets: int, count: PValue, x: PValue, active: PValue,
            origin: Origin | None) -> PValue:
     """The last i < `count` with `offsets[i] <= x`, -1 if none (i64, with `x`'s lanes; -1 where `active` is false).
 
     lo, hi = -1, count; while hi - lo > 1: mid = (lo + hi) // 2; offsets[mid] <= x ? lo = mid : hi = mid. The
     probes follow one decision tree whatever the offsets hold, so the result never decreases as x grows."""
-    o = _Ops(w, origin)
+    o = Ops(w, origin)
     lanes = x.type.lanes or active.type.lanes
     t = Fragment(DType.i64, lanes)
     zero = o.bin(BinaryFn.mul, x, o.const(0)) if x.type.lanes else o.const(0)
@@ -262,7 +228,7 @@ def balanced_split(program: Program, plan, bounds: Bounds) -> Program:  # plan: 
 
     w = Builder.after(program)
     origin = folds[-1].origin
-    o = _Ops(w, origin)
+    o = Ops(w, origin)
     s = w.add(P.SplitIndex, INDEX, origin, "split", group=gid, splits=splits)
     h_index = w.add(P.HelperIndex, INDEX, origin, "helper", group=gid, blocks=block_programs,
                     helpers=helpers)
@@ -363,7 +329,7 @@ def join_block(w: Builder, program: Program, bounds: Bounds, g, helper, cond: PV
     """(helper_block, owner): the block of the subregion that owns a helper's chunk and that subregion (-1 in the
     block programs, and where no subregion starts at or before the chunk), searched only where the constexpr
     `flag` selects the cooperating form (`cond`); `helper()` writes the helper's values into that form."""
-    o = _Ops(w, origin)
+    o = Ops(w, origin)
     w.begin()
     h = helper()
     owner = search(w, program, bounds.offsets, h.instances, h.c0, h.is_helper, origin)
@@ -392,7 +358,7 @@ class HelperValues:
     zero: PValue
 
 
-def helper_values(o: _Ops, values: LaunchExpr, g, h_index: PValue, helpers: str, block_c: str,
+def helper_values(o: Ops, values: LaunchExpr, g, h_index: PValue, helpers: str, block_c: str,
                    reverse: bool = False) -> HelperValues:
     """A helper's chunk: its position among the helpers (`reverse`: counted from the last chunk, so that the
     helpers of a scan that runs from the end come in its traversal order)."""
@@ -409,7 +375,7 @@ def helper_values(o: _Ops, values: LaunchExpr, g, h_index: PValue, helpers: str,
                          o.launch(lprod(tuple(ldim(d) for d in g.domain)), "segments"), zero)
 
 
-def _fold_over(w: Builder, o: _Ops, fold: P.RegionFold, ranges: tuple[PValue, PValue]) -> tuple[PValue, ...]:
+def _fold_over(w: Builder, o: Ops, fold: P.RegionFold, ranges: tuple[PValue, PValue]) -> tuple[PValue, ...]:
     """`fold` over [begin, end) = `ranges` (a copy of its regions), its partials in the accumulator dtypes."""
     begin, end = (o.cast(v, b.type.dtype) for v, b in zip(ranges, (fold.begin, fold.end)))
     swap = {fold.begin.id: begin, fold.end.id: end}
@@ -420,7 +386,7 @@ def _fold_over(w: Builder, o: _Ops, fold: P.RegionFold, ranges: tuple[PValue, PV
     return partial
 
 
-def delegation(w: Builder, o: _Ops, program: Program, bounds: Bounds, flat: PValue, lane_ok: PValue,
+def delegation(w: Builder, o: Ops, program: Program, bounds: Bounds, flat: PValue, lane_ok: PValue,
                h: HelperValues, owner: PValue, origin: Origin | None) -> dict[str, PValue]:
     """Per lane (i64): its subregion [begin, end), its whole chunks [first_chunk, end_chunk), whether it
     `delegates` them (it owns the first and the last: see the module), how many (`delegated`) and whether the
@@ -449,7 +415,7 @@ def delegation(w: Builder, o: _Ops, program: Program, bounds: Bounds, flat: PVal
             "mine": mine, "zero": zero, "one": one}
 
 
-def _lane_plan(w: Builder, o: _Ops, program: Program, bounds: Bounds, flat: PValue, lane_ok: PValue, s: PValue,
+def _lane_plan(w: Builder, o: Ops, program: Program, bounds: Bounds, flat: PValue, lane_ok: PValue, s: PValue,
                splits: str, h: HelperValues, owner: PValue, block: str, origin: Origin | None) -> dict[str, PValue]:
     """Per lane: the whole chunks of its subregion, whether it delegates them, and this program's ranges."""
     is_helper, c0, chunk, n_helpers = h.is_helper, h.c0, h.chunk, h.n_helpers
@@ -462,7 +428,7 @@ def _lane_plan(w: Builder, o: _Ops, program: Program, bounds: Bounds, flat: PVal
     shared = o.cmp(CmpFn.gt, o.bin(BinaryFn.add, o.bin(BinaryFn.sub, sn, one), nd), zero, "shared")
     # the block's head: piece s of [b, k0 * C) (of [b, e) when nothing is delegated), whole chunks per piece
     head_end = o.select(delegates, o.bin(BinaryFn.mul, k0, chunk), e)
-    pb, pe = _piece(o, b, head_end, s, sn, o.launch(LConstexpr(block), "fold_chunk"))
+    pb, pe = piece(o, b, head_end, s, splits, block)
     c1 = o.bin(BinaryFn.add, c0, chunk)
     begin = o.select(is_helper, c0, pb, "fold_begin")
     end = o.select(is_helper, o.select(mine, c1, c0), pe, "fold_end")
@@ -475,19 +441,7 @@ def _lane_plan(w: Builder, o: _Ops, program: Program, bounds: Bounds, flat: PVal
             "n_helpers": n_helpers}
 
 
-def _piece(o: _Ops, b: PValue, e: PValue, s: PValue, sn: PValue, block: PValue) -> tuple[PValue, PValue]:
-    """Split s's piece of [b, e): cdiv(e - b, S * C) * C positions each (whole chunks), the last ones shorter."""
-    zero, one = o.const(0), o.const(1)
-    length = o.bin(BinaryFn.maximum, o.bin(BinaryFn.sub, e, b), zero, "length")
-    span = o.bin(BinaryFn.mul, sn, block)
-    per = o.bin(BinaryFn.mul, o.bin(BinaryFn.floordiv, o.bin(BinaryFn.add, length, o.bin(BinaryFn.sub, span, one)),
-                                     span), block, "piece")
-    lo = o.bin(BinaryFn.minimum, o.bin(BinaryFn.mul, o.cast(s, DType.i64), per), length, "piece_lo")
-    hi = o.bin(BinaryFn.minimum, o.bin(BinaryFn.add, lo, per), length, "piece_hi")
-    return o.bin(BinaryFn.add, b, lo, "piece_begin"), o.bin(BinaryFn.add, b, hi, "piece_end")
-
-
-def _finish(w: Builder, o: _Ops, fold: P.RegionFold, chunk_bufs: list, head: tuple[PValue, ...],
+def _finish(w: Builder, o: Ops, fold: P.RegionFold, chunk_bufs: list, head: tuple[PValue, ...],
             tail: tuple[PValue, ...], lane: dict[str, PValue], last: PValue, parts: str,
             n_helpers: PValue) -> list[PValue]:
     """The fold's result for the last participant, in its accumulator dtypes: head, chunk slots k0 .. k0 +

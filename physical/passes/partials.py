@@ -10,6 +10,10 @@ the same order on every run), runs the work that needs the results with its stor
 resets the counter. All of it sits in the branch of an `if` on the constexpr SPLIT_g (SPLITS_g > 1): where a
 launch has one program per block the kernel holds the other branch only, which takes the partials as the
 results and touches no workspace.
+
+It also holds what the splits compute alike: `Ops`, shorthands for the integer arithmetic of their bodies, and
+`piece`, the cut of a subregion [b, e) into S runs of whole chunks that every split of a data-dependent subregion
+(split-segments, split-region-scans, scan-folds, balanced segments' heads) folds or scans.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import dataclasses
 from collections.abc import Callable
 
 from kir.dtypes import DType
-from kir.pointwise import CmpFn
+from kir.pointwise import BinaryFn, CmpFn
 from kir.reduce import ReduceKind
 
 from .. import ops as P
@@ -37,6 +41,64 @@ from ..workspace import (
     reset_counter,
     write_slot,
 )
+
+
+class Ops:
+    """Builder shorthands for integer arithmetic on scalars and lanes (i64 unless a dtype is given)."""
+
+    def __init__(self, w: Builder, origin: Origin | None) -> None:
+        self.w, self.origin = w, origin
+
+    def const(self, value: int, dt: DType = DType.i64) -> PValue:
+        return self.w.add(P.Const, Fragment(dt), self.origin, value=value, dtype=dt)
+
+    def launch(self, expr: LaunchExpr, name: str, dt: DType = DType.i64) -> PValue:
+        """The launch value `expr` (a constexpr expression) as a scalar of `dt`."""
+        return self.cast(self.w.add(P.ShapeValue, INDEX, self.origin, name, expr=expr), dt)
+
+    def cast(self, x: PValue, dt: DType, name: str | None = None) -> PValue:
+        if x.type.dtype is dt and not x.type.index:
+            return x
+        return self.w.add(P.Cast, Fragment(dt, x.type.lanes, x.type.tile), self.origin, name, x=x, dtype=dt)
+
+    def bin(self, fn: BinaryFn, x: PValue, y: PValue, name: str | None = None) -> PValue:
+        dt = DType.pred if fn in (BinaryFn.and_, BinaryFn.or_) else x.type.dtype
+        t = Fragment(dt, x.type.lanes or y.type.lanes, x.type.tile or y.type.tile, x.type.index and y.type.index)
+        return self.w.add(P.Binary, t, self.origin, name, fn=fn, lhs=x, rhs=y)
+
+    def cmp(self, fn: CmpFn, x: PValue, y: PValue, name: str | None = None) -> PValue:
+        t = Fragment(DType.pred, x.type.lanes or y.type.lanes, x.type.tile or y.type.tile)
+        return self.w.add(P.Compare, t, self.origin, name, fn=fn, lhs=x, rhs=y)
+
+    def select(self, c: PValue, x: PValue, y: PValue, name: str | None = None) -> PValue:
+        t = Fragment(x.type.dtype, c.type.lanes or x.type.lanes or y.type.lanes, c.type.tile or x.type.tile
+                     or y.type.tile)
+        return self.w.add(P.Select, t, self.origin, name, cond=c, on_true=x, on_false=y)
+
+    def not_(self, x: PValue) -> PValue:
+        return self.cmp(CmpFn.eq, x, self.const(False, DType.pred))
+
+
+def piece(o: Ops, b: PValue, e: PValue, s: PValue, splits: str, chunk: str, least: str | None = None
+          ) -> tuple[PValue, PValue]:
+    """Split s's piece [b + lo, b + hi) of each lane's subregion [b, e), in the bounds' dtype: with S = `splits`
+    pieces of C = `chunk` (constexpr names), per = cdiv(e - b, S * C) * C positions each (whole chunks, so the
+    pieces of a long subregion are equal to within a chunk, the last ones shorter or empty), lo = min(s * per,
+    e - b), hi = min(lo + per, e - b); with `least` (a constexpr, a whole number of chunks) a piece holds at
+    least that many positions (a short subregion takes fewer pieces)."""
+    dt = b.type.dtype
+    zero = o.const(0, dt)
+    length = o.bin(BinaryFn.maximum, o.bin(BinaryFn.sub, e, b), zero, "length")
+    size = o.launch(LConstexpr(chunk), "chunk", dt)
+    span = o.launch(lmul(LConstexpr(splits), LConstexpr(chunk)), "split_span", dt)
+    # whole chunks per piece: cdiv(length, S * C) * C (non-negative operands: C division floors)
+    chunks = o.bin(BinaryFn.floordiv, o.bin(BinaryFn.add, length, o.bin(BinaryFn.sub, span, o.const(1, dt))), span)
+    per = o.bin(BinaryFn.mul, chunks, size, "piece")
+    if least is not None:
+        per = o.bin(BinaryFn.maximum, per, o.launch(LConstexpr(least), "least", dt), "piece")
+    lo = o.bin(BinaryFn.minimum, o.bin(BinaryFn.mul, o.cast(s, dt), per), length, "piece_lo")
+    hi = o.bin(BinaryFn.minimum, o.bin(BinaryFn.add, lo, per), length, "piece_hi")
+    return o.bin(BinaryFn.add, b, lo, "piece_begin"), o.bin(BinaryFn.add, b, hi, "piece_end")
 
 
 def lane_test(ops: tuple[POp, ...]) -> tuple[int, PValue] | str:
@@ -190,5 +252,5 @@ def instance_coordinate(w: Builder, ops: tuple[POp, ...], owned: int | None, ori
     return w.add(P.Const, Fragment(DType.i64), origin, value=0, dtype=DType.i64)
 
 
-__all__ = ["lane_test", "per_instance", "pointwise_or_store", "split_launch", "split_flag", "Partial",
+__all__ = ["Ops", "piece", "lane_test", "per_instance", "pointwise_or_store", "split_launch", "split_flag", "Partial",
            "add_partial_slots", "combine_in_last", "finish_in_last", "instance_coordinate"]

@@ -6,7 +6,7 @@ split over the pieces of split-region-scans (physical/passes/split_region_scan.p
 the instances of block t // S, passing piece aggregates on by look-back); the folds ride on the same pieces with
 split-segments' combine (physical/passes/partials.py, the invocation-workspace protocol of physical/workspace.py):
 
-* piece s of a fold's subregion [b, e) is split-segments' cut (`split_segments._piece`: the s-th run of whole
+* piece s of a fold's subregion [b, e) is split-segments' cut (`partials.piece`: the s-th run of whole
   chunks, the pieces of a long segment equal to within a chunk, the later pieces of a short one empty), folded
   whole by the program of piece s;
 * the program writes that partial into its slot of the instance (one copy per split), draws the instance's
@@ -44,7 +44,7 @@ from ..model import Buffer, Fragment, Origin, POp, PRegion, Program, PValue
 from ..rewrite import map_operands, used_values
 from ..workspace import INDEX, conjoin
 from . import partials as shared
-from .split_segments import _piece, folded_values
+from .split_segments import folded_values
 
 
 @dataclasses.dataclass(frozen=True)
@@ -239,7 +239,7 @@ def split_folds(w: Builder, ops: tuple[POp, ...], plan: FoldsPlan, ws: FoldsWork
 
 def _fold_piece(w: Builder, fold: P.RegionFold, piece: PValue, splits: str, values: tuple[PValue, ...]) -> None:
     """`fold` over this program's piece of its subregion, giving `values` (the accumulator dtypes)."""
-    begin, end = _piece(w, fold, piece, splits)
+    begin, end = shared.piece(shared.Ops(w, fold.origin), fold.begin, fold.end, piece, splits, fold.block)
     swap = {fold.begin.id: begin, fold.end.id: end}
     cut = map_operands(fold, lambda v: swap.get(v.id, v))
     w.put(dataclasses.replace(cut, results=values, source=w.copy_region(cut.source),

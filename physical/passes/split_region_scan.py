@@ -80,13 +80,13 @@ from ..lower.region import CHUNK
 from ..model import Fragment, Group, Origin, POp, PRegion, Program, PValue, Segment, TileAxis
 from ..rewrite import map_operands
 from ..workspace import INDEX, LookbackBuffers, lookback_buffers
-from . import GroupPass, PassContext
+from . import GroupPass, PassContext, partials
 from .looped import BUDGET_VARIABLE, REGISTER_VALUES, TREE_VALUES
 from .partials import lane_test, split_flag
 from .rows import RowBuilder, chunk_scan
 from .scan_folds import FoldsPlan, add_workspace, instance, plan_folds, split_folds
 from .split_scan import SLOT_BLOCK, SPLIT_TILE
-from .split_segments import _piece, split_count
+from .split_segments import split_count
 
 # A launch keeps at least this many values per program on average: the program of an empty piece costs its ticket,
 # its bounds, its slot and flag (about 8 sectors, 256 bytes), under 1/8 of what 256 values read and written move
@@ -351,7 +351,7 @@ def _bounds(w: Builder, scan: P.RegionScan, s: PValue, splits: str, held: str,
     the first `held` elements of the piece in traversal order and what follows them (for a reverse scan the
     tile is the piece's end)."""
     origin = scan.origin
-    begin, end = _piece(w, scan, s, splits, held) if piece is None else piece
+    begin, end = piece or partials.piece(partials.Ops(w, origin), scan.begin, scan.end, s, splits, scan.block, held)
     t = begin.type
 
     def binary(fn: BinaryFn, x: PValue, y: PValue, name: str | None = None) -> PValue:

@@ -36,7 +36,6 @@ from __future__ import annotations
 import dataclasses
 
 from kir.dtypes import DType
-from kir.pointwise import BinaryFn
 from kir.reduce import ReduceKind
 
 from .. import ops as P
@@ -45,7 +44,6 @@ from ..launch_expr import (
     LaunchExpr,
     LBin,
     LConst,
-    LConstexpr,
     LNextPow2,
     LResidentPrograms,
     as_launch,
@@ -207,7 +205,7 @@ def _split(program: Program, plan: SegmentPlan) -> Program:
             assert isinstance(op, P.OwnedInstances)
             op = dataclasses.replace(op, splits=splits)
         if isinstance(op, P.RegionFold):
-            begin, end = _piece(w, op, s, splits)
+            begin, end = shared.piece(shared.Ops(w, op.origin), op.begin, op.end, s, splits, op.block)
             swap = {op.begin.id: begin, op.end.id: end}
             piece = map_operands(op, lambda v, swap=swap: swap.get(v.id, v))
             # the partial, in the accumulator dtypes under new names (the slots' fold gives the fold's own values)
@@ -227,36 +225,3 @@ def _split(program: Program, plan: SegmentPlan) -> Program:
     return dataclasses.replace(program, groups=tuple(group if x.id == gid else x for x in program.groups),
                                segments=segments, grid=grid)
 
-
-def _piece(w: Builder, fold: P.RegionFold | P.RegionScan, s: PValue, splits: str, least: str | None = None
-           ) -> tuple[PValue, PValue]:
-    """This split's piece [b + lo, b + hi) of each lane's subregion [b, e); with `least` (a constexpr, a whole
-    number of chunks), a piece holds at least that many elements (a short subregion takes fewer pieces)."""
-    b, e, origin = fold.begin, fold.end, fold.origin
-    dt = b.type.dtype
-    lanes = b.type.lanes or e.type.lanes
-    one = Fragment(dt)
-    frag = Fragment(dt, lanes)
-
-    def binary(fn: BinaryFn, x: PValue, y: PValue, name: str | None = None) -> PValue:
-        return w.add(P.Binary, Fragment(dt, x.type.lanes or y.type.lanes), origin, name, fn=fn, lhs=x, rhs=y)
-
-    def launch(expr: LaunchExpr, name: str) -> PValue:
-        v = w.add(P.ShapeValue, INDEX, origin, name, expr=expr)
-        return w.add(P.Cast, one, origin, x=v, dtype=dt)
-
-    zero = w.add(P.Const, one, origin, value=0, dtype=dt)
-    length = binary(BinaryFn.maximum, binary(BinaryFn.sub, e, b), zero, "length")
-    chunk = launch(LConstexpr(fold.block), "chunk")
-    span = launch(lmul(LConstexpr(splits), LConstexpr(fold.block)), "split_span")
-    # whole chunks per piece: cdiv(length, splits * chunk) * chunk (non-negative operands: C division floors)
-    chunks = binary(BinaryFn.floordiv, binary(BinaryFn.add, length, binary(BinaryFn.sub, span, w.add(
-        P.Const, one, origin, value=1, dtype=dt))), span)
-    per = binary(BinaryFn.mul, chunks, chunk, "piece")
-    if least is not None:
-        per = binary(BinaryFn.maximum, per, launch(LConstexpr(least), "least"), "piece")
-    k = w.add(P.Cast, one, origin, x=s, dtype=dt)
-    lo = binary(BinaryFn.minimum, binary(BinaryFn.mul, k, per), length, "piece_lo")
-    hi = binary(BinaryFn.minimum, binary(BinaryFn.add, lo, per), length, "piece_hi")
-    assert lo.type == frag
-    return binary(BinaryFn.add, b, lo, "piece_begin"), binary(BinaryFn.add, b, hi, "piece_end")

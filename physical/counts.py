@@ -13,7 +13,15 @@ accesses of (how many times the access runs) x (its active elements) x (element 
   chunks) are counted each, and the count selects between the two with the op's constexpr flag;
 * atomics read and write their elements (twice the bytes);
 * programs that pass values on through slots (`physical.ops.lookback`) count their ticket, their slot and
-  flag, the flags and slots of every lower ticket (P (P - 1) / 2 of each) and the last one's reset.
+  flag, the flags and slots of every lower ticket (P (P - 1) / 2 of each) and the last one's reset;
+* a group balanced by the data (a `helper_index` at the top of its body: HELPERS_g helper programs past its
+  blocks; balance_segments.py, balance_region_scan.py) runs its per-instance work in the blocks' lanes and in
+  each helper's (a helper's lanes are those of the block it joins). Where the helpers scan
+  (balance_region_scan.py: SPLITS_g is 1) the held tiles hold the first BLOCK_HELD_g positions of each
+  instance's subregion and of each helper's chunk (`Helpers.held`), every value is read once by the scan that
+  writes it and a helper's chunk past its held tile once more, by the fold of its aggregate (the blocks' rest
+  folds are empty); each instance publishes a slot and each helper one, and a helper folds the slots of its
+  subregion's earlier helpers: at most H (H - 1) / 2 of them (every helper in one subregion).
 
 FLOPs count float arithmetic only: one per element of a float unary or binary op, of a reduction's
 or scan's float input, and two per multiply-add of a contraction. Index arithmetic, comparisons,
@@ -35,7 +43,7 @@ from kir.core import registrar
 from kir.dtypes import DType
 
 from .launch_expr import LaunchExpr, LBin, LConst, LConstexpr, LMinMax, LScalar, ladd, ldim, lmul, lprod, lselect, lsum
-from .model import AccessRelation, Fragment, POp, PRegion, Program, PValue
+from .model import AccessRelation, Fragment, Group, POp, PRegion, Program, PValue, TileAxis
 from .ops import access as A
 from .ops import atomic as T
 from .ops import buffers as B
@@ -78,6 +86,28 @@ class _Walk:
     folded: set = dataclasses.field(default_factory=set)
     # a split region scan's held tiles: the positions all programs hold (each program's tile, at most)
     held: LaunchExpr | None = None
+    # balanced by the data: the group's helpers (None where it has none)
+    helpers: Helpers | None = None
+
+
+@dataclass(frozen=True)
+class Helpers:
+    """The helper programs of a group balanced by the data, past its blocks."""
+
+    count: LaunchExpr  # HELPERS_g
+    lanes: LaunchExpr  # the lanes of each: those of the block it joins
+    instances: LaunchExpr  # the blocks' lanes (the group's instances)
+    held: LaunchExpr | None  # helpers that scan (balance_region_scan.py): the positions each holds on chip
+
+
+def _helpers(g: Group, instances: LaunchExpr, held: TileAxis | None) -> Helpers | None:
+    """The helpers of group `g`, where a `helper_index` at the top of its body says it has them. A helper that
+    scans holds the first BLOCK_HELD_g positions of its chunk, in the one lane it joins."""
+    helper = next((op for op in g.body.ops if isinstance(op, W.HelperIndex)), None)
+    if helper is None:
+        return None
+    return Helpers(LConstexpr(helper.helpers), LConstexpr(g.block), instances,
+                   None if held is None else LConstexpr(held.block))
 
 
 def operation_counts(program: Program) -> Counts:
@@ -92,10 +122,16 @@ def operation_counts(program: Program) -> Counts:
         # a persistent group runs its body once per block, not per program
         programs = loop.blocks if loop is not None else lengths.get(g.id, LConst(1))
         held = next((t for op in g.body.ops for v in op.results for t in v.type.tile if RG.is_held(t.block)), None)
+        helpers = _helpers(g, instances, held)
+        if held is None:
+            holds = None
+        elif helpers is not None and helpers.held is not None:  # each instance's tile, each helper's
+            holds = ladd(lmul(instances, LConstexpr(held.block)), lmul(helpers.count, helpers.held))
+        else:
+            holds = lmul(programs, lmul(LConstexpr(held.block), LConstexpr(g.block)))
         w = _Walk(program, instances, programs, {v.id: op for op in g.body.walk() for v in op.results},
                   rows=(lprod(tuple(ldim(d) for d in g.domain[:-1])), ldim(g.domain[-1]))
-                  if len(g.domain) > 1 else None,
-                  held=None if held is None else lmul(programs, lmul(LConstexpr(held.block), LConstexpr(g.block))))
+                  if len(g.domain) > 1 else None, held=holds, helpers=helpers)
         inner = _in_form(w, g.body)
         moved, flops = _region(inner, g.body, LConst(1))  # a looped_rows op counts each form (`_forms`)
         exact &= w.exact and inner.exact
@@ -137,7 +173,12 @@ def _subregion_positions(w: _Walk, op: RG.RegionFold | RG.RegionScan) -> LaunchE
     load = next((o for o in op.source.ops if isinstance(o, A.Load)), None)
     if load is None:
         return None
-    return _past_held(w, lprod(tuple(ldim(d) for d in w.program.buffer(load.access.buffer).shape)))
+    size = lprod(tuple(ldim(d) for d in w.program.buffer(load.access.buffer).shape))
+    h = w.helpers
+    if h is not None and h.held is not None and isinstance(op, RG.RegionFold):
+        # the rest folds of a group whose helpers scan: only a helper's, over its chunk past its held tile
+        return LMinMax("max", (LConst(0), LBin("-", size, lmul(h.count, h.held))))
+    return _past_held(w, size)
 
 
 def _past_held(w: _Walk, positions: LaunchExpr) -> LaunchExpr:
@@ -221,6 +262,9 @@ def _publish(w: _Walk, op: K.PublishSlot, trips: LaunchExpr) -> Cost:
     """Each program: its values (one per instance it holds, where the pieces of a block share a ticket each),
     then its flag (an atomic exchange)."""
     size = sum(w.program.buffer(b).dtype.bits // 8 for b in op.slots)
+    if w.helpers is not None:  # a slot per instance, one per helper (the lane it joins); a flag per program
+        slots = ladd(w.helpers.instances, w.helpers.count)
+        return ladd(lmul(LConst(size), lmul(trips, slots)), lmul(LConst(8), lmul(trips, w.programs))), _ZERO
     if w.splits is not None:  # split-region-scans: a slot per lane and piece, a flag per program
         return ladd(lmul(LConst(size), lmul(trips, w.instances)), lmul(LConst(8), lmul(trips, w.programs))), _ZERO
     return lmul(LConst(size + 8), lmul(trips, w.programs)), _ZERO
@@ -231,6 +275,9 @@ def _fold_slots(w: _Walk, op: K.FoldSlots, trips: LaunchExpr) -> Cost:
     """Program t reads the flag and the values of the slots before it in its row (split-region-scans: the
     flags of its block's lower pieces, and each lane's values of them)."""
     size = 4 + sum(w.program.buffer(b).dtype.bits // 8 for b in op.slots)
+    if w.helpers is not None:  # the blocks fold nothing; a helper its subregion's earlier helpers (H (H - 1) / 2)
+        h = w.helpers.count
+        return lmul(LConst(size), lmul(trips, LBin("//", lmul(h, LBin("-", h, LConst(1))), LConst(2)))), _ZERO
     if w.splits is not None and w.rows is None:
         per = LConstexpr(w.splits)
         pairs = LBin("//", lmul(per, LBin("-", per, LConst(1))), LConst(2))
@@ -283,12 +330,18 @@ def _for(w: _Walk, op: F.For, trips: LaunchExpr) -> Cost:
 
 
 def _in_form(w: _Walk, body: PRegion) -> _Walk:
-    """The walk of a form of a group's body: programs that share a block (a `split_index` at its top) each run
-    its per-instance work, on their own share of the row."""
+    """The walk of a form of a group's body: programs that share a block (a `split_index` at its top, SPLITS_g
+    not fixed at 1) each run its per-instance work, on their own share of the row; a group's helpers (a
+    `helper_index` at its top) run it in the lanes of the block each joins."""
     split = next((op for op in body.ops if isinstance(op, W.SplitIndex)), None)
-    if split is None:
-        return w
-    return dataclasses.replace(w, instances=lmul(w.instances, LConstexpr(split.splits)), splits=split.splits)
+    if split is not None:
+        one = dict(w.program.constexprs).get(split.splits) == LConst(1)  # balanced region scans: no pieces
+        w = dataclasses.replace(w, instances=w.instances if one else lmul(w.instances, LConstexpr(split.splits)),
+                                splits=split.splits)
+    if w.helpers is not None and any(isinstance(op, W.HelperIndex) for op in body.ops):
+        h = dataclasses.replace(w.helpers, instances=w.instances)
+        w = dataclasses.replace(w, instances=ladd(w.instances, lmul(h.count, h.lanes)), helpers=h)
+    return w
 
 
 @counts(G.LoopedRows)

@@ -383,6 +383,25 @@ def _named(pred: object, names: Mapping[str, str], taken: Iterable[str]) -> str:
                                   for s, n in used.items()})
 
 
+def _balanced_traffic(g: Group) -> list[str]:
+    """What a group whose helpers scan by the data (balance_region_scan.py) moves, as physical/counts.py counts
+    it: the passes over the values, then the workspace."""
+    helper = next((op for op in g.body.ops if isinstance(op, P.HelperIndex)), None)
+    held = next((t for op in g.body.ops for v in op.results for t in v.type.tile if P.is_held(t.block)), None)
+    if helper is None or held is None:
+        return []
+    h = helper.helpers
+    flag = next(op.flag for op in g.body.walk() if isinstance(op, P.If) and op.flag is not None)
+    return [f"  group {g.id}, balanced by the data: every value is read once by the scan that writes it (the held "
+            f"tile of its instance or helper, {held.block} elements, then the rest) and written once; where {flag} "
+            f"= 1 a helper's chunk past its held tile is read once more, by the fold of its aggregate (taken to be "
+            f"every value past the {h} helpers' held tiles); the workspace: each program's ticket, flag and "
+            f"retirement, each instance's slot and each helper's, and the slots of a subregion's earlier helpers "
+            f"each helper folds (taken to be {h} * ({h} - 1) / 2, all helpers in one subregion); the offsets each "
+            f"lane of every program reads (a helper's lanes are the block it joins) and the probes of the binary "
+            f"searches"]
+
+
 def ideal_bytes(program: Program) -> LaunchExpr:
     """Every input read once and every output written once (in-out: both), from the external buffers."""
     terms: list[LaunchExpr] = []
@@ -411,6 +430,7 @@ def explain_program(program: Program, shapes: Mapping[str, int] | None = None, s
     exact = "" if counts.exact else " (an estimate: some trip counts depend on data)"
     lines.append("memory:")
     lines.append(f"  bytes moved = {f(counts.bytes)}{exact}")
+    lines += [line for g in p.groups for line in _balanced_traffic(g)]
     lines.append(f"  ideal = {f(ideal_bytes(p))} (every input read once, every output written once)")
     lines.append("buffers:")
     for b in p.buffers:

@@ -179,12 +179,13 @@ def test_a_fold_over_segments_counts_each_value_once(segments: int, values: int)
     """A segment sum reads each value once, whatever the segments' lengths: a chunk of BLOCK_C elements per
     segment (most of it masked off when segments are short, one of many when they are long) is not what it
     moves. The rest, where programs cooperate (SPLIT_0 = 1: split-segments' pieces or balanced segments'
-    helpers), is per program sharing a segment: its two offsets, its head and tail partials written and read
-    back, its helper-chunk partial, its ticket (read and written), the counter's reset, the result and the
-    probes of the two binary searches for its whole chunks (counted for each, though a subregion with one
-    participant skips the workspace and one without whole chunks does not search: an upper bound), and per
-    program the helper's own search probe and the last participant's chunk slots; where one program holds each
-    segment and no helper joins (SPLIT_0 = 0) only the offsets and the result."""
+    helpers), is per lane of a program sharing a segment (a helper's lanes are those of the block it joins):
+    its two offsets, its head and tail partials written and read back, its helper-chunk partial, its ticket
+    (read and written), the counter's reset, the result and the probes of the two binary searches for its whole
+    chunks (counted for each, though a subregion with one participant skips the workspace and one without whole
+    chunks does not search: an upper bound), and per program the helper's own search probe and the last
+    participant's chunk slots; where one program holds each segment and no helper joins (SPLIT_0 = 0) only the
+    offsets and the result."""
     from physical.counts import operation_counts
     from physical.explain import launch_environment
 
@@ -198,8 +199,8 @@ def test_a_fold_over_segments_counts_each_value_once(segments: int, values: int)
         return
     per_instance = 2 * 8 + 3 * 4 + 8 + 2 * 4 + 4 + 4 + 2 * 8
     programs = program.grid.evaluate(env)
-    assert counts.bytes.evaluate(env) == 4 * values + per_instance * env["SPLITS_0"] * segments + 8 * programs + \
-        4 // env["SPLITS_0"]
+    lanes = env["SPLITS_0"] * segments + env["HELPERS_0"] * env["BLOCK_I0"]  # a helper's: the block it joins
+    assert counts.bytes.evaluate(env) == 4 * values + per_instance * lanes + 8 * programs + 4 // env["SPLITS_0"]
 
 
 def test_a_scan_over_segments_counts_each_value_once_read_and_once_written() -> None:
@@ -210,7 +211,11 @@ def test_a_scan_over_segments_counts_each_value_once_read_and_once_written() -> 
     a block of BLOCK_I0 segments) and the last one the two counters. With several pieces a segment each program
     holds the first BLOCK_HELD_0 elements of its piece from their load to their write: only what the held tiles
     leave is read twice (its fold, then its scan). On a device the data balances the segments over helpers
-    instead."""
+    instead: each value is still read once by the scan that writes it and written once; a helper's chunk past
+    its held tile is read once more (taken to be every value past the helpers' held tiles); per lane of every
+    program (a helper's lanes are the block it joins) four offsets and the probes of two searches, per program its
+    ticket, its helper search's probe, its flag, its retirement and the reset, per instance and per helper a
+    slot, and the slots of a subregion's earlier helpers each helper folds (taken to be H (H - 1) / 2)."""
     from physical.counts import operation_counts
     from physical.explain import launch_environment
     from tests.perf_reduce_kernels import seg_last_nz_scan
@@ -221,12 +226,25 @@ def test_a_scan_over_segments_counts_each_value_once_read_and_once_written() -> 
         env = launch_environment(program, {"S": segments, "E": values}, 0)  # the interpreter: a piece a segment
         assert env["SPLITS_0"] == 1 and env["BLOCK_I0"] == 16
         assert counts.bytes.evaluate(env) == (4 + 4) * values + 36 * segments + 28 * (segments // 16) + 8
-    env = launch_environment(program, {"S": 64, "E": 1 << 24}, 132)
-    # one offsets tensor bounds the scan: a program a segment and HELPERS_0 helpers past them, each scanning a
-    # chunk of the values (balance_region_scan.py); what passes the held tiles is read twice
-    programs = 64 + env["HELPERS_0"]
-    assert env["BLOCK_I0"] == 1 and env["SPLITS_0"] == 1 and env["SPLIT_0"] == 1 and env["HELPERS_0"] > 64
-    assert program.grid.evaluate(env) == programs
-    rest = max(0, (1 << 24) - programs * env["BLOCK_HELD_0"])  # past the held tiles: folded, then scanned
-    overhead = counts.bytes.evaluate(env) - ((4 + 4) * (1 << 24) + 4 * rest)
-    assert 28 * programs < overhead < 64 * programs  # tickets, flags, slots, offsets and the helpers' searches
+    # one offsets tensor bounds the scan: blocks of BLOCK_I0 segments and HELPERS_0 helpers past them, each
+    # scanning a chunk of the values (balance_region_scan.py)
+    for segments, values, block in ((64, 1 << 24, 1), (65536, 1 << 21, 16)):
+        env = launch_environment(program, {"S": segments, "E": values}, 132)
+        h, held = env["HELPERS_0"], env["BLOCK_HELD_0"]
+        programs = -(-segments // block) + h
+        assert env["BLOCK_I0"] == block and env["SPLITS_0"] == 1 and env["SPLIT_0"] == 1 and h > 64
+        assert program.grid.evaluate(env) == programs
+        rest = max(0, values - h * held)  # the helpers' chunks past their held tiles: folded, then scanned
+        lanes = segments + h * block
+        assert counts.bytes.evaluate(env) == (4 + 4) * values + 4 * rest + (4 + 2) * 8 * lanes + 36 * programs + \
+            8 + 4 * (segments + h) + 8 * (h * (h - 1) // 2)
+    plan = physical.explain(seg_last_nz_scan.kir)
+    assert "SPLITS_0" not in plan.split("bytes moved = ")[1].split("\n")[0]  # SPLITS_0 is 1: no pieces
+    assert "\n  group 0, balanced by the data: every value is read once by the scan that writes it (the held tile " \
+        "of its instance or helper, BLOCK_HELD_0 elements, then the rest) and written once; where SPLIT_0 = 1 a " \
+        "helper's chunk past its held tile is read once more, by the fold of its aggregate (taken to be every value " \
+        "past the HELPERS_0 helpers' held tiles); the workspace: each program's ticket, flag and retirement, each " \
+        "instance's slot and each helper's, and the slots of a subregion's earlier helpers each helper folds " \
+        "(taken to be HELPERS_0 * (HELPERS_0 - 1) / 2, all helpers in one subregion); the offsets each lane of " \
+        "every program reads (a helper's lanes are the block it joins) and the probes of the binary searches\n" \
+        "  ideal = " in plan

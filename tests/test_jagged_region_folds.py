@@ -426,3 +426,32 @@ def test_a_column_store_reports_at_the_statement(tmp_path) -> None:
                 out[s, :] = intent.sum(values[offsets[s]:offsets[s + 1], :], axis=0)
         """, "out[s, :]", "store to `out`: the value is f16 but f32 is expected; KIR never converts implicitly: "
                           "write `x.to(f32)`")
+
+
+JB = dims("JB")
+
+
+@intent.kernel
+def batched(values: f32[JB, JE, JD], offsets: i64[JB, J + 1], spread: Out[f32[JB, J, JD]]):
+    for t, s in parallel(JB, J):
+        b, e = offsets[t, s], offsets[t, s + 1]
+        spread[t, s, :] = intent.max(values[t, b:e, :], axis=0) - intent.min(values[t, b:e, :], axis=0)
+
+
+def test_a_batch_of_jagged_tensors_in_a_two_axis_parallel(isolated_cache) -> None:  # noqa: F811
+    """A point before the data-dependent axis (`values[t, b:e, :]`) and a two-axis `parallel`: one (JB, J, JD)
+    workset whose long segments split."""
+    g = torch.Generator().manual_seed(10)
+    off = torch.tensor([[0, 3, 3, 2000], [0, 1, 1500, 2000]])
+    v = torch.randn(2, 2000, 3, generator=g)
+    args = {"values": v, "offsets": off, "spread": torch.zeros(2, 3, 3)}
+    k = batched.specialize(args)
+    assert not any(isinstance(op, KCt.For) for op in k.walk())
+    program, names = run_pipeline(physical.construct(k), verify_with=k)
+    assert [str(d) for d in program.groups[0].domain] == ["JB", "J", "JD"] and "split-segments" in names
+    assert splits(batched, args) > 1
+    with simulated_multiprocessors(132):
+        got = three_ways(batched, args, ("spread",), rtol=1e-5, atol=1e-5)
+    for t in range(2):
+        want = per_segment(v[t].double(), off[t], lambda x: x.amax(0) - x.amin(0), -np.inf)
+        np.testing.assert_allclose(got["spread"][t], want, rtol=1e-5, atol=1e-5)

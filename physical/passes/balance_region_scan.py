@@ -44,7 +44,7 @@ from ..launch_expr import LBin, LConst, LConstexpr, LWarps, as_launch, lcdiv, ld
 from ..model import Program, PValue, TileAxis
 from ..workspace import INDEX, lookback_buffers
 from .balance_segments import Bounds, bounds_of, delegation, helper_count, helper_values, join_block
-from .partials import Ops, lane_test, split_flag
+from .partials import Ops, flag_set, lane_test, split_flag
 from .rows import RowBuilder
 from .split_region_scan import CHUNK, RegionScanPlan, _chunk_axis, _flat, _hold, look_back
 
@@ -106,8 +106,7 @@ def balanced_scan_split(program: Program, plan: RegionScanPlan, tile: int, bound
     h_index = w.add(P.HelperIndex, INDEX, origin, "helper", group=gid, blocks=blocks, helpers=helpers,
                     ticket=ws.sync.id)
     izero = w.add(P.Const, INDEX, origin, value=0, dtype=DType.i64)
-    selected = w.add(P.ShapeValue, INDEX, origin, "split", expr=LConstexpr(fast))
-    cond = o.cmp(CmpFn.ne, selected, izero)
+    cond = flag_set(w, fast, origin, izero)
     chunk_name = first_scan.block
 
     def chunk_of() -> object:

@@ -64,7 +64,6 @@ from ..launch_expr import (
     lsum,
 )
 from ..model import AccessRelation, Fragment, Guard, Origin, Program, PValue, TileAxis
-from ..rewrite import map_operands
 from ..workspace import (
     INDEX,
     add_slot_array,
@@ -232,8 +231,7 @@ def balanced_split(program: Program, plan, bounds: Bounds) -> Program:  # plan: 
     s = w.add(P.SplitIndex, INDEX, origin, "split", group=gid, splits=splits)
     h_index = w.add(P.HelperIndex, INDEX, origin, "helper", group=gid, blocks=block_programs,
                     helpers=helpers)
-    selected = w.add(P.ShapeValue, INDEX, origin, "split", expr=LConstexpr(flag))
-    cond = o.cmp(CmpFn.ne, selected, w.add(P.Const, INDEX, origin, value=0, dtype=DType.i64))
+    cond = shared.flag_set(w, flag, origin)
 
     # ---- which subregion's block a helper joins: a binary search, only in the cooperating form
     helper_block, owner = join_block(w, program, bounds, g, lambda: helper_values(o, plan.values, g, h_index,
@@ -378,11 +376,8 @@ def helper_values(o: Ops, values: LaunchExpr, g, h_index: PValue, helpers: str, 
 def _fold_over(w: Builder, o: Ops, fold: P.RegionFold, ranges: tuple[PValue, PValue]) -> tuple[PValue, ...]:
     """`fold` over [begin, end) = `ranges` (a copy of its regions), its partials in the accumulator dtypes."""
     begin, end = (o.cast(v, b.type.dtype) for v, b in zip(ranges, (fold.begin, fold.end)))
-    swap = {fold.begin.id: begin, fold.end.id: end}
-    piece = map_operands(fold, lambda v: swap.get(v.id, v))
     partial = tuple(w.fresh(Fragment(dt, v.type.lanes), "partial") for v, dt in zip(fold.results, fold.acc_dtypes))
-    w.put(dataclasses.replace(piece, results=partial, source=w.copy_region(piece.source),
-                              combine=w.copy_region(piece.combine)))
+    shared.fold_over(w, fold, begin, end, partial)
     return partial
 
 

@@ -30,6 +30,7 @@ from ..analysis import producer
 from ..builder import Builder
 from ..launch_expr import LaunchExpr, LBin, LConst, LConstexpr, LNextPow2, as_launch, lmin, lmul, lsum
 from ..model import Buffer, Fragment, Origin, POp, PRegion, Program, PValue, Segment
+from ..rewrite import map_operands
 from ..workspace import (
     INDEX,
     add_slot_array,
@@ -181,6 +182,23 @@ def split_flag(gid: int) -> str:
     return f"SPLIT_{gid}"
 
 
+def flag_set(w: Builder, flag: str, origin: Origin | None, zero: PValue | None = None) -> PValue:
+    """Whether the launch sets the constexpr `flag`: the condition of the `if` that selects a body form by it
+    (`zero`: an index 0 already at hand)."""
+    on = w.add(P.ShapeValue, INDEX, origin, "split", expr=LConstexpr(flag))
+    if zero is None:
+        zero = w.add(P.Const, INDEX, origin, value=0, dtype=DType.i64)
+    return w.add(P.Compare, Fragment(DType.pred), origin, fn=CmpFn.ne, lhs=on, rhs=zero)
+
+
+def fold_over(w: Builder, fold: P.RegionFold, begin: PValue, end: PValue, results: tuple[PValue, ...]) -> None:
+    """`fold` over [begin, end) instead of its own subregion (a copy of its regions), giving `results`."""
+    swap = {fold.begin.id: begin, fold.end.id: end}
+    cut = map_operands(fold, lambda v: swap.get(v.id, v))
+    w.put(dataclasses.replace(cut, results=results, source=w.copy_region(cut.source),
+                              combine=w.copy_region(cut.combine)))
+
+
 def combine_in_last(w: Builder, partials: list[Partial], slots: list[list[Buffer]], counter: Buffer,
                     split: PValue, inst: PValue, lane_ok: PValue | None, sizes: tuple[str, str],
                     origin: Origin | None, gid: int) -> PValue:
@@ -219,9 +237,7 @@ def combine_in_last(w: Builder, partials: list[Partial], slots: list[list[Buffer
     for p in partials:
         outs += [v if v.type == Fragment(dt, lanes) else w.fresh(Fragment(dt, lanes), "total")
                  for v, dt in zip(p.results, p.acc_dtypes)]
-    flag = w.add(P.ShapeValue, INDEX, origin, "split", expr=LConstexpr(split_flag(gid)))
-    cond = w.add(P.Compare, Fragment(DType.pred), origin, fn=CmpFn.ne, lhs=flag,
-                 rhs=w.add(P.Const, INDEX, origin, value=0, dtype=DType.i64))
+    cond = flag_set(w, split_flag(gid), origin)
     w.put(P.If(results=tuple(outs), origin=origin, cond=cond, then_=then, else_=otherwise, flag=split_flag(gid)))
     totals = iter(outs[1:])
     for p in partials:
@@ -253,4 +269,4 @@ def instance_coordinate(w: Builder, ops: tuple[POp, ...], owned: int | None, ori
 
 
 __all__ = ["Ops", "piece", "lane_test", "per_instance", "pointwise_or_store", "split_launch", "split_flag", "Partial",
-           "add_partial_slots", "combine_in_last", "finish_in_last", "instance_coordinate"]
+           "add_partial_slots", "flag_set", "fold_over", "combine_in_last", "finish_in_last", "instance_coordinate"]

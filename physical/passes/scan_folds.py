@@ -33,16 +33,15 @@ from __future__ import annotations
 import dataclasses
 
 from kir.dtypes import DType
-from kir.pointwise import CmpFn
 from kir.reduce import ReduceKind
 from kir.scan import ScanKind
 
 from .. import ops as P
 from ..builder import Builder
-from ..launch_expr import LaunchExpr, LConstexpr, LNextPow2
+from ..launch_expr import LaunchExpr, LNextPow2
 from ..model import Buffer, Fragment, Origin, POp, PRegion, Program, PValue
-from ..rewrite import map_operands, used_values
-from ..workspace import INDEX, conjoin
+from ..rewrite import used_values
+from ..workspace import conjoin
 from . import partials as shared
 from .split_segments import folded_values
 
@@ -220,9 +219,7 @@ def split_folds(w: Builder, ops: tuple[POp, ...], plan: FoldsPlan, ws: FoldsWork
             _fold_piece(w, fold, piece, splits, own)
             alone = w.finish(own)
             flag = shared.split_flag(gid)
-            on = w.add(P.ShapeValue, INDEX, fold.origin, "split", expr=LConstexpr(flag))
-            cond = w.add(P.Compare, Fragment(DType.pred), fold.origin, fn=CmpFn.ne, lhs=on,
-                         rhs=w.add(P.Const, INDEX, fold.origin, value=0, dtype=DType.i64))
+            cond = shared.flag_set(w, flag, fold.origin)
             w.put(P.If(results=values, origin=fold.origin, cond=cond, then_=then, else_=alone, flag=flag))
         partials.append(shared.Partial(values, fold.results, fold.kind, fold.identity, fold.acc_dtypes,
                                        fold.combine, fold.origin))
@@ -240,10 +237,7 @@ def split_folds(w: Builder, ops: tuple[POp, ...], plan: FoldsPlan, ws: FoldsWork
 def _fold_piece(w: Builder, fold: P.RegionFold, piece: PValue, splits: str, values: tuple[PValue, ...]) -> None:
     """`fold` over this program's piece of its subregion, giving `values` (the accumulator dtypes)."""
     begin, end = shared.piece(shared.Ops(w, fold.origin), fold.begin, fold.end, piece, splits, fold.block)
-    swap = {fold.begin.id: begin, fold.end.id: end}
-    cut = map_operands(fold, lambda v: swap.get(v.id, v))
-    w.put(dataclasses.replace(cut, results=values, source=w.copy_region(cut.source),
-                              combine=w.copy_region(cut.combine)))
+    shared.fold_over(w, fold, begin, end, values)
 
 
 def instance(w: Builder, flat: PValue | None, origin: Origin | None) -> PValue:

@@ -276,8 +276,7 @@ def _split(program: Program, plan: RegionScanPlan, tile: int) -> Program:
         first = w.add(P.Binary, flat.type, origin, "instance_first", fn=BinaryFn.mul, lhs=flat, rhs=per)
         slot = w.add(P.Binary, flat.type, origin, "slot", fn=BinaryFn.add, lhs=first, rhs=s)
     leading = w.add(P.Compare, Fragment(DType.pred), origin, "first_piece", fn=CmpFn.eq, lhs=s, rhs=zero)
-    flag = w.add(P.ShapeValue, INDEX, origin, "split", expr=LConstexpr(fast))
-    split = w.add(P.Compare, Fragment(DType.pred), origin, fn=CmpFn.ne, lhs=flag, rhs=zero)
+    split = partials.flag_set(w, fast, origin, zero)
 
     pieces: list[_Piece] = []
     for scan in scans:

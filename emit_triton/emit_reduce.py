@@ -157,3 +157,42 @@ def emit_scan(em: Emitter, op: P.Scan) -> None:
     for r, o, acc in zip(op.results, outs, op.acc_dtypes):
         n = em.define(r)
         em.line(f"{n} = {convert(em, o, acc, r.type.dtype)}")
+
+
+@emits(P.LaneFold)
+def emit_lane_fold(em: Emitter, op: P.LaneFold) -> None:
+    """The lanes axis (axis 0 of a lane value) folded in lane order: uniform scalars."""
+    shape = Fragment(op.inputs[0].type.dtype, True)
+    cur = []
+    for x, acc, ident in zip(op.inputs, op.acc_dtypes, op.identity):
+        v = em.fresh("lanes_in")
+        em.line(f"{v} = {masked(em, x, None, acc, ident, shape)}")
+        cur.append(v)
+    reduce_axis(em, cur, op.kind, op.native, op.acc_dtypes, 0, op.combine, 1)
+    for r, c, acc in zip(op.results, cur, op.acc_dtypes):
+        em.line(f"{em.define(r)} = {convert(em, c, acc, r.type.dtype)}")
+
+
+@emits(P.LaneScan)
+def emit_lane_scan(em: Emitter, op: P.LaneScan) -> None:
+    """The lanes axis scanned in lane order (inclusive or exclusive, forward or reverse)."""
+    shape = Fragment(op.inputs[0].type.dtype, True)
+    xs = []
+    for x, acc, ident in zip(op.inputs, op.acc_dtypes, op.identity):
+        v = em.fresh("lanes_in")
+        em.line(f"{v} = {masked(em, x, None, acc, ident, shape)}")
+        xs.append(v)
+    if op.native:
+        out = em.fresh("lanes_scanned")
+        rev = ", reverse=True" if op.reverse else ""
+        width = f", dtype={REGISTER_DTYPE[op.acc_dtypes[0]]}" if op.kind is ScanKind.sum else ""
+        em.line(f"{out} = {_SCAN_FN[op.kind]}({xs[0]}, axis=0{rev}{width})")
+        if op.kind is ScanKind.prod and op.acc_dtypes[0].is_int:
+            em.line(f"{out} = {out}.to({REGISTER_DTYPE[op.acc_dtypes[0]]})")
+        if op.exclusive:  # an exact integer sum only (native_scan)
+            em.line(f"{out} = {out} - {xs[0]}")
+        outs = [out]
+    else:
+        outs = scan_axis(em, xs, op.combine, op.identity, op.acc_dtypes, 0, 1, op.reverse, op.exclusive)
+    for r, o, acc in zip(op.results, outs, op.acc_dtypes):
+        em.line(f"{em.define(r)} = {convert(em, o, acc, r.type.dtype)}")

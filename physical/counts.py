@@ -18,8 +18,9 @@ accesses of (how many times the access runs) x (its active elements) x (element 
   blocks; balance_segments.py, balance_region_scan.py) runs its per-instance work in the blocks' lanes and in
   each helper's (a helper's lanes are those of the block it joins). Where the helpers scan
   (balance_region_scan.py: SPLITS_g is 1) the held tiles hold the first BLOCK_HELD_g positions of each
-  instance's subregion and of each helper's chunk (`Helpers.held`), every value is read once by the scan that
-  writes it and a helper's chunk past its held tile once more, by the fold of its aggregate (the blocks' rest
+  instance's subregion and BLOCK_g * BLOCK_HELD_g of each helper's chunk (`Helpers.held`: a helper holds its
+  range across the lanes of the block it joins), every value is read once by the scan that writes it and a
+  helper's chunk past its held tiles once more, by the fold of its aggregate (the blocks' rest
   folds are empty); each instance publishes a slot and each helper one, and a helper folds the slots of its
   subregion's earlier helpers: at most H (H - 1) / 2 of them (every helper in one subregion).
 
@@ -50,6 +51,7 @@ from .ops import buffers as B
 from .ops import contract as C
 from .ops import control as F
 from .ops import histogram as H
+from .ops import lanes as LN
 from .ops import layout as L
 from .ops import lookback as K
 from .ops import pointwise as P
@@ -102,12 +104,13 @@ class Helpers:
 
 def _helpers(g: Group, instances: LaunchExpr, held: TileAxis | None) -> Helpers | None:
     """The helpers of group `g`, where a `helper_index` at the top of its body says it has them. A helper that
-    scans holds the first BLOCK_HELD_g positions of its chunk, in the one lane it joins."""
+    scans holds its range across the lanes of the block it joins, the first BLOCK_HELD_g positions of each lane's
+    run: BLOCK_g * BLOCK_HELD_g of its chunk (all of it where the chunk fits)."""
     helper = next((op for op in g.body.ops if isinstance(op, W.HelperIndex)), None)
     if helper is None:
         return None
     return Helpers(LConstexpr(helper.helpers), LConstexpr(g.block), instances,
-                   None if held is None else LConstexpr(held.block))
+                   None if held is None else lmul(LConstexpr(held.block), LConstexpr(g.block)))
 
 
 def operation_counts(program: Program) -> Counts:
@@ -303,8 +306,8 @@ def _arithmetic(w: _Walk, op: P.Unary | P.Binary, trips: LaunchExpr) -> Cost:
     return _ZERO, _ZERO
 
 
-@counts(R.Reduce, S.Scan)
-def _combines(w: _Walk, op: R.Reduce | S.Scan, trips: LaunchExpr) -> Cost:
+@counts(R.Reduce, S.Scan, LN.LaneFold, LN.LaneScan)
+def _combines(w: _Walk, op: R.Reduce | S.Scan | LN.LaneFold | LN.LaneScan, trips: LaunchExpr) -> Cost:
     inputs = [v.type for v in op.inputs if v.type.dtype.is_float]
     return _ZERO, _runs(w, inputs, lmul(trips, LConst(len(inputs)))) if inputs else _ZERO
 

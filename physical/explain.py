@@ -264,7 +264,10 @@ def _lookback_lines(p: Program, g: Group, f: _Formulas, body: PRegion | None = N
                  f"them are {helper.helpers} helpers: the scanned tensor is cut into {helper.helpers} chunks, a "
                  f"helper finds the subregion holding its chunk by binary search over the offsets and, if that "
                  f"subregion hands its whole chunks over (always for sorted offsets), scans that chunk of it, the "
-                 f"first one from the subregion's begin and the last one up to its end{backwards})")
+                 f"first one from the subregion's begin and the last one up to its end{backwards}, holding it "
+                 f"across the lanes of the block it joins: lane l takes the l-th run of max("
+                 f"{held.block if held else 'tile'}, cdiv(length, valid lanes)) positions, so a range of up to "
+                 f"{ticket.block} * {held.block if held else 'tile'} elements is read once)")
         owned = f"one block of {ticket.block} instances each (several short segments a program)"
     elif ticket.splits is not None:  # split-region-scans: the pieces of a block hold consecutive tickets
         each += (f" ({ticket.splits} programs a block: ticket t scans piece t % {ticket.splits} of the subregion "
@@ -277,15 +280,17 @@ def _lookback_lines(p: Program, g: Group, f: _Formulas, body: PRegion | None = N
     for op in body.ops:
         if ticket.helper_block is not None and isinstance(op, P.PublishSlot):
             names = ", ".join(p.buffer(b).name for b in op.slots)
-            lines.append(f"  each helper publishes its chunk's aggregate (its held tile, then the rest) in slot = "
+            lines.append(f"  each helper publishes its chunk's aggregate (its lanes' runs folded across the lanes in "
+                         f"lane order, each run its held tile, then its rest) in slot = "
                          f"blocks * {ticket.block} + its position among the helpers of {names}, then raises the flag "
                          f"of its ticket, {sync.name}[{P.SYNC_FLAGS} + ticket] (release); the blocks need no "
                          f"aggregate (a subregion they scan is theirs alone)")
             continue
         if ticket.helper_block is not None and isinstance(op, P.FoldSlots):
-            lines.append(f"  then a helper waits for the flags of the lower tickets of its subregion's earlier "
-                         f"helpers (acquire) and folds their slots in index order, {op.block} slots a step (a fixed "
-                         f"combine order: the same bits every run), and writes its chunk after that prefix; the "
+            lines.append(f"  then every lane of a helper waits for the flags of the lower tickets of its subregion's "
+                         f"earlier helpers (acquire) and folds their slots in index order, {op.block} slots a step (a "
+                         f"fixed combine order: the same bits every run), and writes its run after that prefix and "
+                         f"the runs of the lanes before it in traversal order (a scan across the lanes); the "
                          f"subregion's first helper and the blocks write their own scans")
             continue
         if isinstance(op, P.PublishSlot) and form:
@@ -393,9 +398,10 @@ def _balanced_traffic(g: Group) -> list[str]:
     h = helper.helpers
     flag = next(op.flag for op in g.body.walk() if isinstance(op, P.If) and op.flag is not None)
     return [f"  group {g.id}, balanced by the data: every value is read once by the scan that writes it (the held "
-            f"tile of its instance or helper, {held.block} elements, then the rest) and written once; where {flag} "
-            f"= 1 a helper's chunk past its held tile is read once more, by the fold of its aggregate (taken to be "
-            f"every value past the {h} helpers' held tiles); the workspace: each program's ticket, flag and "
+            f"tile of its instance, {held.block} elements, or of its helper, {held.block} in each of the {g.block} "
+            f"lanes of the block it joins, then the rest) and written once; where {flag} = 1 a helper's chunk past "
+            f"its held tiles is read once more, by the fold of its aggregate (taken to be every value past the {h} "
+            f"helpers' held tiles); the workspace: each program's ticket, flag and "
             f"retirement, each instance's slot and each helper's, and the slots of a subregion's earlier helpers "
             f"each helper folds (taken to be {h} * ({h} - 1) / 2, all helpers in one subregion); the offsets each "
             f"lane of every program reads (a helper's lanes are the block it joins) and the probes of the binary "

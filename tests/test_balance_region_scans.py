@@ -20,6 +20,7 @@ import physical
 from emit_triton.compile import clear_emitted
 from emit_triton.targets import simulated_multiprocessors
 from intent import Out, dims, f32, i32, i64, parallel
+from kir.dtypes import DType
 from physical import ops as P
 from physical.lowering import run_pipeline
 from physical.passes.looped import BUDGET_VARIABLE
@@ -235,11 +236,22 @@ def test_the_plan_verifies_after_every_pass_and_explain_shows_it(small_tile) -> 
            "helpers by look-back in index order" in plan
     assert "the tickets after them are HELPERS_0 helpers: the scanned tensor is cut into HELPERS_0 chunks" in plan
     assert "(a reverse scan: the helpers take the chunks from the last one down)" in plan
-    assert "each helper publishes its chunk's aggregate (its held tile, then the rest) in slot = blocks * BLOCK_I0 " \
-           "+ its position among the helpers of" in plan
-    assert "then a helper waits for the flags of the lower tickets of its subregion's earlier helpers (acquire) " \
-           "and folds their slots in index order" in plan
+    assert "each helper publishes its chunk's aggregate (its lanes' runs folded across the lanes in lane order, " \
+           "each run its held tile, then its rest) in slot = blocks * BLOCK_I0 + its position among the helpers " \
+           "of" in plan
+    assert "then every lane of a helper waits for the flags of the lower tickets of its subregion's earlier helpers " \
+           "(acquire) and folds their slots in index order" in plan
+    assert "writes its run after that prefix and the runs of the lanes before it in traversal order" in plan
+    assert "holding it across the lanes of the block it joins: lane l takes the l-th run of max(BLOCK_HELD_0, " \
+           "cdiv(length, valid lanes)) positions, so a range of up to BLOCK_I0 * BLOCK_HELD_0 elements is read " \
+           "once)" in plan
     assert "construction verifier: all" in plan
+    # bytes moved: a helper holds BLOCK_HELD_0 in each lane of the block it joins; only its chunk past those tiles
+    # is folded for its aggregate
+    (moved,) = [line for line in plan.splitlines() if line.startswith("  bytes moved = ")]
+    assert "SPLITS_0" not in moved
+    assert moved.count("(4 * max(0, E - HELPERS_0 * BLOCK_HELD_0 * BLOCK_I0) if SPLIT_0 else 0)") == 3  # per scan
+    assert "or of its helper, BLOCK_HELD_0 in each of the BLOCK_I0 lanes of the block it joins" in plan
 
 
 def _lowered(args):
@@ -307,3 +319,96 @@ def test_a_helper_scanning_the_whole_subregion_is_refused() -> None:
     ops[at] = dataclasses.replace(ops[at], begin=loads[0], end=loads[1])
     found = [v.rule for v in check(_mutated(p, ops), k)]
     assert found == ["effect-coverage", "split-effects"], found
+
+
+def _plan_numbers(kernel, args: dict, sms: int) -> dict[str, int]:
+    with simulated_multiprocessors(sms):
+        text = kernel.explain(*args.values())
+    return {n: int(re.findall(rf"{n} = (\d+)", text)[-1]) for n in ("HELPERS_0", "BLOCK_I0", "BLOCK_HELD_0")}
+
+
+def read_twice(offsets: list[int], n: int, h: int, block: int, held: int, one_lane: bool = False) -> int:
+    """Elements the helpers read twice (a model of the pass for sorted offsets): helper k of subregion i holds its
+    range [lo, hi) (its chunk; the first helper's from the subregion's begin, the last one's to its end) across
+    the valid lanes of block i // block, lane l the l-th run of max(held, cdiv(hi - lo, lanes)) positions; only
+    what a run holds past its lane's tile of `held` elements is read twice (its fold, then its scan). `one_lane`:
+    the range in the one lane the helper joins."""
+    c = -(-n // (h * 256)) * 256
+    segments = len(offsets) - 1
+    twice = 0
+    for i, (b, e) in enumerate(zip(offsets, offsets[1:])):
+        k0, k1 = -(-b // c), min(e // c, h)
+        lanes = 1 if one_lane else min(block, segments - i // block * block)
+        for k in range(k0, k1):
+            lo, hi = (b if k == k0 else k * c), (e if k == k1 - 1 else (k + 1) * c)
+            per = max(held, -(-(hi - lo) // lanes))
+            twice += sum(max(0, min(per, hi - lo - l * per) - held) for l in range(lanes) if l * per < hi - lo)
+    return twice
+
+
+@pytest.mark.parametrize("tile", [None, HELD])
+def test_a_helper_holds_its_chunk_across_the_lanes_of_its_block(tile: int | None, isolated_cache,  # noqa: F811
+                                                                monkeypatch) -> None:
+    """A helper joins a block of several lanes (one multiprocessor: blocks of two segments) and holds its range
+    across them, lane l the l-th run: a chunk (5888 values, not a multiple of a lane's tile of 4096) is read once;
+    only the first and last helpers of a subregion, whose ranges take its head or tail too, read what their runs
+    hold past the lanes' tiles twice. With a lowered tile (256 a lane) every helper reads the rest of its runs
+    twice, still less than in one lane."""
+    from bench.traffic import counting
+
+    if tile is not None:
+        monkeypatch.setenv(BUDGET_VARIABLE, str(tile))
+    clear_emitted()
+    args = args_for(12, ("out",))
+    nums = _plan_numbers(cumsum, args, 1)
+    h, block, held = nums["HELPERS_0"], nums["BLOCK_I0"], nums["BLOCK_HELD_0"]
+    n = args["values"].numel()
+    chunk = -(-n // (h * 256)) * 256
+    assert block > 1 and h > 1 and (chunk % held != 0 and chunk <= block * held) == (tile is None)
+    twice = read_twice(args["offsets"].tolist(), n, h, block, held)
+    assert 0 < twice < read_twice(args["offsets"].tolist(), n, h, block, held, one_lane=True)
+    out = {k: v.clone() for k, v in args.items()}
+    with simulated_multiprocessors(1), counting(out) as traffic:
+        cumsum(**out)
+    assert traffic.read_by["values"] == 4 * (n + twice)
+    run_and_check(cumsum, args, ("out",), 1)
+    clear_emitted()
+
+
+def test_lane_held_chunks_are_bitwise_reproducible_in_every_direction(isolated_cache) -> None:  # noqa: F811
+    """Blocks of several lanes (one multiprocessor): the lanes of a helper combine their runs across the lanes in
+    lane order, so two launches give the same bits, forward and reverse, with built-in and custom combines."""
+    runs = []
+    for _ in range(2):
+        f = run_and_check(forward, args_for(15, ("ex", "top", "fwd")), ("ex", "top", "fwd"), 1)
+        r = run_and_check(backward, args_for(15, ("rev", "rex", "back")), ("rev", "rex", "back"), 1)
+        runs.append(tuple(x[k].numpy().tobytes() for x, ks in ((f, ("ex", "top", "fwd")), (r, ("rev", "rex", "back")))
+                          for k in ks))
+    assert runs[0] == runs[1]
+
+
+def test_a_lane_fold_with_a_tiled_input_is_refused() -> None:
+    """Mutation: the lane fold that gives a helper its aggregate takes the held tile (a tile axis per lane), not
+    one value per lane (exact message)."""
+    k, p = _lowered(args_for(16, ("out",)))
+    ops = list(p.groups[0].body.ops)
+    at = next(n for n, op in enumerate(ops) if isinstance(op, P.LaneFold) and op.results[0].name == "helper_total")
+    tiled = next(op.results[0] for op in ops if isinstance(op, P.Scan))
+    ops[at] = dataclasses.replace(ops[at], inputs=(tiled,))
+    assert [str(v) for v in check(_mutated(p, ops), k)] == [
+        f"[structured-complete] lane_fold (from region_scan at test_balance_region_scans.py:45): lane_fold input "
+        f"{tiled.type} is not a value per lane (lanes, no tile)"]
+
+
+def test_a_lane_scan_without_a_combine_of_its_accumulators_is_refused() -> None:
+    """Mutation: the lane scan that gives each lane the runs before it combines i64 accumulators with the f32
+    scan's combine region."""
+    k, p = _lowered(args_for(17, ("out",)))
+    ops = list(p.groups[0].body.ops)
+    at = next(n for n, op in enumerate(ops) if isinstance(op, P.LaneScan))
+    ops[at] = dataclasses.replace(ops[at], acc_dtypes=(DType.i64,) * len(ops[at].acc_dtypes))
+    where = "lane_scan (from region_scan at test_balance_region_scans.py:45): lane_scan"
+    assert [str(v) for v in check(_mutated(p, ops), k)] == [
+        f"[structured-complete] {where} identity -0.0 does not fit accumulator i64",
+        f"[structured-complete] {where} combine takes (f32, f32); the accumulators need (i64, i64)",
+        f"[structured-complete] {where} combine yields (f32), expected (i64)"]

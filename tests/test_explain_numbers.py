@@ -212,7 +212,8 @@ def test_a_scan_over_segments_counts_each_value_once_read_and_once_written() -> 
     holds the first BLOCK_HELD_0 elements of its piece from their load to their write: only what the held tiles
     leave is read twice (its fold, then its scan). On a device the data balances the segments over helpers
     instead: each value is still read once by the scan that writes it and written once; a helper's chunk past
-    its held tile is read once more (taken to be every value past the helpers' held tiles); per lane of every
+    its held tiles (one in each lane of the block it joins) is read once more (taken to be every value past the
+    helpers' held tiles); per lane of every
     program (a helper's lanes are the block it joins) four offsets and the probes of two searches, per program its
     ticket, its helper search's probe, its flag, its retirement and the reset, per instance and per helper a
     slot, and the slots of a subregion's earlier helpers each helper folds (taken to be H (H - 1) / 2)."""
@@ -234,16 +235,17 @@ def test_a_scan_over_segments_counts_each_value_once_read_and_once_written() -> 
         programs = -(-segments // block) + h
         assert env["BLOCK_I0"] == block and env["SPLITS_0"] == 1 and env["SPLIT_0"] == 1 and h > 64
         assert program.grid.evaluate(env) == programs
-        rest = max(0, values - h * held)  # the helpers' chunks past their held tiles: folded, then scanned
+        rest = max(0, values - h * held * block)  # the helpers' chunks past their lanes' tiles: folded, then scanned
         lanes = segments + h * block
         assert counts.bytes.evaluate(env) == (4 + 4) * values + 4 * rest + (4 + 2) * 8 * lanes + 36 * programs + \
             8 + 4 * (segments + h) + 8 * (h * (h - 1) // 2)
     plan = physical.explain(seg_last_nz_scan.kir)
     assert "SPLITS_0" not in plan.split("bytes moved = ")[1].split("\n")[0]  # SPLITS_0 is 1: no pieces
     assert "\n  group 0, balanced by the data: every value is read once by the scan that writes it (the held tile " \
-        "of its instance or helper, BLOCK_HELD_0 elements, then the rest) and written once; where SPLIT_0 = 1 a " \
-        "helper's chunk past its held tile is read once more, by the fold of its aggregate (taken to be every value " \
-        "past the HELPERS_0 helpers' held tiles); the workspace: each program's ticket, flag and retirement, each " \
+        "of its instance, BLOCK_HELD_0 elements, or of its helper, BLOCK_HELD_0 in each of the BLOCK_I0 lanes of the " \
+        "block it joins, then the rest) and written once; where SPLIT_0 = 1 a helper's chunk past its held tiles is " \
+        "read once more, by the fold of its aggregate (taken to be every value past the HELPERS_0 helpers' held " \
+        "tiles); the workspace: each program's ticket, flag and retirement, each " \
         "instance's slot and each helper's, and the slots of a subregion's earlier helpers each helper folds " \
         "(taken to be HELPERS_0 * (HELPERS_0 - 1) / 2, all helpers in one subregion); the offsets each lane of " \
         "every program reads (a helper's lanes are the block it joins) and the probes of the binary searches\n" \

@@ -50,7 +50,8 @@ def test_every_physical_op_class_has_a_typing_rule():
 
 
 def test_structured_ops_and_control_have_completeness_checks():
-    assert set(STRUCTURED) == {P.Reduce, P.Scan, P.Contract, P.Histogram, P.For, P.While, P.If}
+    assert set(STRUCTURED) == {P.Reduce, P.Scan, P.LaneFold, P.LaneScan, P.Contract, P.Histogram, P.For, P.While,
+                               P.If}
 
 
 # ---------------------------------------------------------------------------------------------- valid programs

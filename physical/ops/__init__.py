@@ -8,6 +8,7 @@ from .buffers import AllocBuffer
 from .contract import Contract, MatMul
 from .control import For, If, While, Yield
 from .histogram import BinCount, Histogram
+from .lanes import LaneFold, LaneScan
 from .layout import Broadcast, ExpandDims, Permute, Squeeze, TileConcat, TileReshape, TileSlice
 from .lookback import SYNC_DONE, SYNC_FLAGS, SYNC_TICKET, FoldSlots, PublishSlot, RetireTicket, slot_dtype
 from .pointwise import Binary, Bitcast, Cast, Compare, Const, Select, Unary
@@ -42,7 +43,8 @@ __all__ = ["OP_CLASSES", "pop", "Trait", "DEVICE_CHECK", "Check", "Load", "Store
            "Binary", "Bitcast", "Cast", "Compare", "Const", "Select", "Unary", "Barrier", "BlockLoop", "ChunkLanes",
            "block_loop", "instance_ops", "once_ops",
            "LoopedRows", "looped_rows", "forms", "whole_form", "with_form",
-           "OwnedInstances", "OwnedTile", "ScalarParam", "ShapeValue", "TileIndex", "Reduce", "RegionFold",
+           "LaneFold", "LaneScan", "OwnedInstances", "OwnedTile", "ScalarParam", "ShapeValue", "TileIndex", "Reduce",
+           "RegionFold",
            "RegionScan", "held_block", "is_held", "Random", "Scan", "Sort", "native_reduce", "native_scan",
            "SplitIndex", "HelperIndex", "Ticket",
            "PublishSlot", "FoldSlots", "RetireTicket", "SYNC_TICKET", "SYNC_DONE", "SYNC_FLAGS", "slot_dtype"]

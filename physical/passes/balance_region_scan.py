@@ -18,12 +18,19 @@ chunks and delegation test):
   always do) hands them to the helpers of those chunks: the helper of chunk k scans [k * C, (k + 1) * C), the
   first one from b and the last one up to e (the head and the tail are shorter than a chunk), and its block scans
   nothing of it; any other subregion (short, empty, or unsorted offsets) its block scans whole, alone;
-* a helper scans its range as a split-region-scans piece (`_hold`, `_write`): it holds the first tile of it on
-  chip, folds the rest for its aggregate, publishes that aggregate in its slot (blocks * BLOCK_g + its ticket
-  order, under its ticket's flag), folds the aggregates of the subregion's earlier helpers **in index order**
-  (`fold_slots` over the tickets just below its own: the order depends on the offsets only, so float results are
-  bitwise identical run to run) and writes its range after that prefix; the first helper of a subregion writes its
-  own scan. The blocks fold nothing and need no aggregate (their rest folds are empty).
+* a helper holds its range across the lanes of the block it joins (the joined lane's range, picked out of the
+  lanes by a `lane_fold`): lane l takes the l-th run of max(BLOCK_HELD_g, cdiv(length, valid lanes)) positions
+  and scans it as a split-region-scans piece (`_hold`, `_write`), holding the first BLOCK_HELD_g elements on chip
+  and folding the rest for its aggregate. A range of up to BLOCK_g * BLOCK_HELD_g elements (a whole chunk where
+  C <= BLOCK_HELD_g * BLOCK_g, as the held tile's register budget allows) is so read once and written once; only
+  what a run holds past its lane's tile is read twice (its fold, then its scan). The lanes' aggregates folded in
+  lane order (`lane_fold`) are the helper's aggregate, which the joined lane publishes in its slot (blocks *
+  BLOCK_g + its ticket order, under its ticket's flag); every lane then folds the aggregates of the subregion's
+  earlier helpers **in index order** (`fold_slots` over the tickets just below its own: the order depends on the
+  offsets only, so float results are bitwise identical run to run) and writes its run after that prefix and the
+  runs of the lanes before it in traversal order (`lane_scan`, exclusive, in lane order); the first run of a
+  subregion's first helper writes its own scan. The blocks fold nothing and need no aggregate (their rest folds
+  are empty).
 
 So a segment holding half of the values spreads over about H / 2 helpers, and many segments of a few values each
 stay packed BLOCK_g a program: no program scans an empty piece. SPLITS_g is 1 and SPLIT_g (whether helpers run)
@@ -37,11 +44,13 @@ import dataclasses
 from kir.dims import DSym, dim_bin
 from kir.dtypes import DType
 from kir.pointwise import BinaryFn, CmpFn
+from kir.reduce import ReduceKind
+from kir.scan import ScanKind
 
 from .. import ops as P
 from ..builder import max_value_id
 from ..launch_expr import LBin, LConst, LConstexpr, LWarps, as_launch, lcdiv, ldim, lmax, lmin, lmul, lprod, lsum
-from ..model import Program, PValue, TileAxis
+from ..model import Fragment, Program, PValue, TileAxis
 from ..workspace import INDEX, lookback_buffers
 from .balance_segments import Bounds, bounds_of, delegation, helper_count, helper_values, join_block
 from .partials import Ops, flag_set, lane_test, split_flag
@@ -146,8 +155,28 @@ def balanced_scan_split(program: Program, plan: RegionScanPlan, tile: int, bound
     hi = o.select(o.cmp(CmpFn.eq, h.hk, o.bin(BinaryFn.sub, k1, one)), e, o.bin(BinaryFn.add, c0, h.chunk),
                   "chunk_hi")
     own_end = o.select(delegates, b, e)
-    begin_v = o.select(mine, lo, b, "range_begin")
-    end_v = o.select(h.is_helper, o.select(mine, hi, b), own_end, "range_end")
+    # ---- a helper holds its range across the lanes of the block it joins: lane l takes the l-th run of
+    # `per` = max(BLOCK_HELD_g, cdiv(length, valid lanes)) positions, so a range that fits the lanes' tiles is
+    # read once; the range is the joined lane's (`mine`: at most one), picked out of the lanes
+    j0 = o.bin(BinaryFn.sub, h.n_helpers, k1) if reverse else k0  # its first helper's position (see the slots)
+    picked = [_pick(w, o, mine, x, n) for x, n in ((lo, "joined_begin"), (hi, "joined_end"), (j0, "joined_first"))]
+    joined = o.cmp(CmpFn.ge, picked[2], izero, "joined")
+    hlo, hhi = (o.select(joined, x, o.const(0)) for x in picked[:2])
+    lane = o.bin(BinaryFn.sub, o.cast(flat, DType.i64), o.bin(BinaryFn.mul, o.bin(BinaryFn.floordiv, o.cast(
+        flat, DType.i64), o.launch(LConstexpr(g.block), "block")), o.launch(LConstexpr(g.block), "block")), "lane")
+    valid = _lane_fold(w, o, ReduceKind.sum, o.select(lane_ok, o.const(1), o.const(0)), 0, "valid_lanes")
+    length = o.bin(BinaryFn.maximum, o.bin(BinaryFn.sub, hhi, hlo), o.const(0), "joined_length")
+    cut = o.bin(BinaryFn.maximum, valid, o.const(1))
+    per = o.bin(BinaryFn.maximum, o.launch(LConstexpr(held), "held"), o.bin(BinaryFn.floordiv, o.bin(
+        BinaryFn.add, length, o.bin(BinaryFn.sub, cut, o.const(1))), cut), "lane_run")
+    lane_b = o.bin(BinaryFn.minimum, o.bin(BinaryFn.add, hlo, o.bin(BinaryFn.mul, lane, per)), hhi, "lane_begin")
+    lane_e = o.bin(BinaryFn.minimum, o.bin(BinaryFn.add, lane_b, per), hhi, "lane_end")
+    begin_v = o.select(h.is_helper, lane_b, b, "range_begin")
+    end_v = o.select(h.is_helper, lane_e, own_end, "range_end")
+    # the lane whose run comes first in traversal order (the last nonempty one in a reverse scan)
+    runs = o.bin(BinaryFn.floordiv, o.bin(BinaryFn.add, length, o.bin(BinaryFn.sub, per, o.const(1))), per)
+    lane_first = o.cmp(CmpFn.eq, lane, o.bin(BinaryFn.sub, runs, o.const(1)) if reverse else o.const(0),
+                       "lane_first")
 
     # ---- slots: a block's lanes at their instances (S = 1: instance * 1 + 0), a helper's after the blocks' lanes
     per = w.add(P.ShapeValue, INDEX, origin, "splits", expr=LConstexpr(splits))
@@ -155,12 +184,12 @@ def balanced_scan_split(program: Program, plan: RegionScanPlan, tile: int, bound
     slot = w.add(P.Binary, flat.type, origin, "slot", fn=BinaryFn.add, lhs=first, rhs=s)
     base = o.launch(lmul(blocks, consts[g.block]), "helper_slots")
     j = o.bin(BinaryFn.maximum, o.cast(h_index, DType.i64), o.const(0), "helper_position")
-    # the ticket order of the subregion's first helper: its first chunk, or from the last chunk down (reverse)
-    j0 = o.bin(BinaryFn.sub, h.n_helpers, k1) if reverse else k0
     helper_slot = o.bin(BinaryFn.add, base, j, "helper_slot")
     my_slot = o.select(h.is_helper, helper_slot, o.cast(slot, DType.i64), "own_slot")
-    my_first = o.select(h.is_helper, o.bin(BinaryFn.add, base, o.select(mine, j0, j)), o.cast(first, DType.i64),
-                        "first_slot")
+    # every lane of a helper folds from the slot of its subregion's first helper (the ticket order of its first
+    # chunk, or from the last chunk down in reverse): they all need the prefix of the earlier chunks
+    my_first = o.select(h.is_helper, o.bin(BinaryFn.add, base, o.select(joined, picked[2], j)),
+                        o.cast(first, DType.i64), "first_slot")
     leading = o.cmp(CmpFn.eq, my_first, my_slot, "first_piece")
     publishes = o.bin(BinaryFn.and_, lane_ok, o.bin(BinaryFn.or_, o.not_(h.is_helper), mine), "publishes")
     split = cond
@@ -172,10 +201,59 @@ def balanced_scan_split(program: Program, plan: RegionScanPlan, tile: int, bound
         dt = scan.begin.type.dtype
         piece = (o.cast(begin_v, dt), o.cast(end_v, dt))
         pieces.append(_hold(w, scan, s, (splits, held, fast), split, zero, piece, h.is_helper))
+    # a helper's aggregate: its lanes' runs in lane order (one value, published by the joined lane); each lane's
+    # runs before its own in traversal order (the lanes before it, or after it in a reverse scan)
+    published, before = [], []
+    for p in pieces:
+        scan = p.scan
+        kind = ReduceKind.custom if scan.kind is ScanKind.custom else scan.kind.as_reduce
+        types = tuple(v.type for v in p.aggregate)
+        total = [w.fit(v, t, origin) for v, t in zip(_lanes_op(w, P.LaneFold, p.aggregate, scan, kind=kind), types)]
+        published += [o.select(h.is_helper, x, a) for x, a in zip(total, p.aggregate)]
+        before.append(_lanes_op(w, P.LaneScan, p.aggregate, scan, kind=scan.kind, reverse=scan.reverse,
+                                exclusive=True))
     w.put(P.PublishSlot(origin=origin, sync=ws.sync.id, slots=tuple(x.id for row in ws.slots for x in row),
-                        slot=my_slot, values=tuple(v for p in pieces for v in p.aggregate), active=publishes))
+                        slot=my_slot, values=tuple(published), active=publishes))
+    runs_before = {id(p): r for p, r in zip(pieces, before)}
+
+    def in_chunk(p, prefix: list[PValue]) -> tuple[list[PValue], PValue]:
+        """What precedes a lane's run: the earlier helpers' `prefix`, then the lanes before it; and whether the
+        run comes first in its subregion (it writes its own scan)."""
+        lanes_before = runs_before[id(p)]
+        types = [v.type for v in prefix]
+        lhs, rhs = (lanes_before, prefix) if reverse else (prefix, lanes_before)
+        both = w.combine(p.scan.combine, lhs, rhs, types, origin)
+        run = [o.select(lane_first, q, o.select(leading, x, y)) for q, x, y in zip(prefix, lanes_before, both)]
+        mine_first = o.bin(BinaryFn.and_, leading, lane_first)
+        return ([o.select(h.is_helper, x, q) for x, q in zip(run, prefix)],
+                o.select(h.is_helper, mine_first, leading, "writes_own_scan"))
+
     return look_back(w, program, g, pieces, ws, (my_first, my_slot, lane_ok), (leading, zero), origin,
-                     (programs, segments, lengths))
+                     (programs, segments, lengths), in_chunk)
+
+
+def _pick(w: RowBuilder, o: Ops, mine: PValue, x: PValue, name: str) -> PValue:
+    """The value of `x` (i64, >= 0 where `mine`) in the lane `mine` selects (at most one), -1 if none: uniform."""
+    return _lane_fold(w, o, ReduceKind.max, o.select(mine, x, o.const(-1)), -(1 << 63), name)
+
+
+def _lane_fold(w: RowBuilder, o: Ops, kind: ReduceKind, x: PValue, identity: int, name: str) -> PValue:
+    """`x` (i64 lanes) folded over the lanes with the built-in `kind` (sum or max)."""
+    a, c = w.begin((Fragment(DType.i64), Fragment(DType.i64)))
+    fn = BinaryFn.add if kind is ReduceKind.sum else BinaryFn.maximum
+    combine = w.finish((w.add(P.Binary, Fragment(DType.i64), o.origin, fn=fn, lhs=a, rhs=c),))
+    (r,) = w.emit(P.LaneFold, (Fragment(DType.i64),), (name,), o.origin, inputs=(x,), kind=kind,
+                  identity=(identity,), acc_dtypes=(DType.i64,), combine=combine).results
+    return r
+
+
+def _lanes_op(w: RowBuilder, cls: type, values: tuple[PValue, ...], scan: P.RegionScan, **fields) -> list[PValue]:
+    """A lane fold or scan (`cls`) of a piece's per-lane `values` with the scan's combine, in index order."""
+    lanes = cls is P.LaneScan
+    types = tuple(Fragment(v.type.dtype, lanes) for v in values)
+    return list(w.emit(cls, types, ("lanes_before" if lanes else "helper_total",) * len(values), scan.origin,
+                       inputs=values, identity=scan.identity, acc_dtypes=scan.acc_dtypes,
+                       combine=w.copy_region(scan.combine), **fields).results)
 
 
 __all__ = ["balanced_scan_split", "data_bounds"]

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 
 from kir.dims import DConst, Dim, DSym, dim_bin
 from kir.dtypes import DType
@@ -293,12 +294,15 @@ def _split(program: Program, plan: RegionScanPlan, tile: int) -> Program:
 
 def look_back(w: RowBuilder, program: Program, g: Group, pieces: list[_Piece], ws: LookbackBuffers,
               slots: tuple[PValue, PValue, PValue | None], first_piece: tuple[PValue, PValue], origin: Origin,
-              launch: tuple[LaunchExpr, tuple[Segment, ...], list[LaunchExpr]]) -> Program:
+              launch: tuple[LaunchExpr, tuple[Segment, ...], list[LaunchExpr]],
+              in_chunk: Callable[[_Piece, list[PValue]], tuple[list[PValue], PValue]] | None = None) -> Program:
     """The end of a split region-scan body, shared by the shapes' pieces and the data's helpers: each piece
     folds the aggregates of the slots `first` up to its own `slot` in index order (a lane out of `lane_ok` or
     with an empty piece folds nothing), writes itself with that prefix (`leading`: the first piece writes its
     own scan), and the program retires its ticket; returns the program with the group's body so built and the
-    launch's `programs`, `segments` and `lengths` in place."""
+    launch's `programs`, `segments` and `lengths` in place. `in_chunk` (a helper whose lanes hold runs of one
+    chunk) gives, from a piece and that prefix, what precedes each lane's run and whether the run writes its
+    own scan."""
     first, slot, lane_ok = slots
     leading, zero = first_piece
     programs, segments, lengths = launch
@@ -317,7 +321,8 @@ def look_back(w: RowBuilder, program: Program, g: Group, pieces: list[_Piece], w
                           first=first, upto=slot, reverse=scan.reverse, identity=scan.identity,
                           acc_dtypes=scan.acc_dtypes, block=SLOT_BLOCK, combine=w.copy_region(scan.combine),
                           active=active))
-        _write(w, p, prefix, leading, zero)
+        before, own = (prefix, leading) if in_chunk is None else in_chunk(p, prefix)
+        _write(w, p, before, own, zero)
     w.put(P.RetireTicket(origin=origin, sync=ws.sync.id, programs=programs))
     w.put(P.Yield(values=()))
     group = dataclasses.replace(g, body=dataclasses.replace(g.body, ops=tuple(w.ops)))

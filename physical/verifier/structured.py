@@ -117,6 +117,25 @@ def _reduce_scan(ix: ProgramIndex, op: P.Reduce | P.Scan) -> list[str]:  # type:
     return out + mask_problem(op.member, f"{what} member")
 
 
+@structured(P.LaneFold, P.LaneScan)
+def _lanes(ix: ProgramIndex, op: P.LaneFold | P.LaneScan) -> list[str]:  # type: ignore[override]
+    what = op.NAME
+    if not op.inputs:
+        return [f"{what} has no inputs"]
+    out: list[str] = []
+    k = len(op.inputs)
+    if len(op.acc_dtypes) != k or len(op.results) != k:
+        out.append(f"{what} has {k} inputs, {len(op.acc_dtypes)} accumulators and {len(op.results)} results")
+    for x, r in zip(op.inputs, op.results):
+        if not x.type.lanes or x.type.tile:
+            out.append(f"{what} input {x.type} is not a value per lane (lanes, no tile)")
+        want = Fragment(x.type.dtype, isinstance(op, P.LaneScan))
+        if r.type != want:
+            out.append(f"{what} result {r.type} does not follow from input {x.type} (expected {want})")
+    out += identity_problems(op.identity, op.acc_dtypes, what)
+    return out + combine_problems(ix, op.combine, op.acc_dtypes, what)
+
+
 @structured(P.Contract)
 def _contract(ix: ProgramIndex, op: P.Contract) -> list[str]:  # type: ignore[override]
     a, b = op.lhs.type, op.rhs.type

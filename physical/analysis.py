@@ -20,6 +20,7 @@ from kir import core as K
 from kir import region as KG
 from kir.affine import Products, kir_form
 from kir.dims import DConst, Dim, DSym, PAnd, PCmp, PNot, POr, dim_bin
+from kir.dtypes import DType
 from kir.layout import Broadcast
 from kir.pointwise import Iota
 from kir.solver import ShapeSolver
@@ -172,11 +173,15 @@ _POS = "_P{}"  # the position of an element along axis {} of an index tensor (se
 class AffineForms:
     """Affine forms of KIR integer values in terms of named symbols (parallel indices, loop ivs)."""
 
-    def __init__(self, suffix: str, solver: ShapeSolver | None = None) -> None:
+    def __init__(self, suffix: str, solver: ShapeSolver | None = None, shared: frozenset[int] = frozenset()
+                 ) -> None:
         self.suffix = suffix
         self.forms: dict[int, Dim] = {}
         self.facts: list[PCmp] = []
         self.solver = solver  # proves dividends non-negative, where `//` and `%` keep their affine meaning
+        # integer scalars equal in every instance (`shared_values`): without a form of their own, each is one
+        # symbol common to all instances' copies of the forms (no suffix), so `b + s` compares across instances
+        self.shared = shared
 
     def _nonnegative(self, d: Dim) -> bool:
         if self.solver is None:
@@ -221,6 +226,8 @@ class AffineForms:
         else:
             # a launch-known factor (`h * (D // H)`, a head's window) keeps a form Z3 reasons about
             form = kir_form(op, self.forms, self._nonnegative, Products.LAUNCH)
+            if form is None and r.id in self.shared:
+                form = shared_symbol(r)
             if form is not None:
                 self.forms[r.id] = form
 
@@ -246,9 +253,61 @@ class AffineForms:
                 s = DSym(f"_s{ax}{tag}{self.suffix}")
                 self.facts += [PCmp(">=", s, DConst(0)), PCmp("<", s, it.extent)]
                 out.append(dim_bin("+", it.start, s))
+            elif isinstance(it, K.DynSlice):  # a data-dependent subregion: some element of [begin, end)
+                lo, hi = self.forms.get(it.begin.id), self.forms.get(it.end.id)
+                if lo is None or hi is None:
+                    return None
+                t = DSym(f"_t{ax}{tag}{self.suffix}")
+                self.facts += [PCmp(">=", t, lo), PCmp("<", t, hi)]
+                out.append(t)
             else:
                 return None
         return out
+
+
+def shared_symbol(v: K.Value) -> DSym:
+    """The symbol of an integer scalar that every instance sees equal (see `AffineForms.shared`)."""
+    return DSym(f"_u{v.id}")
+
+
+def _int_scalar(v: K.Value) -> bool:
+    t = v.type
+    return isinstance(t, K.TensorType) and t.is_scalar and isinstance(t.dtype, DType) and t.dtype.is_int
+
+
+def shared_values(kernel: K.Kernel, par: KC.Parallel, written: set[int]) -> frozenset[int]:
+    """The values every instance of `par` computes alike: kernel scalars, what the kernel computes before the
+    loop, and the pure ops of the loop's body over such values, loads included while the loop does not write
+    what they read (a load of a buffer the loop writes may see another instance's write). Nested regions are
+    left out (a loop's index differs between its iterations)."""
+    out = {p.value.id for p in kernel.params}
+    defs = {v.id: op for op in kernel.body.ops for v in op.results}
+
+    def pure(op: K.Op) -> bool:
+        if op.has_effects() or op.regions() or op.has(K.OpTrait.ATOMIC):
+            return False
+        return not op.has(K.OpTrait.READS) or op.src.id not in written  # type: ignore[attr-defined]
+
+    def outside(vid: int, seen: set[int]) -> bool:  # a value of the kernel's top level, computed alike
+        if vid in out:
+            return True
+        op = defs.get(vid)
+        if op is None or vid in seen or not pure(op):
+            return False
+        seen.add(vid)
+        if all(outside(v.id, seen) for v in op.operands()):
+            out.update(r.id for r in op.results)
+            return True
+        return False
+
+    inside = defined_inside(par)
+    for v in captured(par):
+        if v not in inside:
+            outside(v, set())
+    for op in par.body.ops:
+        if pure(op) and all(v.id in out for v in op.operands()):
+            out.update(r.id for r in op.results)
+    return frozenset(out)
 
 
 def _writes(body: K.Region) -> list[K.Op]:
@@ -264,9 +323,12 @@ def _reads(body: K.Region, bufs: set[int]) -> list[K.Op]:
 
 def _index_of(op: K.Op) -> K.Index | None:
     """The coordinates an access reaches: its index, or the index tensors of a gather/scatter (affine when they
-    are built from `iota`, as a strided-slice store `out[i, 0:D:2] = v` is)."""
-    if isinstance(op, KA.Store | KA.Load):
+    are built from `iota`, as a strided-slice store `out[i, 0:D:2] = v` is); a region scan's is its target's, a
+    region fold's its source's (a subregion `b:e` reaches some element of `[b, e)`)."""
+    if isinstance(op, KA.Store | KA.Load | KG.RegionFold):
         return op.index
+    if isinstance(op, KG.RegionScan):
+        return op.dst_index
     if isinstance(op, KA.Scatter):
         return op.indices
     if isinstance(op, KA.Gather):
@@ -280,8 +342,12 @@ def instances_independent(kernel: K.Kernel, par: KC.Parallel) -> tuple[bool, str
     Returns (ok, reason); the reason names the first statement that could not be proven.
     """
     solver = kernel.solver()
-    fa, fb = AffineForms("a", solver), AffineForms("b", solver)
+    touched = effects_of([par])
+    shared = shared_values(kernel, par, touched.writes | set(touched.atomics))
+    outer = _outer_forms(kernel, shared, solver)
+    fa, fb = AffineForms("a", solver, shared), AffineForms("b", solver, shared)
     for f in (fa, fb):
+        f.forms.update(outer)
         for a, d in zip(par.body.args, par.domain):
             f.sym(a, DConst(0), d)
         f.walk(par.body)
@@ -290,18 +356,22 @@ def instances_independent(kernel: K.Kernel, par: KC.Parallel) -> tuple[bool, str
     private = {v.id for o in par.body.walk() for v in o.results if isinstance(v.type, K.RefType)}
     writes = [w for w in _writes(par.body) if w.dst.id not in private]  # type: ignore[attr-defined]
     written = {w.dst.id for w in writes}  # type: ignore[attr-defined]
-    pairs: list[tuple[K.Op, K.Op]] = [(w1, w2) for w1 in writes for w2 in writes if w1.dst.id == w2.dst.id]  # type: ignore
-    pairs += [(r, w) for r in _reads(par.body, written) for w in writes if w.dst.id == r.src.id]  # type: ignore
-    for x, y in pairs:
+    # (access, the index it reaches): a write reaches its target's index, a read its source's
+    targets = [(w, _index_of(w)) for w in writes]
+    sources = [(r, _index_of(r)) for r in _reads(par.body, written)] + _scan_sources(writes, written)
+    pairs = [(x, y, False) for x in targets for y in targets if x[0].dst.id == y[0].dst.id]  # type: ignore
+    pairs += [(r, w, True) for r in sources for w in targets if w[0].dst.id == r[0].src.id]  # type: ignore
+    for n, ((x, ix), (y, iy), reading) in enumerate(pairs):
         if isinstance(x, KA.Scatter | KA.Store) and x is y and x.unique:
             continue
-        if isinstance(x, KG.RegionScan) and isinstance(y, KG.RegionScan) and \
+        if isinstance(x, KG.RegionScan) and isinstance(y, KG.RegionScan) and ix is x.dst_index and \
                 _segments_disjoint(x, y, par.body, fa, fb, differ, solver, written):
             continue
-        ix, iy = _index_of(x), _index_of(y)
         if ix is None or iy is None:
-            return False, f"{_what(x if ix is None else y)} writes through a tensor of indices"
-        cx, cy = fa.coords(ix, "x"), fb.coords(iy, "y")
+            what, reads = (x, reading) if ix is None else (y, False)
+            return False, f"{_what(what)} {'reads' if reads else 'writes'} through a tensor of indices"
+        # each pair its own position symbols: two accesses' subregions along one axis bound different positions
+        cx, cy = fa.coords(ix, f"x{n}"), fb.coords(iy, f"y{n}")
         if cx is None or cy is None:
             return False, f"the index of {_what(x if cx is None else y)} is not an affine function of the loop indices"
         same = PAnd(tuple(PCmp("==", p, q) for p, q in zip(cx, cy)))
@@ -318,8 +388,29 @@ def instances_independent(kernel: K.Kernel, par: KC.Parallel) -> tuple[bool, str
         finally:
             del solver.facts[before:]
         if cex is not None:
-            return False, _collision(x, y, par, cex)
+            return False, _collision(x, y, par, cex, reading)
     return True, ""
+
+
+def _scan_sources(writes: list[K.Op], written: set[int]) -> list[tuple[K.Op, K.Index | None]]:
+    """The reads of region scans from buffers the loop writes, as (scan, its source's index); a scan reading
+    exactly the elements it writes (`out[b:e] = cumsum(out[b:e])`) is left out: its writes are checked."""
+    return [(w, w.src_index) for w in writes if isinstance(w, KG.RegionScan) and w.src.id in written and
+            not (w.src.id == w.dst.id and w.src_index == w.dst_index)]
+
+
+def _outer_forms(kernel: K.Kernel, shared: frozenset[int], solver: ShapeSolver) -> dict[int, Dim]:
+    """Forms of the integer scalars the kernel computes alike for every instance before a loop: `shared`
+    values of its top level (kernel scalars and what is computed from them), as `AffineForms` would track them
+    in the loop's body."""
+    top = AffineForms("", solver, shared)
+    for p in kernel.params:
+        if p.value.id in shared and _int_scalar(p.value):
+            top.forms[p.value.id] = shared_symbol(p.value)
+    for op in kernel.body.ops:
+        if op.results and all(r.id in shared for r in op.results):
+            top.track(op)
+    return {k: f for k, f in top.forms.items() if k in shared and not f.symbols() & {_POS.format(0)}}
 
 
 def _segment_bounds(op: KG.RegionScan, producers: dict[int, K.Op], written: set[int]
@@ -371,7 +462,7 @@ def _segments_disjoint(x: KG.RegionScan, y: KG.RegionScan, body: K.Region, fa: A
         del solver.facts[before:]
 
 
-def _collision(x: K.Op, y: K.Op, par: KC.Parallel, cex: dict[str, int]) -> str:
+def _collision(x: K.Op, y: K.Op, par: KC.Parallel, cex: dict[str, int], reading: bool) -> str:
     """`store at k.py:9 in instance (r=1) and store at k.py:9 in instance (r=0) write the same element`."""
     if not cex:  # the solver gave up: no instances to show
         return f"{_what(x)} and {_what(y)} may touch the same element"
@@ -381,7 +472,7 @@ def _collision(x: K.Op, y: K.Op, par: KC.Parallel, cex: dict[str, int]) -> str:
 
     sizes = sorted({n for d in par.domain for n in d.symbols() if n in cex})
     given = f" (with {', '.join(f'{n}={cex[n]}' for n in sizes)})" if sizes else ""
-    if x.has(K.OpTrait.WRITES):
+    if not reading:
         return f"{_what(x)} in instance ({instance('a')}) and {_what(y)} in instance ({instance('b')}) write the " \
                f"same element{given}"
     return f"{_what(x)} in instance ({instance('a')}) reads the element that {_what(y)} in instance " \

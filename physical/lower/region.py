@@ -89,14 +89,26 @@ def _source(lw: Lowerer, src: K.Value, index: K.Index, begin: PValue, end: PValu
     return region, tuple(c.type.dtype for c in comps), member
 
 
+def _lane_bounds(lw: Lowerer, op: KG.RegionFold | KG.RegionScan, index: K.Index) -> tuple[PValue, PValue]:
+    """The bounds of the subregion `index` reaches, both per lane where the op reads or writes a lane's own
+    elements: bounds every instance shares (`b:e` of a top-level jagged scan run per column) with an index item
+    or a map value of the lane's own (its column), or one bound per lane and the other shared (`offsets[s]:E`),
+    make every lane walk its own elements, so positions, loads, the scan and what it writes all carry the
+    lanes."""
+    _, dyn = _dyn(index)
+    begin, end = lw.get(dyn.begin), lw.get(dyn.end)
+    if begin.type.lanes and end.type.lanes:
+        return begin, end
+    if begin.type.lanes or end.type.lanes or any(i in lw.env and lw.env[i].type.lanes for i in captured(op)):
+        # both bounds: a reverse walk starts from the end, a forward one from the begin
+        begin, end = (v if v.type.lanes else lw.broadcast_to(v, Fragment(v.type.dtype, True, (), v.type.index))
+                      for v in (begin, end))
+    return begin, end
+
+
 @rule(KG.RegionFold)
 def lower_region_fold(lw: Lowerer, op: KG.RegionFold) -> None:
-    _, dyn = _dyn(op.index)
-    begin, end = lw.get(dyn.begin), lw.get(dyn.end)
-    if not (begin.type.lanes or end.type.lanes) and any(
-            i in lw.env and lw.env[i].type.lanes for i in captured(op)):
-        # uniform bounds, but the map reads a lane's own value: every lane folds its own elements
-        begin = lw.broadcast_to(begin, Fragment(begin.type.dtype, True, (), begin.type.index))
+    begin, end = _lane_bounds(lw, op, op.index)
     arg = op.kind in (KG.ReduceKind.argmax, KG.ReduceKind.argmin)
     source, dtypes, _ = _source(lw, op.src, op.index, begin, end, False, op.map, position=arg)
     lanes = begin.type.lanes or end.type.lanes
@@ -130,8 +142,8 @@ def lower_region_fold(lw: Lowerer, op: KG.RegionFold) -> None:
 def lower_region_scan(lw: Lowerer, op: KG.RegionScan) -> None:
     _, dyn = _dyn(op.src_index)
     daxis, ddyn = _dyn(op.dst_index)
-    begin, end = lw.get(dyn.begin), lw.get(dyn.end)
-    dbegin = lw.get(ddyn.begin)
+    begin, end = _lane_bounds(lw, op, op.src_index)
+    dbegin = begin if ddyn.begin.id == dyn.begin.id else lw.get(ddyn.begin)
     source, dtypes, _ = _source(lw, op.src, op.src_index, begin, end, op.reverse, None)
     if op.kind is KG.ScanKind.custom:
         assert op.combine is not None and op.identity is not None

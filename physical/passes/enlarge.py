@@ -61,8 +61,10 @@ def tile_elements(program: Program, group: Group) -> LaunchExpr:
 def shared_along_inner_axis(group: Group) -> bool:
     """Whether consecutive instances along the group's innermost domain axis fold or scan the same subregion: the
     bounds of its region folds and scans reach the instance only through `flat // extent` (the columns of a
-    jagged tensor's segment, `for c in parallel(D): out[b:e, c] = intent.cumsum(values[b:e, c], axis=0)`)."""
-    if len(group.domain) < 2:
+    jagged tensor's segment, `for s in parallel(J): for c in parallel(D): out[offsets[s]:offsets[s + 1], c] =
+    ...`), or not at all (bounds every instance shares: a top-level `out[b:e, :] = intent.cumsum(values[b:e, :],
+    axis=0)` scans `b:e` of every column)."""
+    if not group.domain:
         return False
     ops = group.body.ops
     owned = [op for op in ops if isinstance(op, OwnedInstances)]

@@ -28,9 +28,10 @@ split-segments, decided at launch from the shapes; 1 under Triton's interpreter)
    of the piece after the prefix and the tile's total, and
 6. retires its ticket (`retire_ticket`): the last program restores the sync buffer, so no launch clears it.
 
-S (`piece_count`) is split-segments' count raised on a device until a subregion holding every value is cut into
-pieces of one tile each, while the launch keeps at least `VALUES_PER_PROGRAM` values per program: a piece that
-fits its tile is read once, so only the rest of a longer piece is read twice (its fold, then its scan).
+S (`piece_count`) is split-segments' count raised on a device until the longest subregion a lane may scan (the
+extent of the source's subregion axis) is cut into pieces of one tile each, while the launch keeps at least
+`VALUES_PER_PROGRAM` values per program: a piece that fits its tile is read once, so only the rest of a longer
+piece is read twice (its fold, then its scan).
 
 Where one offsets tensor bounds every scan of the group (all one way, no fold beside them), the data decides the
 pieces instead: helper programs past the blocks scan equal chunks of the scanned tensor
@@ -103,6 +104,7 @@ class RegionScanPlan:
     scans: tuple[int, ...]  # positions of the region scans in the group's body
     values: LaunchExpr  # elements of the scanned tensors (the largest)
     folds: FoldsPlan | None = None  # region folds beside the scans (physical/passes/scan_folds.py)
+    longest: LaunchExpr | None = None  # the most elements one lane's subregion can hold (None: `values`)
 
 
 def _loads(ops: tuple[POp, ...]) -> set[int]:
@@ -133,6 +135,7 @@ def plan_region_scans(program: Program, g: Group) -> RegionScanPlan | str:
     if isinstance(found, str):
         return found
     values: list[LaunchExpr] = []
+    longest: list[LaunchExpr] = []
     for n in scans:
         scan = ops[n]
         assert isinstance(scan, P.RegionScan)
@@ -147,9 +150,32 @@ def plan_region_scans(program: Program, g: Group) -> RegionScanPlan | str:
         others = tuple(op for k, op in enumerate(ops) if k != n)
         if written & _loads(others):
             return "a buffer a scan writes is read by other work of the group"
-        values.append(lprod(tuple(ldim(d) for d in program.buffer(source.access.buffer).shape)))
+        shape = program.buffer(source.access.buffer).shape
+        values.append(lprod(tuple(ldim(d) for d in shape)))
+        axis = _subregion_axis(scan, source)
+        longest.append(values[-1] if axis is None else ldim(shape[axis]))
     values += folds.values if folds is not None else ()
-    return RegionScanPlan(g, scans, lmax(*values) if len(values) > 1 else values[0], folds)
+    return RegionScanPlan(g, scans, lmax(*values) if len(values) > 1 else values[0], folds,
+                          lmax(*longest) if len(longest) > 1 else longest[0])
+
+
+def _subregion_axis(scan: P.RegionScan, load: P.Load) -> int | None:
+    """The axis of the scan's source along which its subregion runs: the one coordinate of the source's load that
+    follows the chunk start (None where not one)."""
+    defs = {v.id: op for op in scan.source.ops for v in op.results}
+    start = scan.source.args[0].id
+
+    def follows(v: PValue, seen: set[int]) -> bool:
+        if v.id == start:
+            return True
+        op = defs.get(v.id)
+        if op is None or v.id in seen:
+            return False
+        seen.add(v.id)
+        return any(follows(x, seen) for x in op.operands())
+
+    axes = [k for k, c in enumerate(load.access.coords) if follows(c, set())]
+    return axes[0] if len(axes) == 1 else None
 
 
 class SplitRegionScans(GroupPass):
@@ -197,17 +223,24 @@ def held_tile(scans: list[POp], forced: int | None = None) -> int:
     return max(CHUNK, 1 << (limit.bit_length() - 1))
 
 
-def piece_count(program: Program, g: Group, values: LaunchExpr, chunk: str, held: LaunchExpr) -> LaunchExpr:
+def piece_count(program: Program, g: Group, values: LaunchExpr, chunk: str, held: LaunchExpr,
+                longest: LaunchExpr | None = None) -> LaunchExpr:
     """S: split-segments' count (`split_count`: the device filled, 1 under the interpreter), raised on a device
-    until the pieces of a subregion holding every value are one held tile (`held` elements) each, as long as the
-    launch keeps `VALUES_PER_PROGRAM` values per program on average (the programs of empty pieces cost a ticket,
-    the bounds and the workspace only)."""
+    until the pieces of the longest subregion a lane may scan (`longest` elements: the extent of the source's
+    subregion axis, not the columns beside it, which other lanes scan; `values` when not given) are one held tile
+    (`held` elements) each, as long as the launch keeps `VALUES_PER_PROGRAM` values per program on average (the
+    programs of empty pieces cost a ticket, the bounds and the workspace only). A piece is a run of whole chunks, so
+    S never exceeds the chunks of the longest subregion: past them every piece would be empty."""
     device = split_count(program, g, values, chunk)
     resident = LResidentPrograms(as_launch(program.num_warps))
     on_device = lmin(LBin("-", resident, LConst(1)), LConst(1))  # 0 under the interpreter (one program at a time)
     blocks = lcdiv(lprod(tuple(ldim(d) for d in g.domain)), dict(program.constexprs)[g.block])
-    cover = lmin(lcdiv(values, held), LBin("//", values, lmul(blocks, LConst(VALUES_PER_PROGRAM))))
-    return lmax(device, lmul(on_device, cover))
+    cover = lmin(lcdiv(values if longest is None else longest, held),
+                 LBin("//", values, lmul(blocks, LConst(VALUES_PER_PROGRAM))))
+    count = lmax(device, lmul(on_device, cover))
+    if longest is None:
+        return count
+    return lmin(count, lmax(LConst(1), lcdiv(longest, dict(program.constexprs)[chunk])))
 
 
 def _split(program: Program, plan: RegionScanPlan, tile: int) -> Program:
@@ -222,7 +255,8 @@ def _split(program: Program, plan: RegionScanPlan, tile: int) -> Program:
     held_size = lmax(LConst(CHUNK), LBin("//", LConst(tile), consts[g.block]))
     # the held tile sizes the warps (as a split scan's chunk), and with them the resident programs S counts on
     program = dataclasses.replace(program, num_warps=lmax(as_launch(program.num_warps), LWarps(LConst(tile))))
-    count = piece_count(program, g, plan.values, scans[0].block, held_size)  # type: ignore[attr-defined]
+    count = piece_count(program, g, plan.values, scans[0].block, held_size,  # type: ignore[attr-defined]
+                        plan.longest)
     fast = split_flag(gid)
     selects = lmin(LBin("-", count, LConst(1)), LConst(1))  # 1: several pieces an instance (SPLITS_g > 1)
     program = dataclasses.replace(program, constexprs=tuple((n, consts[n]) for n, _ in program.constexprs) +

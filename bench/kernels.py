@@ -101,6 +101,11 @@ def jagged_cumsum(values: f32[E, N], offsets: i64[S + 1], out: Out[f32[E, N]]):
 
 
 @intent.kernel
+def span_cumsum(values: f32[E, N], b: i64, e: i64, out: Out[f32[E, N]]):
+    out[b:e, :] = intent.cumsum(values[b:e, :], axis=0)
+
+
+@intent.kernel
 def jagged_mean(values: f32[E, N], offsets: i64[S + 1], out: Out[f32[S, N]]):
     for s in parallel(S):
         out[s, :] = intent.mean(values[offsets[s]:offsets[s + 1], :], axis=0)
@@ -574,6 +579,20 @@ def skewed_jagged_cumsum_case(rows: int, width: int, segments: int = 64) -> Benc
                      tol={"atol": 1e-1, "rtol": 1e-3}, contiguous_f32=False)
 
 
+def span_cumsum_case(rows: int, width: int) -> BenchCase:
+    """A cumsum down the columns of the rows [b, e) of `rows` x `width` values, the bounds kernel arguments (no
+    `parallel`): here the whole tensor, so that every element is read and written once."""
+
+    def build(dev: torch.device, g: torch.Generator) -> Args:
+        return {"values": _randn((rows, width), dev, g), "b": 0, "e": rows, "out": torch.empty(rows, width, device=dev)}
+
+    def eager(a: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+        return {"out": torch.cumsum(a["values"].double(), 0).float()}
+
+    return BenchCase("span_cumsum", f"{rows}x{width}", span_cumsum, build, eager,
+                     tol={"atol": 1e-2 * max(1.0, (rows / 4096) ** 0.5), "rtol": 1e-4})
+
+
 def skewed_jagged_mean_case(rows: int, width: int, segments: int = 64) -> BenchCase:
     """A jagged mean (one row of `width` means per segment) over `rows` x `width` values; segment 0 holds half of
     the rows."""
@@ -629,7 +648,7 @@ def model_cases(scale: str) -> list[BenchCase]:
                 permute_3d_case(3, 5, 70), nhwc_to_nchw_case(2, 3, 5, 70),
                 subtract_row_max_case(20, 30), skewed_segment_sum_case(4000, 8), skewed_segment_cumsum_case(4000, 8),
                 histogram_case(5000, 16), skewed_segment_stats_case(4000, 8), skewed_jagged_cumsum_case(1000, 4, 8),
-                skewed_jagged_mean_case(1000, 4, 8)]
+                skewed_jagged_mean_case(1000, 4, 8), span_cumsum_case(1000, 4), span_cumsum_case(3000, 1)]
     if scale == "quick":
         return [total_sum_case(1 << 18), total_max_case(1 << 18), total_argmax_case(1 << 18),
                 scan_1d_case("cumsum", 1 << 18), scan_1d_case("cumsum_exclusive", 1 << 18),
@@ -640,7 +659,7 @@ def model_cases(scale: str) -> list[BenchCase]:
                 nhwc_to_nchw_case(4, 16, 16, 64), subtract_row_max_case(256, 256),
                 skewed_segment_sum_case(1 << 17), skewed_segment_cumsum_case(1 << 17), histogram_case(1 << 18, 256),
                 skewed_segment_stats_case(1 << 17), skewed_jagged_cumsum_case(1 << 13, 16),
-                skewed_jagged_mean_case(1 << 13, 16)]
+                skewed_jagged_mean_case(1 << 13, 16), span_cumsum_case(1 << 13, 16), span_cumsum_case(1 << 17, 1)]
     if scale == "full":
         return [total_sum_case(1 << 22), total_max_case(1 << 22), total_argmax_case(1 << 22),
                 scan_1d_case("cumsum", 1 << 22), scan_1d_case("cumsum_exclusive", 1 << 22),
@@ -652,7 +671,8 @@ def model_cases(scale: str) -> list[BenchCase]:
                 skewed_segment_sum_case(1 << 21), skewed_segment_sum_case(1 << 21, 1 << 16),
                 skewed_segment_cumsum_case(1 << 21), skewed_segment_cumsum_case(1 << 21, 1 << 16),
                 histogram_case(1 << 22, 256), skewed_segment_stats_case(1 << 21),
-                skewed_jagged_cumsum_case(1 << 17, 16), skewed_jagged_mean_case(1 << 17, 16)]
+                skewed_jagged_cumsum_case(1 << 17, 16), skewed_jagged_mean_case(1 << 17, 16),
+                span_cumsum_case(1 << 17, 16), span_cumsum_case(1 << 21, 1)]
     raise ValueError(f"scale: expected one of {', '.join(SCALES[:3])}, got {scale!r}")
 
 

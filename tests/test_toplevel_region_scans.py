@@ -203,7 +203,7 @@ def test_the_one_dimensional_form_splits_too(kernel, small_tile) -> None:
 
 @intent.kernel
 def every_one_alike(x: f32[TE], y: f32[TS], b: i64, e: i64, out: Out[f32[TE]]):
-    for s in parallel(TS):
+    for _s in parallel(TS):
         out[b:e] = intent.cumsum(x[b:e])
 
 
@@ -235,8 +235,8 @@ def test_shared_spans_that_collide_are_named() -> None:
     its neighbour writes reads another instance's write: the note names the accesses and the instances."""
     ok, why = _independent(every_one_alike, {"x": torch.zeros(5), "y": torch.zeros(3), "b": 1, "e": 4,
                                              "out": torch.zeros(5)})
-    assert not ok and re.fullmatch(r"region_scan at \S+test_toplevel_region_scans\.py:\d+:\d+ in instance \(s=0\) "
-                                   r"and region_scan at \S+:\d+:\d+ in instance \(s=1\) write the same element "
+    assert not ok and re.fullmatch(r"region_scan at \S+test_toplevel_region_scans\.py:\d+:\d+ in instance \(_s=0\) "
+                                   r"and region_scan at \S+:\d+:\d+ in instance \(_s=1\) write the same element "
                                    r"\(with TS=2\)", why), why
     ok, why = _independent(next_column, {"b": 1, "e": 4, "out": torch.zeros(5, 3)})
     assert not ok and re.fullmatch(r"region_scan at \S+:\d+:\d+ in instance \(c=0\) reads the element that "

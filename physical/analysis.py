@@ -404,13 +404,16 @@ def _outer_forms(kernel: K.Kernel, shared: frozenset[int], solver: ShapeSolver) 
     values of its top level (kernel scalars and what is computed from them), as `AffineForms` would track them
     in the loop's body."""
     top = AffineForms("", solver, shared)
+    scalars: set[int] = set()
     for p in kernel.params:
         if p.value.id in shared and _int_scalar(p.value):
             top.forms[p.value.id] = shared_symbol(p.value)
+            scalars.add(p.value.id)
     for op in kernel.body.ops:
         if op.results and all(r.id in shared for r in op.results):
             top.track(op)
-    return {k: f for k, f in top.forms.items() if k in shared and not f.symbols() & {_POS.format(0)}}
+            scalars.update(r.id for r in op.results if _int_scalar(r))
+    return {k: f for k, f in top.forms.items() if k in scalars}
 
 
 def _segment_bounds(op: KG.RegionScan, producers: dict[int, K.Op], written: set[int]

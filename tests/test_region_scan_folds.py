@@ -269,3 +269,18 @@ def test_a_fold_that_is_a_scans_total_takes_its_piece_aggregates(isolated_cache)
         want = expected(args)
         np.testing.assert_allclose(out["total"].numpy(), want["total"], rtol=1e-4, atol=1e-3)
         np.testing.assert_allclose(out["run"].numpy(), want["run"], rtol=1e-4, atol=1e-3)
+
+
+def test_a_scan_stands_for_a_fold_only_with_the_identical_identity() -> None:
+    """A sum's identity is -0.0: a scan starting from +0.0 would give an empty or all -0.0 segment the total +0.0,
+    so it is not that fold's total (identities are compared as emitted, not with `==`, under which 0.0 == -0.0)."""
+    from physical.passes.scan_folds import matching_scan
+
+    args = args_for(8, [0, 40, 1])
+    args = {k: args[k] for k in ("values", "offsets", "run", "total")} | {"peak": torch.zeros(3)}
+    ops = physical.construct(with_total.specialize(args)).groups[0].body.ops
+    n = next(i for i, op in enumerate(ops) if isinstance(op, P.RegionScan))
+    fold = next(op for op in ops if isinstance(op, P.RegionFold) and op.identity == (-0.0,))
+    assert matching_scan(ops, fold, [n]) == n
+    plus_zero = (*ops[:n], dataclasses.replace(ops[n], identity=(0.0,)), *ops[n + 1:])
+    assert matching_scan(plus_zero, fold, [n]) is None

@@ -33,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 
 from kir.dtypes import DType
-from kir.reduce import ReduceKind
+from kir.reduce import ReduceKind, identical_literal
 from kir.scan import ScanKind
 
 from .. import ops as P
@@ -130,8 +130,9 @@ def matching_scan(ops: tuple[POp, ...], fold: P.RegionFold, scans: list[int]) ->
         assert isinstance(scan, P.RegionScan)
         if scan.kind is ScanKind.custom or scan.kind.as_reduce is not fold.kind or scan.reverse:
             continue
-        if scan.acc_dtypes != fold.acc_dtypes or scan.identity != fold.identity:
-            continue
+        if scan.acc_dtypes != fold.acc_dtypes or len(scan.identity) != len(fold.identity) \
+                or not all(identical_literal(a, b) for a, b in zip(scan.identity, fold.identity)):
+            continue  # compared as emitted: a 0.0 scan identity is not a -0.0 fold's
         if key.value(scan.begin) == key.value(fold.begin) and key.value(scan.end) == key.value(fold.end) \
                 and key.region(scan.source) == key.region(fold.source):
             return n

@@ -91,16 +91,21 @@ class Bounds:
     offsets: int  # the buffer
     begin: PValue
     end: PValue
+    # a (segments, columns) workset: the bounds are `offsets[flat // D]`, D (`columns`, the inner axes' extent
+    # as a launch value) whole in each segment; None where the bounds are `offsets[flat]`
+    columns: PValue | None = None
+    width: LaunchExpr = LConst(1)
 
 
 def bounds_source(program: Program, plan) -> Bounds | None:  # plan: split_segments.SegmentPlan
     """The offsets tensor every fold of the plan takes its bounds from, if they all share them."""
     if plan.owned is None or plan.lane_ok is None:
         return None
-    return bounds_of(program, plan.group.body.ops, plan.owned, plan.folds)
+    return bounds_of(program, plan.group.body.ops, plan.owned, plan.folds, plan.group.domain)
 
 
-def bounds_of(program: Program, ops: tuple, owned: int, positions: tuple[int, ...]) -> Bounds | None:
+def bounds_of(program: Program, ops: tuple, owned: int, positions: tuple[int, ...],
+              domain: tuple | None = None) -> Bounds | None:
     """The offsets tensor whose `offsets[flat]`, `offsets[flat + 1]` bound every region op at `positions` of
     `ops` (region folds or scans; `flat` the result of the `owned_instances` at `owned`), if there is one and
     nothing in the launch writes it."""
@@ -116,17 +121,27 @@ def bounds_of(program: Program, ops: tuple, owned: int, positions: tuple[int, ..
     buf = program.buffer(lb.access.buffer)
     if len(buf.shape) != 1 or not buf.dtype.is_int or buf.copies is not None or lb.access.copy is not None:
         return None
-    if [c.id for c in lb.access.coords] != [flat.id]:
-        return None
+    (seg,) = lb.access.coords
+    columns, width = None, LConst(1)
+    if seg.id != flat.id:
+        div = defs.get(seg.id)
+        if domain is None or len(domain) < 2 or not (
+                isinstance(div, P.Binary) and div.fn is BinaryFn.floordiv and div.lhs.id == flat.id):
+            return None
+        inner = defs.get(div.rhs.id)
+        width = lprod(tuple(ldim(d) for d in domain[1:]))
+        if not (isinstance(inner, P.ShapeValue) and inner.expr == width):
+            return None
+        columns = div.rhs
     (c,) = le.access.coords
     nxt = defs.get(c.id)
-    if not (isinstance(nxt, P.Binary) and nxt.fn is BinaryFn.add and nxt.lhs.id == flat.id
+    if not (isinstance(nxt, P.Binary) and nxt.fn is BinaryFn.add and nxt.lhs.id == seg.id
             and isinstance(defs.get(nxt.rhs.id), P.Const) and defs[nxt.rhs.id].value == 1):  # type: ignore[union-attr]
         return None
     if any(isinstance(op, P.Store | P.AtomicRMW | P.AtomicCAS) and op.access.buffer == buf.id
            for g in program.groups for op in g.body.walk()):
         return None  # the helpers read the offsets while the launch runs: nobody may write them
-    return Bounds(buf.id, begin, end)
+    return Bounds(buf.id, begin, end, columns, width)
 
 
 def helper_count(program: Program, g, values: LaunchExpr, chunk: str, splits: LaunchExpr) -> LaunchExpr:
@@ -192,6 +207,10 @@ def balanced_split(program: Program, plan, bounds: Bounds) -> Program:  # plan: 
     consts = dict(program.constexprs)
     consts[splits] = count
     consts[block_s] = LNextPow2(count)
+    # the helpers cut the folded rows (each a row of all the columns where the bounds hold per segment), as
+    # many as the folded elements give work for
+    rows = plan.values if bounds.columns is None else LBin("//", plan.values, bounds.width)
+    segs = None if bounds.columns is None else ldim(g.domain[0])
     consts[helpers] = helper_count(program, g, plan.values, block_c, count)
     # SPLIT_g: 1 where more than one program may take part in a block (SPLITS_g > 1, or helpers past the
     # blocks), 0 where each program runs its own alone (the kernel then holds only the direct form)
@@ -218,7 +237,9 @@ def balanced_split(program: Program, plan, bounds: Bounds) -> Program:  # plan: 
             hs.append(b)
             program, b = add_slot_array(program, gid, "tail" + tag, dt, splits)
             ts.append(b)
-            program, b = add_slot_array(program, gid, "chunk" + tag, dt, helpers, domain=())
+            # a helper's chunk slot: one per helper, an element per column of its segment
+            program, b = add_slot_array(program, gid, "chunk" + tag, dt, helpers,
+                                        domain=() if bounds.columns is None else tuple(g.domain[1:]))
             cs.append(b)
         heads.append(hs)
         tails.append(ts)
@@ -234,9 +255,9 @@ def balanced_split(program: Program, plan, bounds: Bounds) -> Program:  # plan: 
     cond = shared.flag_set(w, flag, origin)
 
     # ---- which subregion's block a helper joins: a binary search, only in the cooperating form
-    helper_block, owner = join_block(w, program, bounds, g, lambda: helper_values(o, plan.values, g, h_index,
-                                                                                  helpers, block_c), cond, flag,
-                                     origin)
+    helper_block, owner = join_block(w, program, bounds, g, lambda: helper_values(o, rows, g, h_index, helpers,
+                                                                                  block_c, segments=segs),
+                                     cond, flag, origin)
 
     # ---- the work before the folds (bounds, the lane test): nothing in it reads a fold's result
     flat = ops[plan.owned].results[0]
@@ -251,8 +272,9 @@ def balanced_split(program: Program, plan, bounds: Bounds) -> Program:  # plan: 
 
     # ---- the cooperating form: head and tail pieces, helpers' chunks, the last participant's combine
     w.begin()
-    h = helper_values(o, plan.values, g, h_index, helpers, block_c)
-    lane = _lane_plan(w, o, program, bounds, flat, lane_ok, s, splits, h, owner, block_c, origin)
+    h = helper_values(o, rows, g, h_index, helpers, block_c, segments=segs)
+    lane = _lane_plan(w, o, program, bounds, flat, lane_ok, s, splits, h, owner, block_c, origin, g.block,
+                      helper_block)
     partials: list[tuple[PValue, ...]] = []
     tail_partials: list[tuple[PValue, ...]] = []
     for op in folds:
@@ -265,12 +287,13 @@ def balanced_split(program: Program, plan, bounds: Bounds) -> Program:  # plan: 
     # only a subregion that hands chunks to helpers has a tail (elsewhere the tail partial is the identity)
     tail_mask = o.bin(BinaryFn.and_, slot_mask, lane["delegates"])
     zero_inst = w.add(P.Const, I64, origin, value=0, dtype=DType.i64)
+    column = zero_inst if bounds.columns is None else o.bin(BinaryFn.mod, flat, bounds.columns, "column")
     for fold, hs, ts, cs, head, tail in zip(folds, heads, tails, chunks, partials, tail_partials):
         for hb, tb, cb, hv, tv in zip(hs, ts, cs, head, tail):
             write_slot(w, hb, s, flat, hv, lane_ok, fold.origin, slot_mask)
             write_slot(w, tb, s, flat, tv, lane_ok, fold.origin, tail_mask)
             # a helper's chunk: one slot per helper (copy k), written for the one lane it joined
-            w.put(P.Store(access=AccessRelation(cb.id, (zero_inst,), chunk_mask, Guard(chunk_mask), None, h_index),
+            w.put(P.Store(access=AccessRelation(cb.id, (column,), chunk_mask, Guard(chunk_mask), None, h_index),
                           value=hv, origin=fold.origin))
     ticket_mask = o.bin(BinaryFn.and_, lane_ok, o.bin(BinaryFn.and_, shared_, part))
     ticket = draw_ticket(w, counter, flat, lane_ok, origin, ticket_mask)
@@ -296,7 +319,8 @@ def balanced_split(program: Program, plan, bounds: Bounds) -> Program:  # plan: 
             # tail where nothing is handed to helpers: the identity (an empty range), in the last's own register
             use = shared_ if own is head else lane["delegates"]
             sums.append(tuple(o.select(use, t, mine) for t, mine in zip(folded, own)))
-        totals += _finish(w, o, fold, cs, sums[0], sums[1], lane, last, parts, h.n_helpers)
+        totals += _finish(w, o, fold, cs, sums[0], sums[1], lane, last, parts, h.n_helpers,
+                          None if bounds.columns is None else column)
     reset_counter(w, counter, flat, last_shared, lane_ok, origin)
     cooperating = w.finish((last, *totals))
 
@@ -333,7 +357,9 @@ def join_block(w: Builder, program: Program, bounds: Bounds, g, helper, cond: PV
     owner = search(w, program, bounds.offsets, h.instances, h.c0, h.is_helper, origin)
     block_i = o.launch(LConstexpr(g.block), "block")
     joined = o.bin(BinaryFn.and_, h.is_helper, o.cmp(CmpFn.ge, owner, h.zero))
-    block = o.select(joined, o.bin(BinaryFn.floordiv, owner, block_i), o.const(-1))
+    # the block of the owner's first column (the bounds' own D is not yet defined here: before owned_instances)
+    first = owner if bounds.columns is None else o.bin(BinaryFn.mul, owner, o.launch(bounds.width, "columns"))
+    block = o.select(joined, o.bin(BinaryFn.floordiv, first, block_i), o.const(-1))
     searched = w.finish((block, owner))
     w.begin()
     none = o.const(-1)
@@ -357,7 +383,7 @@ class HelperValues:
 
 
 def helper_values(o: Ops, values: LaunchExpr, g, h_index: PValue, helpers: str, block_c: str,
-                   reverse: bool = False) -> HelperValues:
+                   reverse: bool = False, segments: LaunchExpr | None = None) -> HelperValues:
     """A helper's chunk: its position among the helpers (`reverse`: counted from the last chunk, so that the
     helpers of a scan that runs from the end come in its traversal order)."""
     h = o.cast(h_index, DType.i64)
@@ -370,7 +396,8 @@ def helper_values(o: Ops, values: LaunchExpr, g, h_index: PValue, helpers: str, 
                           LConstexpr(block_c)), "chunk")
     return HelperValues(o.cmp(CmpFn.ge, h, zero, "is_helper"), hk, o.bin(BinaryFn.mul, hk, chunk, "chunk_begin"),
                          chunk, o.launch(LConstexpr(helpers), "helpers"),
-                         o.launch(lprod(tuple(ldim(d) for d in g.domain)), "segments"), zero)
+                         o.launch(lprod(tuple(ldim(d) for d in g.domain)) if segments is None else segments,
+                                  "segments"), zero)
 
 
 def _fold_over(w: Builder, o: Ops, fold: P.RegionFold, ranges: tuple[PValue, PValue]) -> tuple[PValue, ...]:
@@ -382,7 +409,8 @@ def _fold_over(w: Builder, o: Ops, fold: P.RegionFold, ranges: tuple[PValue, PVa
 
 
 def delegation(w: Builder, o: Ops, program: Program, bounds: Bounds, flat: PValue, lane_ok: PValue,
-               h: HelperValues, owner: PValue, origin: Origin | None) -> dict[str, PValue]:
+               h: HelperValues, owner: PValue, origin: Origin | None, block: str = "",
+               helper_block: PValue | None = None) -> dict[str, PValue]:
     """Per lane (i64): its subregion [begin, end), its whole chunks [first_chunk, end_chunk), whether it
     `delegates` them (it owns the first and the last: see the module), how many (`delegated`) and whether the
     program is the helper of one of them (`mine`)."""
@@ -400,21 +428,41 @@ def delegation(w: Builder, o: Ops, program: Program, bounds: Bounds, flat: PValu
     last = search(w, program, bounds.offsets, instances,
                   o.bin(BinaryFn.mul, o.bin(BinaryFn.sub, k1, one), chunk), want, origin)
     me = o.cast(flat, DType.i64)
+    whole_block = None
+    if bounds.columns is not None:
+        # the lane's segment; a helper joins the block of the segment's first column, so only a segment whose
+        # columns all lie in one block hands chunks over (the others fold theirs whole)
+        me = o.bin(BinaryFn.floordiv, me, bounds.columns, "segment")
+        block_i = o.launch(LConstexpr(block), "block")
+
+        def whole_block(seg: PValue) -> PValue:
+            first_col = o.bin(BinaryFn.mul, seg, bounds.columns)
+            last_col = o.bin(BinaryFn.sub, o.bin(BinaryFn.add, first_col, bounds.columns), one)
+            return o.cmp(CmpFn.eq, o.bin(BinaryFn.floordiv, first_col, block_i),
+                         o.bin(BinaryFn.floordiv, last_col, block_i), "one_block")
+        want = o.bin(BinaryFn.and_, want, whole_block(me))
     delegates = o.bin(BinaryFn.and_, want, o.bin(BinaryFn.and_, o.cmp(CmpFn.eq, first, me),
                                                    o.cmp(CmpFn.eq, last, me)), "delegates")
     nd = o.select(delegates, n, zero, "delegated")
     # a helper joins the lane whose delegated chunks hold its own (at most one lane: the owner is monotone)
     mine = o.bin(BinaryFn.and_, o.bin(BinaryFn.and_, is_helper, o.bin(BinaryFn.and_, delegates, o.cmp(
         CmpFn.eq, me, owner))), o.bin(BinaryFn.and_, o.cmp(CmpFn.le, k0, hk), o.cmp(CmpFn.lt, hk, k1)), "joins")
+    if whole_block is not None and helper_block is not None:
+        # the owner's test as well, once per program: the block the helper decoded (of the segment's first
+        # column) holds its last column, so it holds every lane the helper joins
+        last_col = o.bin(BinaryFn.sub, o.bin(BinaryFn.mul, o.bin(BinaryFn.add, owner, one), bounds.columns), one)
+        mine = o.bin(BinaryFn.and_, mine, o.cmp(CmpFn.eq, o.bin(BinaryFn.floordiv, last_col, block_i), helper_block),
+                     "joins")
     return {"begin": b, "end": e, "first_chunk": k0, "end_chunk": k1, "delegates": delegates, "delegated": nd,
             "mine": mine, "zero": zero, "one": one}
 
 
 def _lane_plan(w: Builder, o: Ops, program: Program, bounds: Bounds, flat: PValue, lane_ok: PValue, s: PValue,
-               splits: str, h: HelperValues, owner: PValue, block: str, origin: Origin | None) -> dict[str, PValue]:
+               splits: str, h: HelperValues, owner: PValue, block: str, origin: Origin | None,
+               g_block: str = "", helper_block: PValue | None = None) -> dict[str, PValue]:
     """Per lane: the whole chunks of its subregion, whether it delegates them, and this program's ranges."""
     is_helper, c0, chunk, n_helpers = h.is_helper, h.c0, h.chunk, h.n_helpers
-    d = delegation(w, o, program, bounds, flat, lane_ok, h, owner, origin)
+    d = delegation(w, o, program, bounds, flat, lane_ok, h, owner, origin, g_block, helper_block)
     b, e, k0, k1, delegates, nd, mine = (d[k] for k in ("begin", "end", "first_chunk", "end_chunk", "delegates",
                                                          "delegated", "mine"))
     zero, one = d["zero"], d["one"]
@@ -438,7 +486,7 @@ def _lane_plan(w: Builder, o: Ops, program: Program, bounds: Bounds, flat: PValu
 
 def _finish(w: Builder, o: Ops, fold: P.RegionFold, chunk_bufs: list, head: tuple[PValue, ...],
             tail: tuple[PValue, ...], lane: dict[str, PValue], last: PValue, parts: str,
-            n_helpers: PValue) -> list[PValue]:
+            n_helpers: PValue, column: PValue | None) -> list[PValue]:
     """The fold's result for the last participant, in its accumulator dtypes: head, chunk slots k0 .. k0 +
     delegated - 1, tail, in order (a region fold over the positions k0 - 1 .. k0 + delegated; empty for the
     other lanes); a subregion with one participant gives its head partial."""
@@ -469,11 +517,12 @@ def _finish(w: Builder, o: Ops, fold: P.RegionFold, chunk_bufs: list, head: tupl
     in_range = o.bin(BinaryFn.and_, o.cmp(CmpFn.ge, p, o.const(0)), o.cmp(CmpFn.lt, p, n_helpers))
     inner = o.bin(BinaryFn.and_, o.bin(BinaryFn.and_, member, o.bin(BinaryFn.and_, o.not_(is_head), o.not_(is_tail))),
                   in_range)
-    zero_inst = w.add(P.Const, I64, origin, value=0, dtype=DType.i64)
+    if column is None:
+        column = w.add(P.Const, I64, origin, value=0, dtype=DType.i64)
     values = []
     for buf, ident, dt, hv, tv in zip(chunk_bufs, fold.identity, fold.acc_dtypes, head, tail):
         got = w.add(P.Load, Fragment(dt, True, (axis,)), origin, "chunk_partial",
-                    access=AccessRelation(buf.id, (zero_inst,), inner, Guard(in_range), ident, p))
+                    access=AccessRelation(buf.id, (column,), inner, Guard(in_range), ident, p))
         values.append(o.select(is_head, wide(hv), o.select(is_tail, wide(tv), got)))
     source = w.finish((*values, member))
     parts_total = tuple(w.fresh(Fragment(dt, True), "parts_total") for dt in fold.acc_dtypes)

@@ -11,7 +11,7 @@ holder's test (`exact_last_count`).
 
 from __future__ import annotations
 
-from kir.dims import DConst, PAnd, PCmp, dim_bin
+from kir.dims import DConst, Dim, PAnd, PCmp, dim_bin
 
 from .. import ops as P
 from ..launch_expr import LConstexpr
@@ -165,10 +165,12 @@ def exact_last_count(ix: ProgramIndex, other: PValue, ticket: P.Ticket, gid: int
 
 
 def joins_outside_its_block(ix: ProgramIndex, gid: int) -> tuple[P.Ticket, PValue, PValue] | None:
-    """A ticket whose join test takes the lane whose instance is u (`flat == u`, u once per program), where u
-    may lie outside the block the helper decoded (`owned_instances` with `helper_block`), with u and that block;
-    None where every helper with an owner (u >= 0) is proven to hold its lane: `hb * BLOCK <= u < (hb + 1) *
-    BLOCK`. A helper whose lane is not among its own would draw no ticket and write no slot, and the block's
+    """A ticket whose join test takes the lane whose instance is u (`flat == u`, u once per program), or the lanes
+    whose segment is u (`flat // D == u`: a (segments, columns) workset), where one of them may lie outside the
+    block the helper decoded (`owned_instances` with `helper_block`), with u and that block; None where every
+    helper with an owner (u >= 0) is proven to hold its lanes: `hb * BLOCK <= x < (hb + 1) * BLOCK` for every
+    instance x the join test admits (for `flat // D == u`, an instance x of the segment with the join's other
+    tests on x). A helper whose lane is not among its own would draw no ticket and write no slot, and the block's
     last participant would never come."""
     from .affine import forms_of, proves
 
@@ -185,22 +187,59 @@ def joins_outside_its_block(ix: ProgramIndex, gid: int) -> tuple[P.Ticket, PValu
         if not isinstance(pl.op, P.Ticket):
             continue
         join = join_test(ix, pl.op.access.mask, helpers)
-        for c in ix.conjuncts(join) if join is not None else ():
-            test = ix.producer(c)
+        tests = [ix.producer(c) for c in ix.conjuncts(join)] if join is not None else []
+        for test in tests:
             if not (isinstance(test, P.Compare) and test.fn.value == "eq"):
                 continue
-            u = test.rhs if strip_casts(ix, test.lhs)[0].id == flat.id else \
-                test.lhs if strip_casts(ix, test.rhs)[0].id == flat.id else None
-            if u is None or u.type.lanes:
+            u, segment = None, False
+            for a, b in ((test.lhs, test.rhs), (test.rhs, test.lhs)):
+                if b.type.lanes:
+                    continue
+                if strip_casts(ix, a)[0].id == flat.id:
+                    u = b
+                elif _segment_of(ix, a, flat.id):
+                    u, segment = b, True
+                if u is not None:
+                    break
+            if u is None:
                 continue
             fu = forms.form(u)
             if fu is None or hb is None or forms.program_atom is None:
                 return pl.op, u, owned.helper_block
             first = dim_bin("*", hb, size)
-            hyps = forms.base_facts() + [PCmp(">=", forms.program_atom, DConst(0)), PCmp(">=", fu, DConst(0))]
-            if not proves(hyps, PAnd((PCmp("<=", first, fu), PCmp("<", fu, dim_bin("+", first, size))))):
+            extra = [PCmp(">=", forms.program_atom, DConst(0)), PCmp(">=", fu, DConst(0))]
+            x: Dim = fu
+            if segment:
+                # an instance x = u * D + c (0 <= c < D) of the segment, with the join's tests on values once per
+                # program (such as: the segment lies in one block)
+                width = forms.form(_divisor(ix, test.lhs if _segment_of(ix, test.lhs, flat.id) else test.rhs))
+                if width is None:
+                    return pl.op, u, owned.helper_block
+                c = forms.atom("column")
+                x = dim_bin("+", dim_bin("*", fu, width), c)
+                extra += [PCmp(">=", c, DConst(0)), PCmp("<", c, width)]
+                for other in tests:
+                    if isinstance(other, P.Compare) and other.fn.value == "eq" and not other.lhs.type.lanes \
+                            and not other.rhs.type.lanes:
+                        lhs, rhs = forms.form(other.lhs), forms.form(other.rhs)
+                        if lhs is not None and rhs is not None:
+                            extra.append(PCmp("==", lhs, rhs))
+            hyps = forms.base_facts() + extra  # after every form above: their facts with them
+            if not proves(hyps, PAnd((PCmp("<=", first, x), PCmp("<", x, dim_bin("+", first, size))))):
                 return pl.op, u, owned.helper_block
     return None
+
+
+def _divisor(ix: ProgramIndex, v: PValue) -> PValue:
+    op = strip_casts(ix, v)[1]
+    assert isinstance(op, P.Binary)
+    return op.rhs
+
+
+def _segment_of(ix: ProgramIndex, v: PValue, flat: int) -> bool:
+    """Whether `v` is `flat // D` (the segment of a (segments, columns) workset's instance)."""
+    op = strip_casts(ix, v)[1]
+    return isinstance(op, P.Binary) and op.fn.value == "floordiv" and strip_casts(ix, op.lhs)[0].id == flat
 
 
 __all__ = ["exact_last_count", "helper_values", "is_delegated_count", "is_helper_test", "join_test",

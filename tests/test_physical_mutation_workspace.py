@@ -13,9 +13,11 @@ import pytest
 
 from kir import BinaryFn
 from kir.dtypes import DType
+from kir.pointwise import CmpFn
 from physical import ops as P
 from physical.launch_expr import LBin, LConst, LConstexpr
 from physical.model import Fragment, Guard, Program, PValue
+from physical.verifier import check
 from tests.mutations import (
     Mutations,
     assert_reported,
@@ -147,15 +149,19 @@ def helper_writes_its_slot_for_every_lane_of_its_block():
                        "participant): a helper writes its slot only for the one lane it joins")
 
 
-@more("helper_joins_without_its_owner", "unordered-conflict")
+@more("helper_joins_without_its_owner", "ownership")
 def helper_join_test_drops_the_owner():
+    """Every lane of the block would join (unordered-conflict reports the slot writes too; ownership comes first:
+    the join names no lane)."""
     k, p = balanced_segments()
     owner = only(p, P.Compare, lambda op: op.fn.value == "eq" and op.rhs.name == "owner")
     join = only(p, P.Binary, lambda op: op.fn is BinaryFn.and_ and op.rhs.id == owner.results[0].id)
+    block = only(p, P.OwnedInstances).helper_block
     broken = swap(p, join, dataclasses.replace(join, rhs=join.lhs))  # delegates and delegates
-    return k, broken, ("[unordered-conflict] store (from region_fold) may write the element of helper slot array "
-                       "chunk that it writes for another member (another lane of the same helper, or another "
-                       "participant): a helper writes its slot only for the one lane it joins")
+    assert "unordered-conflict" in {v.rule for v in check(broken, k)}
+    return k, broken, (f"[ownership] a helper of group 0 (parallel) joins a lane by a test of neither form "
+                       f"`flat == u` nor `flat // D == u`: that the lane lies in the block %{block.id} its "
+                       f"owned_instances decodes is not proven, and the lane's last participant might never come")
 
 
 @more("helper_decodes_its_owner_as_a_block", "ownership")
@@ -171,6 +177,17 @@ def helper_block_set_to_the_owner_instance():
                        f"which may lie outside the block %{owner.id} its owned_instances decodes: the helper would "
                        f"draw no ticket and write no slot, and the lane's last participant would never come")
 
+
+
+@more("helper_joins_by_an_unplaced_test", "ownership")
+def helper_join_test_of_no_known_form():
+    k, p = balanced_segments()
+    owner = only(p, P.Compare, lambda op: op.fn.value == "eq" and op.rhs.name == "owner")
+    block = only(p, P.OwnedInstances).helper_block
+    broken = swap(p, owner, dataclasses.replace(owner, fn=CmpFn.le))  # every lane up to the owner's
+    return k, broken, (f"[ownership] a helper of group 0 (parallel) joins a lane by a test of neither form "
+                       f"`flat == u` nor `flat // D == u`: that the lane lies in the block %{block.id} its "
+                       f"owned_instances decodes is not proven, and the lane's last participant might never come")
 
 def conjunct_leaves(p: Program, mask: PValue) -> list[PValue]:
     defs = {v.id: op for op in p.walk() for v in op.results}

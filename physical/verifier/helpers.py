@@ -164,14 +164,14 @@ def exact_last_count(ix: ProgramIndex, other: PValue, ticket: P.Ticket, gid: int
     return None
 
 
-def joins_outside_its_block(ix: ProgramIndex, gid: int) -> tuple[P.Ticket, PValue, PValue] | None:
+def joins_outside_its_block(ix: ProgramIndex, gid: int) -> tuple[P.Ticket, PValue | None, PValue] | None:
     """A ticket whose join test takes the lane whose instance is u (`flat == u`, u once per program), or the lanes
     whose segment is u (`flat // D == u`: a (segments, columns) workset), where one of them may lie outside the
     block the helper decoded (`owned_instances` with `helper_block`), with u and that block; None where every
     helper with an owner (u >= 0) is proven to hold its lanes: `hb * BLOCK <= x < (hb + 1) * BLOCK` for every
     instance x the join test admits (for `flat // D == u`, an instance x of the segment with the join's other
     tests on x). A helper whose lane is not among its own would draw no ticket and write no slot, and the block's
-    last participant would never come."""
+    last participant would never come. A join test of neither form gives u = None: its lane is not proven."""
     from .affine import forms_of, proves
 
     helpers, h = helper_values(ix, gid)
@@ -188,6 +188,7 @@ def joins_outside_its_block(ix: ProgramIndex, gid: int) -> tuple[P.Ticket, PValu
             continue
         join = join_test(ix, pl.op.access.mask, helpers)
         tests = [ix.producer(c) for c in ix.conjuncts(join)] if join is not None else []
+        placed = False
         for test in tests:
             if not (isinstance(test, P.Compare) and test.fn.value == "eq"):
                 continue
@@ -203,6 +204,7 @@ def joins_outside_its_block(ix: ProgramIndex, gid: int) -> tuple[P.Ticket, PValu
                     break
             if u is None:
                 continue
+            placed = True
             fu = forms.form(u)
             if fu is None or hb is None or forms.program_atom is None:
                 return pl.op, u, owned.helper_block
@@ -227,6 +229,8 @@ def joins_outside_its_block(ix: ProgramIndex, gid: int) -> tuple[P.Ticket, PValu
             hyps = forms.base_facts() + extra  # after every form above: their facts with them
             if not proves(hyps, PAnd((PCmp("<=", first, x), PCmp("<", x, dim_bin("+", first, size))))):
                 return pl.op, u, owned.helper_block
+        if join is not None and not placed:  # a lane chosen otherwise is not proven to be in the helper's block
+            return pl.op, None, owned.helper_block
     return None
 
 

@@ -176,9 +176,14 @@ def _helper_blocks(program: Program, ix: ProgramIndex, g: Group, report: Reporte
     outside = joins_outside_its_block(ix, g.id)
     if outside is not None:
         ticket, u, block = outside
-        report(f"a helper of group {g.id} ({g.name}) joins the lane whose instance is %{u.id}, which may lie outside "
-               f"the block %{block.id} its owned_instances decodes: the helper would draw no ticket and write no "
-               f"slot, and the lane's last participant would never come", ticket, g.id)
+        if u is None:
+            report(f"a helper of group {g.id} ({g.name}) joins a lane by a test of neither form `flat == u` nor "
+                   f"`flat // D == u`: that the lane lies in the block %{block.id} its owned_instances decodes is not "
+                   f"proven, and the lane's last participant might never come", ticket, g.id)
+        else:
+            report(f"a helper of group {g.id} ({g.name}) joins the lane whose instance is %{u.id}, which may lie "
+                   f"outside the block %{block.id} its owned_instances decodes: the helper would draw no ticket and "
+                   f"write no slot, and the lane's last participant would never come", ticket, g.id)
     blocks = ix.values(found[0].blocks)
     want = domain_programs(ix, g)
     for b, w, env in zip(blocks, want, ix.envs):

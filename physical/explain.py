@@ -187,6 +187,11 @@ def _split_segments(p: Program, g: Group) -> list[str]:
         p, g, split, helper, slots, counters)
 
 
+def _helpers_of(g: Group) -> str:
+    """The constexpr naming the group's helper programs."""
+    return next(op.helpers for op in g.body.ops if isinstance(op, P.HelperIndex))
+
+
 def _helper_lines(p: Program, g: Group, split: P.SplitIndex, helper: P.HelperIndex, slots: list[str],
                   counters: list[str]) -> list[str]:
     """Balanced segments by the data (passes/balance_segments.py): helpers past the blocks."""
@@ -246,6 +251,8 @@ def _lookback_lines(p: Program, g: Group, f: _Formulas, body: PRegion | None = N
         each += (f" ({' * '.join(map(str, g.domain[:-1]))} rows x {per} programs a row: ticket t runs chunk "
                  f"t % ({per}) of row t // ({per}))")
     owned = "one instance each"
+    # a balanced scan over a (segments, columns) workset: each joined lane scans its own column (no lane scan)
+    columns = not any(isinstance(op, P.LaneScan) for op in g.body.walk())
     held = next((t for op in g.body.ops for v in op.results for t in v.type.tile if P.is_held(t.block)), None)
     keeps = (f", at least {held.block} long; it holds the first {held.block} elements of its piece on chip from "
              f"their load to their write, so only the rest of a longer piece is read twice") if held else ""
@@ -264,10 +271,12 @@ def _lookback_lines(p: Program, g: Group, f: _Formulas, body: PRegion | None = N
                  f"them are {helper.helpers} helpers: the scanned tensor is cut into {helper.helpers} chunks, a "
                  f"helper finds the subregion holding its chunk by binary search over the offsets and, if that "
                  f"subregion hands its whole chunks over (always for sorted offsets), scans that chunk of it, the "
-                 f"first one from the subregion's begin and the last one up to its end{backwards}, holding it "
-                 f"across the lanes of the block it joins: lane l takes the l-th run of max("
-                 f"{held.block if held else 'tile'}, cdiv(length, valid lanes)) positions, so a range of up to "
-                 f"{ticket.block} * {held.block if held else 'tile'} elements is read once)")
+                 f"first one from the subregion's begin and the last one up to its end{backwards}, " + (
+                     f"holding it across the lanes of the block it joins: lane l takes the l-th run of max("
+                     f"{held.block if held else 'tile'}, cdiv(length, valid lanes)) positions, so a range of up to "
+                     f"{ticket.block} * {held.block if held else 'tile'} elements is read once)" if not columns else
+                     "in each of the segment's columns (the lanes of the block that holds the segment, a lane a "
+                     "column; a segment whose columns span two blocks is scanned whole by its blocks))"))
         owned = f"one block of {ticket.block} instances each (several short segments a program)"
     elif ticket.splits is not None:  # split-region-scans: the pieces of a block hold consecutive tickets
         each += (f" ({ticket.splits} programs a block: ticket t scans piece t % {ticket.splits} of the subregion "
@@ -280,18 +289,21 @@ def _lookback_lines(p: Program, g: Group, f: _Formulas, body: PRegion | None = N
     for op in body.ops:
         if ticket.helper_block is not None and isinstance(op, P.PublishSlot):
             names = ", ".join(p.buffer(b).name for b in op.slots)
-            lines.append(f"  each helper publishes its chunk's aggregate (its lanes' runs folded across the lanes in "
-                         f"lane order, each run its held tile, then its rest) in slot = "
-                         f"blocks * {ticket.block} + its position among the helpers of {names}, then raises the flag "
+            where = (f"(its lanes' runs folded across the lanes in lane order, each run its held tile, then its "
+                     f"rest) in slot = blocks * {ticket.block} + its position among the helpers" if not columns else
+                     f"per column (its held tile, then its rest) in slot = blocks * {ticket.block} + column * "
+                     f"{_helpers_of(g)} + its position among the helpers")
+            lines.append(f"  each helper publishes its chunk's aggregate {where} of {names}, then raises the flag "
                          f"of its ticket, {sync.name}[{P.SYNC_FLAGS} + ticket] (release); the blocks need no "
                          f"aggregate (a subregion they scan is theirs alone)")
             continue
         if ticket.helper_block is not None and isinstance(op, P.FoldSlots):
             lines.append(f"  then every lane of a helper waits for the flags of the lower tickets of its subregion's "
                          f"earlier helpers (acquire) and folds their slots in index order, {op.block} slots a step (a "
-                         f"fixed combine order: the same bits every run), and writes its run after that prefix and "
-                         f"the runs of the lanes before it in traversal order (a scan across the lanes); the "
-                         f"subregion's first helper and the blocks write their own scans")
+                         f"fixed combine order: the same bits every run), and writes its run after that prefix" + (
+                             " and the runs of the lanes before it in traversal order (a scan across the lanes)"
+                             if not columns else " (in its own column's slots)") + "; the "
+                         "subregion's first helper and the blocks write their own scans")
             continue
         if isinstance(op, P.PublishSlot) and form:
             names = ", ".join(p.buffer(b).name for b in op.slots)

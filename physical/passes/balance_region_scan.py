@@ -32,6 +32,13 @@ chunks and delegation test):
   subregion's first helper writes its own scan. The blocks fold nothing and need no aggregate (their rest folds
   are empty).
 
+Over a (segments, columns) workset (a jagged scan `out[b:e, :] = intent.cumsum(values[b:e, :], axis=0)`: the
+bounds are `offsets[flat // D]`, `balance_segments.bounds_of`) the helpers cut the scanned rows, H still from the
+scanned elements, and a helper scans its chunk of rows in each column of the segment (the lanes of the block holding
+the segment, a lane a column: `_by_columns`), with a slot per helper and column (`blocks * BLOCK_g + column * H +
+helper`), so each lane folds its column's earlier helpers in index order; a segment whose columns span two blocks
+is not helped (`balance_segments.delegation`'s one-block test and join test, as for jagged folds).
+
 So a segment holding half of the values spreads over about H / 2 helpers, and many segments of a few values each
 stay packed BLOCK_g a program: no program scans an empty piece. SPLITS_g is 1 and SPLIT_g (whether helpers run)
 is 1 where H > 0; where H = 0 the kernel holds no search, fold of a rest nor look-back wait that would run.
@@ -70,7 +77,7 @@ def data_bounds(program: Program, plan: RegionScanPlan) -> Bounds | None:
     found = lane_test(ops)
     if isinstance(found, str):
         return None
-    return bounds_of(program, ops, found[0], plan.scans)
+    return bounds_of(program, ops, found[0], plan.scans, g.domain)
 
 
 def balanced_scan_split(program: Program, plan: RegionScanPlan, tile: int, bounds: Bounds) -> Program:
@@ -88,6 +95,10 @@ def balanced_scan_split(program: Program, plan: RegionScanPlan, tile: int, bound
     held_size = lmax(LConst(CHUNK), LBin("//", LConst(tile), consts[g.block]))
     program = dataclasses.replace(program, num_warps=lmax(as_launch(program.num_warps), LWarps(LConst(tile))))
     count = helper_count(program, g, plan.values, first_scan.block, LConst(1))
+    # over a (segments, columns) workset the helpers cut the scanned rows (each a row of all the segment's
+    # columns), as many as the scanned elements give work for (as balance_segments does for folds)
+    rows = plan.values if bounds.columns is None else LBin("//", plan.values, bounds.width)
+    segs = None if bounds.columns is None else ldim(g.domain[0])
     program = dataclasses.replace(program, constexprs=tuple((n, consts[n]) for n, _ in program.constexprs) + (
         (held, held_size), (splits, LConst(1)), (helpers, count), (fast, lmin(count, LConst(1)))))
     blocks = lcdiv(lprod(tuple(ldim(d) for d in g.domain)), consts[g.block])
@@ -119,7 +130,7 @@ def balanced_scan_split(program: Program, plan: RegionScanPlan, tile: int, bound
     chunk_name = first_scan.block
 
     def chunk_of() -> object:
-        return helper_values(o, plan.values, g, h_index, helpers, chunk_name, reverse)
+        return helper_values(o, rows, g, h_index, helpers, chunk_name, reverse, segs)
 
     helper_block, owner = join_block(w, program, bounds, g, chunk_of, cond, fast, origin)
     s: PValue | None = None
@@ -138,10 +149,10 @@ def balanced_scan_split(program: Program, plan: RegionScanPlan, tile: int, bound
 
     # ---- per lane: what the block scans (its subregion whole, or nothing where helpers take it), a helper's range;
     # the delegation test (its searches) only where helpers run: elsewhere nothing is handed over
-    h = helper_values(o, plan.values, g, h_index, helpers, chunk_name, reverse)
+    h = helper_values(o, rows, g, h_index, helpers, chunk_name, reverse, segs)
     b, e = o.cast(bounds.begin, DType.i64, "begin"), o.cast(bounds.end, DType.i64, "end")
     w.begin()
-    d = delegation(w, o, program, bounds, flat, lane_ok, h, owner, origin)
+    d = delegation(w, o, program, bounds, flat, lane_ok, h, owner, origin, g.block, helper_block)
     handed = w.finish((d["first_chunk"], d["end_chunk"], d["delegates"], d["mine"]))
     w.begin()
     none, no = o.const(0), o.bin(BinaryFn.and_, lane_ok, o.const(False, DType.pred))
@@ -155,6 +166,10 @@ def balanced_scan_split(program: Program, plan: RegionScanPlan, tile: int, bound
     hi = o.select(o.cmp(CmpFn.eq, h.hk, o.bin(BinaryFn.sub, k1, one)), e, o.bin(BinaryFn.add, c0, h.chunk),
                   "chunk_hi")
     own_end = o.select(delegates, b, e)
+    if bounds.columns is not None:
+        return _by_columns(w, o, program, g, scans, (s, flat, lane_ok, cond, izero, h_index), bounds.columns, h,
+                           (b, own_end, k0, k1, mine, lo, hi), ws, (splits, held, fast),
+                           (blocks, programs, segments, lengths))
     # ---- a helper holds its range across the lanes of the block it joins: lane l takes the l-th run of
     # `per` = max(BLOCK_HELD_g, cdiv(length, valid lanes)) positions, so a range that fits the lanes' tiles is
     # read once; the range is the joined lane's (`mine`: at most one), picked out of the lanes
@@ -230,6 +245,48 @@ def balanced_scan_split(program: Program, plan: RegionScanPlan, tile: int, bound
 
     return look_back(w, program, g, pieces, ws, (my_first, my_slot, lane_ok), (leading, zero), origin,
                      (programs, segments, lengths), in_chunk)
+
+
+def _by_columns(w: RowBuilder, o: Ops, program: Program, g, scans: list, lanes: tuple, columns: PValue, h,
+                ranges: tuple, ws, names: tuple[str, str, str], launch: tuple) -> Program:
+    """The body over a (segments, columns) workset: a helper scans its chunk of rows of the segment it joined in
+    each of the segment's columns (the lanes `mine` of the block that holds the segment, a lane a column), with
+    a slot per helper and column (`blocks * BLOCK_g + column * HELPERS_g + helper`: a column's helpers in index
+    order), so each lane folds the aggregates of the segment's earlier helpers in its own column."""
+    s, flat, lane_ok, cond, izero, h_index = lanes
+    b, own_end, k0, k1, mine, lo, hi = ranges
+    splits, held, fast = names
+    blocks, programs, segments, lengths = launch
+    origin = scans[0].origin
+    reverse = scans[0].reverse
+    none = o.const(0)
+    begin_v = o.select(h.is_helper, o.select(mine, lo, none), b, "range_begin")
+    end_v = o.select(h.is_helper, o.select(mine, hi, none), own_end, "range_end")
+    # ---- slots: a block's lanes at their instances (S = 1), a helper's column c at c * HELPERS_g + its position
+    per = w.add(P.ShapeValue, INDEX, origin, "splits", expr=LConstexpr(splits))
+    first = w.add(P.Binary, flat.type, origin, "instance_first", fn=BinaryFn.mul, lhs=flat, rhs=per)
+    slot = w.add(P.Binary, flat.type, origin, "slot", fn=BinaryFn.add, lhs=first, rhs=s)
+    base = o.launch(lmul(blocks, program.constexpr(g.block)), "helper_slots")
+    column = o.bin(BinaryFn.mod, o.cast(flat, DType.i64), o.cast(columns, DType.i64), "column")
+    row = o.bin(BinaryFn.mul, column, h.n_helpers, "column_slots")
+    j = o.bin(BinaryFn.maximum, o.cast(h_index, DType.i64), izero, "helper_position")
+    j0 = o.bin(BinaryFn.sub, h.n_helpers, k1) if reverse else k0  # the segment's first helper (its slot order)
+    my_slot = o.select(h.is_helper, o.bin(BinaryFn.add, base, o.bin(BinaryFn.add, row, j)), o.cast(slot, DType.i64),
+                       "own_slot")
+    # a joined lane folds from its segment's first helper in its column; the other lanes of a helper fold nothing
+    my_first = o.select(h.is_helper, o.bin(BinaryFn.add, base, o.bin(BinaryFn.add, row, o.select(mine, j0, j))),
+                        o.cast(first, DType.i64), "first_slot")
+    leading = o.cmp(CmpFn.eq, my_first, my_slot, "first_piece")
+    publishes = o.bin(BinaryFn.and_, lane_ok, o.bin(BinaryFn.or_, o.not_(h.is_helper), mine), "publishes")
+    pieces = []
+    for scan in scans:
+        dt = scan.begin.type.dtype
+        piece = (o.cast(begin_v, dt), o.cast(end_v, dt))
+        pieces.append(_hold(w, scan, s, (splits, held, fast), cond, izero, piece, h.is_helper))
+    w.put(P.PublishSlot(origin=origin, sync=ws.sync.id, slots=tuple(x.id for row in ws.slots for x in row),
+                        slot=my_slot, values=tuple(v for p in pieces for v in p.aggregate), active=publishes))
+    return look_back(w, program, g, pieces, ws, (my_first, my_slot, lane_ok), (leading, izero), origin,
+                     (programs, segments, lengths))
 
 
 def _pick(w: RowBuilder, o: Ops, mine: PValue, x: PValue, name: str) -> PValue:

@@ -159,15 +159,21 @@ def emit_scan(em: Emitter, op: P.Scan) -> None:
         em.line(f"{n} = {convert(em, o, acc, r.type.dtype)}")
 
 
-@emits(P.LaneFold)
-def emit_lane_fold(em: Emitter, op: P.LaneFold) -> None:
-    """The lanes axis (axis 0 of a lane value) folded in lane order: uniform scalars."""
+def _lanes_in(em: Emitter, op: P.LaneFold | P.LaneScan) -> list[str]:
+    """The inputs of a lane fold or scan, each as its accumulator type."""
     shape = Fragment(op.inputs[0].type.dtype, True)
-    cur = []
+    out = []
     for x, acc, ident in zip(op.inputs, op.acc_dtypes, op.identity):
         v = em.fresh("lanes_in")
         em.line(f"{v} = {masked(em, x, None, acc, ident, shape)}")
-        cur.append(v)
+        out.append(v)
+    return out
+
+
+@emits(P.LaneFold)
+def emit_lane_fold(em: Emitter, op: P.LaneFold) -> None:
+    """The lanes axis (axis 0 of a lane value) folded in lane order: uniform scalars."""
+    cur = _lanes_in(em, op)
     reduce_axis(em, cur, op.kind, op.native, op.acc_dtypes, 0, op.combine, 1)
     for r, c, acc in zip(op.results, cur, op.acc_dtypes):
         em.line(f"{em.define(r)} = {convert(em, c, acc, r.type.dtype)}")
@@ -176,12 +182,7 @@ def emit_lane_fold(em: Emitter, op: P.LaneFold) -> None:
 @emits(P.LaneScan)
 def emit_lane_scan(em: Emitter, op: P.LaneScan) -> None:
     """The lanes axis scanned in lane order (inclusive or exclusive, forward or reverse)."""
-    shape = Fragment(op.inputs[0].type.dtype, True)
-    xs = []
-    for x, acc, ident in zip(op.inputs, op.acc_dtypes, op.identity):
-        v = em.fresh("lanes_in")
-        em.line(f"{v} = {masked(em, x, None, acc, ident, shape)}")
-        xs.append(v)
+    xs = _lanes_in(em, op)
     if op.native:
         out = em.fresh("lanes_scanned")
         rev = ", reverse=True" if op.reverse else ""

@@ -19,6 +19,7 @@ from emit_triton.targets import simulated_multiprocessors
 from intent import Out, dims, f32, i64, parallel
 from physical import ops as P
 from physical.lowering import run_pipeline
+from tests.test_balance_jagged_folds import skewed
 
 J, JE, JD = dims("J JE JD")
 
@@ -42,14 +43,6 @@ def exclusive(values: f32[JE, JD], offsets: i64[J + 1], ex: Out[f32[JE, JD]]):
     for s in parallel(J):
         b, e = offsets[s], offsets[s + 1]
         ex[b:e, :] = intent.cumsum(values[b:e, :], axis=0, exclusive=True)
-
-
-def skewed(at: int, big: int = 6000, n: int = 47) -> list[int]:
-    lengths = [7] * n
-    lengths[at] = big
-    lengths[1] = lengths[n - 3] = 0  # empty segments
-    lengths[n - 2] = 1
-    return lengths
 
 
 def args_for(lengths: list[int], width: int, outs: tuple[str, ...], seed: int = 0) -> dict[str, torch.Tensor]:
@@ -105,7 +98,7 @@ def test_a_huge_segment_is_scanned_by_helpers_in_all_its_columns(width: int, at:
 
 
 def test_an_exclusive_scan_is_balanced() -> None:
-    args = args_for(skewed(17), 4, ("ex",), seed=5)
+    args = args_for(skewed(17, big=6000), 4, ("ex",), seed=5)
     with simulated_multiprocessors(132):
         assert constexprs(exclusive, args)["HELPERS_0"] > 1
         agree(exclusive, args, ("ex",))
@@ -122,13 +115,13 @@ def test_one_segment_and_the_interpreter_agree() -> None:
     with simulated_multiprocessors(132):
         agree(running, args_for([4000], 4, ("fwd",), seed=3), ("fwd",))
     with simulated_multiprocessors(0):
-        args = args_for(skewed(17), 4, ("fwd",), seed=4)
+        args = args_for(skewed(17, big=6000), 4, ("fwd",), seed=4)
         assert constexprs(running, args)["HELPERS_0"] == 0
         agree(running, args, ("fwd",))
 
 
 def test_the_plan_uses_helpers_and_verifies() -> None:
-    args = args_for(skewed(17), 4, ("fwd",))
+    args = args_for(skewed(17, big=6000), 4, ("fwd",))
     with simulated_multiprocessors(132):
         k = running.specialize(args)
         program, _ = run_pipeline(physical.construct(k), verify_with=k)  # the verifier after every pass

@@ -24,6 +24,7 @@ from physical.lowering import run_pipeline
 from tests.breadth_support import three_ways
 from tests.frontend_support import diagnostic
 from tests.launch_fixtures import isolated_cache  # noqa: F401  (fixture)
+from tests.perf_reduce_kernels import welford_combine
 
 J, JE, JD, JK = dims("J JE JD JK")
 
@@ -52,16 +53,6 @@ def positions(values: f32[JE, JD], offsets: i64[J + 1], hi: Out[i64[J, JD]], lo:
 
 
 @intent.combine
-def welford(a, b):
-    mean_a, m2_a, n_a = a
-    mean_b, m2_b, n_b = b
-    n = n_a + n_b
-    frac = intent.where(n == 0.0, 0.0, n_b / intent.maximum(n, 1.0))
-    delta = mean_b - mean_a
-    return mean_a + delta * frac, m2_a + m2_b + delta * delta * n_a * frac, n
-
-
-@intent.combine
 def add(a, b):
     return a + b
 
@@ -73,8 +64,8 @@ def custom(values: f32[JE, JD], weights: f32[JE, JD], offsets: i64[J + 1], scale
         b, e = offsets[s], offsets[s + 1]
         wsum[s, :] = intent.reduce(intent.abs(values[b:e, :]) * weights[b:e, :] * scale, add, axis=0, identity=0.0)
         mean[s, :], m2[s, :], n[s, :] = intent.reduce(
-            (values[b:e, :], intent.zeros_like(values[b:e, :]), intent.ones_like(values[b:e, :])), welford, axis=0,
-            identity=(0.0, 0.0, 0.0))
+            (values[b:e, :], intent.zeros_like(values[b:e, :]), intent.ones_like(values[b:e, :])), welford_combine,
+            axis=0, identity=(0.0, 0.0, 0.0))
 
 
 @intent.kernel

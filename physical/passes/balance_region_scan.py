@@ -47,6 +47,7 @@ is 1 where H > 0; where H = 0 the kernel holds no search, fold of a rest nor loo
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 from kir.dims import DSym, dim_bin
 from kir.dtypes import DType
@@ -56,7 +57,21 @@ from kir.scan import ScanKind
 
 from .. import ops as P
 from ..builder import max_value_id
-from ..launch_expr import LBin, LConst, LConstexpr, LWarps, as_launch, lcdiv, ldim, lmax, lmin, lmul, lprod, lsum
+from ..launch_expr import (
+    LaunchExpr,
+    LBin,
+    LConst,
+    LConstexpr,
+    LWarps,
+    as_launch,
+    lcdiv,
+    ldim,
+    lmax,
+    lmin,
+    lmul,
+    lprod,
+    lsum,
+)
 from ..model import Fragment, Program, PValue, TileAxis
 from ..workspace import INDEX, lookback_buffers
 from .balance_segments import Bounds, bounds_of, delegation, helper_count, helper_values, join_block
@@ -193,20 +208,10 @@ def balanced_scan_split(program: Program, plan: RegionScanPlan, tile: int, bound
     lane_first = o.cmp(CmpFn.eq, lane, o.bin(BinaryFn.sub, runs, o.const(1)) if reverse else o.const(0),
                        "lane_first")
 
-    # ---- slots: a block's lanes at their instances (S = 1: instance * 1 + 0), a helper's after the blocks' lanes
-    per = w.add(P.ShapeValue, INDEX, origin, "splits", expr=LConstexpr(splits))
-    first = w.add(P.Binary, flat.type, origin, "instance_first", fn=BinaryFn.mul, lhs=flat, rhs=per)
-    slot = w.add(P.Binary, flat.type, origin, "slot", fn=BinaryFn.add, lhs=first, rhs=s)
-    base = o.launch(lmul(blocks, consts[g.block]), "helper_slots")
-    j = o.bin(BinaryFn.maximum, o.cast(h_index, DType.i64), o.const(0), "helper_position")
-    helper_slot = o.bin(BinaryFn.add, base, j, "helper_slot")
-    my_slot = o.select(h.is_helper, helper_slot, o.cast(slot, DType.i64), "own_slot")
     # every lane of a helper folds from the slot of its subregion's first helper (the ticket order of its first
     # chunk, or from the last chunk down in reverse): they all need the prefix of the earlier chunks
-    my_first = o.select(h.is_helper, o.bin(BinaryFn.add, base, o.select(joined, picked[2], j)),
-                        o.cast(first, DType.i64), "first_slot")
-    leading = o.cmp(CmpFn.eq, my_first, my_slot, "first_piece")
-    publishes = o.bin(BinaryFn.and_, lane_ok, o.bin(BinaryFn.or_, o.not_(h.is_helper), mine), "publishes")
+    my_first, my_slot, leading, publishes = _slots(w, o, program, g, (s, flat, lane_ok, h_index), h, splits, blocks,
+                                                   mine, None, lambda j: o.select(joined, picked[2], j))
     split = cond
     zero = izero
 
@@ -262,22 +267,13 @@ def _by_columns(w: RowBuilder, o: Ops, program: Program, g, scans: list, lanes: 
     none = o.const(0)
     begin_v = o.select(h.is_helper, o.select(mine, lo, none), b, "range_begin")
     end_v = o.select(h.is_helper, o.select(mine, hi, none), own_end, "range_end")
-    # ---- slots: a block's lanes at their instances (S = 1), a helper's column c at c * HELPERS_g + its position
-    per = w.add(P.ShapeValue, INDEX, origin, "splits", expr=LConstexpr(splits))
-    first = w.add(P.Binary, flat.type, origin, "instance_first", fn=BinaryFn.mul, lhs=flat, rhs=per)
-    slot = w.add(P.Binary, flat.type, origin, "slot", fn=BinaryFn.add, lhs=first, rhs=s)
-    base = o.launch(lmul(blocks, program.constexpr(g.block)), "helper_slots")
+    # ---- slots: a helper's column c at c * HELPERS_g + its position past the blocks' lanes
     column = o.bin(BinaryFn.mod, o.cast(flat, DType.i64), o.cast(columns, DType.i64), "column")
     row = o.bin(BinaryFn.mul, column, h.n_helpers, "column_slots")
-    j = o.bin(BinaryFn.maximum, o.cast(h_index, DType.i64), izero, "helper_position")
     j0 = o.bin(BinaryFn.sub, h.n_helpers, k1) if reverse else k0  # the segment's first helper (its slot order)
-    my_slot = o.select(h.is_helper, o.bin(BinaryFn.add, base, o.bin(BinaryFn.add, row, j)), o.cast(slot, DType.i64),
-                       "own_slot")
     # a joined lane folds from its segment's first helper in its column; the other lanes of a helper fold nothing
-    my_first = o.select(h.is_helper, o.bin(BinaryFn.add, base, o.bin(BinaryFn.add, row, o.select(mine, j0, j))),
-                        o.cast(first, DType.i64), "first_slot")
-    leading = o.cmp(CmpFn.eq, my_first, my_slot, "first_piece")
-    publishes = o.bin(BinaryFn.and_, lane_ok, o.bin(BinaryFn.or_, o.not_(h.is_helper), mine), "publishes")
+    my_first, my_slot, leading, publishes = _slots(w, o, program, g, (s, flat, lane_ok, h_index), h, splits, blocks,
+                                                   mine, row, lambda j: o.select(mine, j0, j))
     pieces = []
     for scan in scans:
         dt = scan.begin.type.dtype
@@ -287,6 +283,30 @@ def _by_columns(w: RowBuilder, o: Ops, program: Program, g, scans: list, lanes: 
                         slot=my_slot, values=tuple(v for p in pieces for v in p.aggregate), active=publishes))
     return look_back(w, program, g, pieces, ws, (my_first, my_slot, lane_ok), (leading, izero), origin,
                      (programs, segments, lengths))
+
+
+def _slots(w: RowBuilder, o: Ops, program: Program, g, lanes: tuple, h, splits: str, blocks: LaunchExpr,
+           mine: PValue, offset: PValue | None, first_helper: Callable[[PValue], PValue]) -> tuple[PValue, ...]:
+    """A program's first slot, its own slot, whether they are one (its piece comes first), and whether it
+    publishes: a block's lanes at their instances (S = 1: instance * 1 + 0); a helper's `blocks * BLOCK_g +
+    offset + position`, past every lane of the blocks, folding from `first_helper(position)`; a helper publishes
+    only in the lane it joins (`mine`)."""
+    s, flat, lane_ok, h_index = lanes
+    origin = o.origin
+    per = w.add(P.ShapeValue, INDEX, origin, "splits", expr=LConstexpr(splits))
+    first = w.add(P.Binary, flat.type, origin, "instance_first", fn=BinaryFn.mul, lhs=flat, rhs=per)
+    slot = w.add(P.Binary, flat.type, origin, "slot", fn=BinaryFn.add, lhs=first, rhs=s)
+    base = o.launch(lmul(blocks, program.constexpr(g.block)), "helper_slots")
+    j = o.bin(BinaryFn.maximum, o.cast(h_index, DType.i64), o.const(0), "helper_position")
+
+    def past_blocks(x: PValue, name: str | None = None) -> PValue:
+        return o.bin(BinaryFn.add, base, x if offset is None else o.bin(BinaryFn.add, offset, x), name)
+
+    my_slot = o.select(h.is_helper, past_blocks(j, "helper_slot"), o.cast(slot, DType.i64), "own_slot")
+    my_first = o.select(h.is_helper, past_blocks(first_helper(j)), o.cast(first, DType.i64), "first_slot")
+    leading = o.cmp(CmpFn.eq, my_first, my_slot, "first_piece")
+    publishes = o.bin(BinaryFn.and_, lane_ok, o.bin(BinaryFn.or_, o.not_(h.is_helper), mine), "publishes")
+    return my_first, my_slot, leading, publishes
 
 
 def _pick(w: RowBuilder, o: Ops, mine: PValue, x: PValue, name: str) -> PValue:

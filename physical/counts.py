@@ -21,8 +21,9 @@ accesses of (how many times the access runs) x (its active elements) x (element 
   instance's subregion and BLOCK_g * BLOCK_HELD_g of each helper's chunk (`Helpers.held`: a helper holds its
   range across the lanes of the block it joins), every value is read once by the scan that writes it and a
   helper's chunk past its held tiles once more, by the fold of its aggregate (the blocks' rest
-  folds are empty); each instance publishes a slot and each helper one, and a helper folds the slots of its
-  subregion's earlier helpers: at most H (H - 1) / 2 of them (every helper in one subregion).
+  folds are empty); only the helpers publish slots (one each, or one per column of the segment they join),
+  and a helper folds the slots of its subregion's earlier helpers: at most H (H - 1) / 2 of them (every
+  helper in one subregion).
 
 FLOPs count float arithmetic only: one per element of a float unary or binary op, of a reduction's
 or scan's float input, and two per multiply-add of a contraction. Index arithmetic, comparisons,
@@ -265,8 +266,10 @@ def _publish(w: _Walk, op: K.PublishSlot, trips: LaunchExpr) -> Cost:
     """Each program: its values (one per instance it holds, where the pieces of a block share a ticket each),
     then its flag (an atomic exchange)."""
     size = sum(w.program.buffer(b).dtype.bits // 8 for b in op.slots)
-    if w.helpers is not None:  # a slot per instance, one per helper (the lane it joins); a flag per program
-        slots = ladd(w.helpers.instances, w.helpers.count)
+    if w.helpers is not None:  # a flag per program; only the helpers write slots: one (the lane that holds its
+        # chunk across the lanes of the block it joins: a lane scan) or one per column it joins (at most a block)
+        one = any(isinstance(o, LN.LaneScan) for o in w.defs.values())
+        slots = w.helpers.count if one else lmul(w.helpers.count, w.helpers.lanes)
         return ladd(lmul(LConst(size), lmul(trips, slots)), lmul(LConst(8), lmul(trips, w.programs))), _ZERO
     if w.splits is not None:  # split-region-scans: a slot per lane and piece, a flag per program
         return ladd(lmul(LConst(size), lmul(trips, w.instances)), lmul(LConst(8), lmul(trips, w.programs))), _ZERO

@@ -192,6 +192,12 @@ def _helpers_of(g: Group) -> str:
     return next(op.helpers for op in g.body.ops if isinstance(op, P.HelperIndex))
 
 
+def _chunks_of(p: Program, g: Group) -> str:
+    """The constexpr naming the chunks of a group balanced over a (segments, columns) workset (a helper per block
+    of a segment for each chunk): CHUNKS_g where the program has it, else the group's helpers."""
+    return f"CHUNKS_{g.id}" if f"CHUNKS_{g.id}" in dict(p.constexprs) else _helpers_of(g)
+
+
 def _helper_lines(p: Program, g: Group, split: P.SplitIndex, helper: P.HelperIndex, slots: list[str],
                   counters: list[str]) -> list[str]:
     """Balanced segments by the data (passes/balance_segments.py): helpers past the blocks."""
@@ -275,8 +281,9 @@ def _lookback_lines(p: Program, g: Group, f: _Formulas, body: PRegion | None = N
                      f"holding it across the lanes of the block it joins: lane l takes the l-th run of max("
                      f"{held.block if held else 'tile'}, cdiv(length, valid lanes)) positions, so a range of up to "
                      f"{ticket.block} * {held.block if held else 'tile'} elements is read once)" if not columns else
-                     "in each of the segment's columns (the lanes of the block that holds the segment, a lane a "
-                     "column; a segment whose columns span two blocks is scanned whole by its blocks))"))
+                     "in each of the segment's columns (a lane a column: where a segment's columns may span "
+                     "several blocks, a chunk has a helper per block, each taking the lanes of its block that "
+                     "hold the segment)"))
         owned = f"one block of {ticket.block} instances each (several short segments a program)"
     elif ticket.splits is not None:  # split-region-scans: the pieces of a block hold consecutive tickets
         each += (f" ({ticket.splits} programs a block: ticket t scans piece t % {ticket.splits} of the subregion "
@@ -292,10 +299,10 @@ def _lookback_lines(p: Program, g: Group, f: _Formulas, body: PRegion | None = N
             where = (f"(its lanes' runs folded across the lanes in lane order, each run its held tile, then its "
                      f"rest) in slot = blocks * {ticket.block} + its position among the helpers" if not columns else
                      f"per column (its held tile, then its rest) in slot = blocks * {ticket.block} + column * "
-                     f"{_helpers_of(g)} + its position among the helpers")
+                     f"{_chunks_of(p, g)} + its position among the helpers of its part")
             lines.append(f"  each helper publishes its chunk's aggregate {where} of {names}, then raises the flag "
                          f"of its ticket, {sync.name}[{P.SYNC_FLAGS} + ticket] (release); the blocks need no "
-                         f"aggregate (a subregion they scan is theirs alone)")
+                         f"aggregate (a subregion they scan is theirs alone) and write no slot, only their flag")
             continue
         if ticket.helper_block is not None and isinstance(op, P.FoldSlots):
             lines.append(f"  then every lane of a helper waits for the flags of the lower tickets of its subregion's "

@@ -45,6 +45,13 @@ def exclusive(values: f32[JE, JD], offsets: i64[J + 1], ex: Out[f32[JE, JD]]):
         ex[b:e, :] = intent.cumsum(values[b:e, :], axis=0, exclusive=True)
 
 
+@intent.kernel
+def tops(values: f32[JE, JD], offsets: i64[J + 1], top: Out[f32[JE, JD]]):
+    for s in parallel(J):
+        b, e = offsets[s], offsets[s + 1]
+        top[b:e, :] = intent.cummax(values[b:e, :], axis=0)
+
+
 def args_for(lengths: list[int], width: int, outs: tuple[str, ...], seed: int = 0) -> dict[str, torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
     off = torch.tensor([0, *itertools.accumulate(lengths)], dtype=torch.int64)
@@ -65,12 +72,12 @@ def run(kernel, args, outs) -> dict[str, np.ndarray]:
     return {k: out[k].numpy() for k in outs}
 
 
-def oracle(args, reverse: bool, excl: bool) -> np.ndarray:
+def oracle(args, reverse: bool, excl: bool, top: bool = False) -> np.ndarray:
     v, o = args["values"].double().numpy(), args["offsets"].tolist()
     want = np.zeros_like(v)
     for b, e in zip(o, o[1:]):
         seg = v[b:e][::-1] if reverse else v[b:e]
-        run_ = np.cumsum(seg, axis=0)
+        run_ = np.maximum.accumulate(seg, axis=0) if top else np.cumsum(seg, axis=0)
         if excl:
             run_ = run_ - seg
         want[b:e] = run_[::-1] if reverse else run_
@@ -80,7 +87,7 @@ def oracle(args, reverse: bool, excl: bool) -> np.ndarray:
 def agree(kernel, args, outs) -> dict[str, np.ndarray]:
     got = run(kernel, args, outs)
     for k in outs:
-        want = oracle(args, reverse=k == "back", excl=k == "ex")
+        want = oracle(args, reverse=k == "back", excl=k == "ex", top=k == "top")
         np.testing.assert_allclose(got[k], want, rtol=1e-4, atol=1e-3, err_msg=k)
     return got
 
@@ -128,6 +135,60 @@ def test_the_plan_uses_helpers_and_verifies() -> None:
         text = running.explain(*args.values())
     assert sum(isinstance(o, P.HelperIndex) for o in program.walk()) == 1
     assert "balanced: HELPERS_0 = " in text
-    assert "in each of the segment's columns (the lanes of the block that holds the segment, a lane a column" in text
-    assert "per column (its held tile, then its rest) in slot = blocks * BLOCK_I0 + column * HELPERS_0 + its " \
-           "position among the helpers" in text
+    assert "in each of the segment's columns (a lane a column: where a segment's columns may span several " \
+           "blocks, a chunk has a helper per block" in text
+    assert "per column (its held tile, then its rest) in slot = blocks * BLOCK_I0 + column * CHUNKS_0 + its " \
+           "position among the helpers of its part" in text
+    assert "write no slot, only their flag" in text
+
+
+def helper_traffic(kernel, args, out: str) -> tuple[list[int], int]:
+    """The sector bytes each program moved (in ticket order: the interpreter runs them one at a time), and how
+    many of them are helpers (the last HELPERS_0)."""
+    from bench.traffic import counting
+
+    with simulated_multiprocessors(132):
+        helpers_ = constexprs(kernel, args)["HELPERS_0"]
+        copy = {k: v.clone() for k, v in args.items()}
+        with counting(copy) as traffic:
+            kernel(**copy)
+    want = oracle(args, reverse=out == "back", excl=out == "ex", top=out == "top")
+    np.testing.assert_allclose(copy[out].numpy(), want, rtol=1e-4, atol=1e-3, err_msg=out)
+    moved = [traffic.program_sector_bytes.get(p, 0) for p in range(traffic.programs)]
+    return moved, helpers_
+
+
+@pytest.mark.parametrize(("width", "span"), [(40, 3), (20, 2), (3, 2)])
+def test_a_segment_whose_columns_span_blocks_gets_a_helper_per_block(width: int, span: int) -> None:
+    """D = 40 and D = 20 (more columns than a block holds: BLOCK_I0 is at most 16) and an odd D = 3 whose huge
+    segment (columns 6..8) straddles the blocks [4, 8) and [8, 12): each chunk of its rows has a helper in each of
+    its blocks, so the helpers move nearly all of the huge segment and no program holds much more than a chunk;
+    forward and reverse, with empty segments around it."""
+    big = 2400 if width > 3 else 12000
+    for kernel, out in ((running, "fwd"), (backwards, "back")):
+        args = args_for(skewed(2, big=big), width, (out,), seed=width)
+        with simulated_multiprocessors(132):
+            c = constexprs(kernel, args)
+        assert c["HELPER_SPAN_0"] == span and c["HELPERS_0"] == span * c["CHUNKS_0"] and c["CHUNKS_0"] >= 2
+        moved, n = helper_traffic(kernel, args, out)
+        segment = big * width * 4 * 2  # read once and written once
+        assert sum(moved[-n:]) > 0.9 * segment  # the helpers scan it, not its blocks
+        assert max(moved) < 0.6 * sum(moved[-n:])  # no program takes most of it
+
+
+def test_wide_exclusive_and_max_scans_are_balanced_and_verify() -> None:
+    for kernel, out in ((exclusive, "ex"), (tops, "top")):
+        args = args_for(skewed(0, big=2000), 20, (out,), seed=11)
+        with simulated_multiprocessors(132):
+            k = kernel.specialize(args)
+            run_pipeline(physical.construct(k), verify_with=k)  # the verifier after every pass
+        moved, n = helper_traffic(kernel, args, out)
+        assert sum(moved[-n:]) > 0.9 * 2000 * 20 * 8
+
+
+def test_wide_results_are_bitwise_identical_run_to_run() -> None:
+    args = args_for(skewed(5, big=2400), 40, ("back",), seed=13)
+    with simulated_multiprocessors(132):
+        assert constexprs(backwards, args)["HELPER_SPAN_0"] == 3
+        runs = [agree(backwards, args, ("back",))["back"] for _ in range(3)]
+    assert runs[0].tobytes() == runs[1].tobytes() == runs[2].tobytes()

@@ -30,14 +30,21 @@ chunks and delegation test):
   offsets only, so float results are bitwise identical run to run) and writes its run after that prefix and the
   runs of the lanes before it in traversal order (`lane_scan`, exclusive, in lane order); the first run of a
   subregion's first helper writes its own scan. The blocks fold nothing and need no aggregate (their rest folds
-  are empty).
+  are empty): they write no slot, only their ticket's flag. The group's top-level pure work and its loads of the
+  offsets are computed once (`shared_reads`: the frontend loads `offsets[s]` for every slice that takes it, a
+  sector each in a block program that scans a few short segments).
 
 Over a (segments, columns) workset (a jagged scan `out[b:e, :] = intent.cumsum(values[b:e, :], axis=0)`: the
-bounds are `offsets[flat // D]`, `balance_segments.bounds_of`) the helpers cut the scanned rows, H still from the
-scanned elements, and a helper scans its chunk of rows in each column of the segment (the lanes of the block holding
-the segment, a lane a column: `_by_columns`), with a slot per helper and column (`blocks * BLOCK_g + column * H +
-helper`), so each lane folds its column's earlier helpers in index order; a segment whose columns span two blocks
-is not helped (`balance_segments.delegation`'s one-block test and join test, as for jagged folds).
+bounds are `offsets[flat // D]`, `balance_segments.bounds_of`) the helpers cut the scanned rows into C = `CHUNKS_g`
+chunks, and a segment's columns may lie in up to P = `HELPER_SPAN_g` blocks (D > BLOCK_g, or an odd D straddling a
+block's edge: `balance_segments.blocks_spanned`), so each chunk has P helpers, H = P * C in all, numbered part by
+part (helper h is the (h // C)-th block of the segment holding chunk h % C: the helpers of one part hold
+consecutive tickets, so the look-back over the tickets just below a helper's own waits for exactly its part's
+earlier helpers). A helper scans its chunk of rows in each column of the segment that its block holds (the lanes
+of the p-th block of the segment, a lane a column: `_by_columns`; none where the segment spans fewer blocks), with
+a slot per chunk and column (`blocks * BLOCK_g + column * C + position`, its position among its part's helpers), so
+each lane folds its column's earlier helpers in index order; every column lies in one block, so no two helpers
+write one slot, and the slots lie in the (blocks + H) * BLOCK_g of the workspace since D <= P * BLOCK_g.
 
 So a segment holding half of the values spreads over about H / 2 helpers, and many segments of a few values each
 stay packed BLOCK_g a program: no program scans an empty piece. SPLITS_g is 1 and SPLIT_g (whether helpers run)
@@ -72,12 +79,22 @@ from ..launch_expr import (
     lprod,
     lsum,
 )
-from ..model import Fragment, Program, PValue, TileAxis
+from ..model import Fragment, POp, Program, PValue, TileAxis, Trait
+from ..rewrite import map_operands
 from ..workspace import INDEX, lookback_buffers
-from .balance_segments import Bounds, bounds_of, delegation, helper_count, helper_values, join_block
+from .balance_segments import (
+    Bounds,
+    HelperValues,
+    blocks_spanned,
+    bounds_of,
+    delegation,
+    helper_count,
+    helper_values,
+    join_block,
+)
 from .partials import Ops, flag_set, lane_test, split_flag
 from .rows import RowBuilder
-from .split_region_scan import CHUNK, RegionScanPlan, _chunk_axis, _flat, _hold, look_back
+from .split_region_scan import CHUNK, RegionScanPlan, _chunk_axis, _flat, _hold, look_back, plan_region_scans
 
 
 def data_bounds(program: Program, plan: RegionScanPlan) -> Bounds | None:
@@ -95,8 +112,41 @@ def data_bounds(program: Program, plan: RegionScanPlan) -> Bounds | None:
     return bounds_of(program, ops, found[0], plan.scans, g.domain)
 
 
+def shared_reads(program: Program, plan: RegionScanPlan, bounds: Bounds) -> tuple[Program, RegionScanPlan, Bounds]:
+    """The plan's group with its top-level pure work and its loads of the offsets (which nothing in the launch
+    writes: `bounds_of`) each computed once: the frontend writes `offsets[s]` for each slice that takes it, and a
+    block program of short segments would read each of them once per copy (a sector each, of about 64 bytes of
+    its own data per lane). The plan and the bounds of the group so rewritten."""
+    g = plan.group
+    seen: dict[tuple, POp] = {}
+    renamed: dict[int, PValue] = {}
+    kept: list[POp] = []
+    for op in g.body.ops:
+        if renamed:
+            op = map_operands(op, lambda v: renamed.get(v.id, v))
+        shareable = not op.regions() and len(op.results) > 0 and (
+            op.has(Trait.PURE) or isinstance(op, P.Load) and op.access.buffer == bounds.offsets)
+        key = (type(op), tuple(getattr(op, f.name) for f in op.fields())) if shareable else None
+        if key is not None and key in seen:
+            renamed.update((r.id, v) for r, v in zip(op.results, seen[key].results))
+            continue
+        if key is not None:
+            seen[key] = op
+        kept.append(op)
+    if not renamed:
+        return program, plan, bounds
+    group = dataclasses.replace(g, body=dataclasses.replace(g.body, ops=tuple(kept)))
+    program = dataclasses.replace(program, groups=tuple(group if x.id == g.id else x for x in program.groups))
+    again = plan_region_scans(program, group)
+    assert isinstance(again, RegionScanPlan)
+    found = data_bounds(program, again)
+    assert found is not None
+    return program, again, found
+
+
 def balanced_scan_split(program: Program, plan: RegionScanPlan, tile: int, bounds: Bounds) -> Program:
     """The group of `plan` with one program per block and HELPERS_g helpers past the blocks (see the module)."""
+    program, plan, bounds = shared_reads(program, plan, bounds)
     g = plan.group
     gid = g.id
     ops = g.body.ops
@@ -114,8 +164,19 @@ def balanced_scan_split(program: Program, plan: RegionScanPlan, tile: int, bound
     # columns), as many as the scanned elements give work for (as balance_segments does for folds)
     rows = plan.values if bounds.columns is None else LBin("//", plan.values, bounds.width)
     segs = None if bounds.columns is None else ldim(g.domain[0])
+    span = chunks = None
+    parts: tuple[tuple[str, LaunchExpr], ...] = ()
+    if bounds.columns is not None:
+        # a segment's columns may span several blocks: each chunk of rows gets a helper per block the columns may
+        # span (HELPER_SPAN_g), CHUNKS_g chunks, HELPERS_g = HELPER_SPAN_g * CHUNKS_g programs, a part's helpers
+        # at consecutive tickets (the look-back folds the tickets just below a helper's own)
+        span, chunks = f"HELPER_SPAN_{gid}", f"CHUNKS_{gid}"
+        spanned = blocks_spanned(bounds.width, consts[g.block])
+        n_chunks = LBin("//", count, spanned)
+        parts = ((span, spanned), (chunks, n_chunks))
+        count = lmul(n_chunks, spanned)
     program = dataclasses.replace(program, constexprs=tuple((n, consts[n]) for n, _ in program.constexprs) + (
-        (held, held_size), (splits, LConst(1)), (helpers, count), (fast, lmin(count, LConst(1)))))
+        (held, held_size), (splits, LConst(1)), *parts, (helpers, count), (fast, lmin(count, LConst(1)))))
     blocks = lcdiv(lprod(tuple(ldim(d) for d in g.domain)), consts[g.block])
     programs = lsum((blocks, count))
     lengths = [programs if seg.group == gid else seg.length for seg in program.segments]
@@ -144,8 +205,8 @@ def balanced_scan_split(program: Program, plan: RegionScanPlan, tile: int, bound
     cond = flag_set(w, fast, origin, izero)
     chunk_name = first_scan.block
 
-    def chunk_of() -> object:
-        return helper_values(o, rows, g, h_index, helpers, chunk_name, reverse, segs)
+    def chunk_of() -> HelperValues:
+        return helper_values(o, rows, g, h_index, helpers, chunk_name, reverse, segs, span, chunks, by_part=True)
 
     helper_block, owner = join_block(w, program, bounds, g, chunk_of, cond, fast, origin)
     s: PValue | None = None
@@ -164,7 +225,7 @@ def balanced_scan_split(program: Program, plan: RegionScanPlan, tile: int, bound
 
     # ---- per lane: what the block scans (its subregion whole, or nothing where helpers take it), a helper's range;
     # the delegation test (its searches) only where helpers run: elsewhere nothing is handed over
-    h = helper_values(o, rows, g, h_index, helpers, chunk_name, reverse, segs)
+    h = chunk_of()
     b, e = o.cast(bounds.begin, DType.i64, "begin"), o.cast(bounds.end, DType.i64, "end")
     w.begin()
     d = delegation(w, o, program, bounds, flat, lane_ok, h, owner, origin, g.block, helper_block)
@@ -271,9 +332,13 @@ def _by_columns(w: RowBuilder, o: Ops, program: Program, g, scans: list, lanes: 
     column = o.bin(BinaryFn.mod, o.cast(flat, DType.i64), o.cast(columns, DType.i64), "column")
     row = o.bin(BinaryFn.mul, column, h.n_helpers, "column_slots")
     j0 = o.bin(BinaryFn.sub, h.n_helpers, k1) if reverse else k0  # the segment's first helper (its slot order)
+    # the helper's position among its part's (the chunk's helpers in each block of the segment: part-major)
+    assert h.part is not None
+    j = o.bin(BinaryFn.sub, o.bin(BinaryFn.maximum, o.cast(h_index, DType.i64), o.const(0)),
+              o.bin(BinaryFn.mul, h.part, h.n_helpers), "helper_position")
     # a joined lane folds from its segment's first helper in its column; the other lanes of a helper fold nothing
     my_first, my_slot, leading, publishes = _slots(w, o, program, g, (s, flat, lane_ok, h_index), h, splits, blocks,
-                                                   mine, row, lambda j: o.select(mine, j0, j))
+                                                   mine, row, lambda j: o.select(mine, j0, j), j)
     pieces = []
     for scan in scans:
         dt = scan.begin.type.dtype
@@ -286,18 +351,21 @@ def _by_columns(w: RowBuilder, o: Ops, program: Program, g, scans: list, lanes: 
 
 
 def _slots(w: RowBuilder, o: Ops, program: Program, g, lanes: tuple, h, splits: str, blocks: LaunchExpr,
-           mine: PValue, offset: PValue | None, first_helper: Callable[[PValue], PValue]) -> tuple[PValue, ...]:
+           mine: PValue, offset: PValue | None, first_helper: Callable[[PValue], PValue],
+           position: PValue | None = None) -> tuple[PValue, ...]:
     """A program's first slot, its own slot, whether they are one (its piece comes first), and whether it
     publishes: a block's lanes at their instances (S = 1: instance * 1 + 0); a helper's `blocks * BLOCK_g +
-    offset + position`, past every lane of the blocks, folding from `first_helper(position)`; a helper publishes
-    only in the lane it joins (`mine`)."""
+    offset + position`, past every lane of the blocks, folding from `first_helper(position)`. Only a helper
+    publishes, in the lanes it joins (`mine`): no one folds a block's slots, so a block writes none (it still
+    raises its ticket's flag)."""
     s, flat, lane_ok, h_index = lanes
     origin = o.origin
     per = w.add(P.ShapeValue, INDEX, origin, "splits", expr=LConstexpr(splits))
     first = w.add(P.Binary, flat.type, origin, "instance_first", fn=BinaryFn.mul, lhs=flat, rhs=per)
     slot = w.add(P.Binary, flat.type, origin, "slot", fn=BinaryFn.add, lhs=first, rhs=s)
     base = o.launch(lmul(blocks, program.constexpr(g.block)), "helper_slots")
-    j = o.bin(BinaryFn.maximum, o.cast(h_index, DType.i64), o.const(0), "helper_position")
+    j = o.bin(BinaryFn.maximum, o.cast(h_index, DType.i64), o.const(0), "helper_position") if position is None \
+        else position
 
     def past_blocks(x: PValue, name: str | None = None) -> PValue:
         return o.bin(BinaryFn.add, base, x if offset is None else o.bin(BinaryFn.add, offset, x), name)
@@ -305,7 +373,8 @@ def _slots(w: RowBuilder, o: Ops, program: Program, g, lanes: tuple, h, splits: 
     my_slot = o.select(h.is_helper, past_blocks(j, "helper_slot"), o.cast(slot, DType.i64), "own_slot")
     my_first = o.select(h.is_helper, past_blocks(first_helper(j)), o.cast(first, DType.i64), "first_slot")
     leading = o.cmp(CmpFn.eq, my_first, my_slot, "first_piece")
-    publishes = o.bin(BinaryFn.and_, lane_ok, o.bin(BinaryFn.or_, o.not_(h.is_helper), mine), "publishes")
+    # nobody folds a block's slots (a subregion a block scans is its alone): only a helper's joined lanes write
+    publishes = o.bin(BinaryFn.and_, lane_ok, mine, "publishes")
     return my_first, my_slot, leading, publishes
 
 

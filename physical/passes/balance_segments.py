@@ -359,7 +359,14 @@ def join_block(w: Builder, program: Program, bounds: Bounds, g, helper, cond: PV
     joined = o.bin(BinaryFn.and_, h.is_helper, o.cmp(CmpFn.ge, owner, h.zero))
     # the block of the owner's first column (the bounds' own D is not yet defined here: before owned_instances)
     first = owner if bounds.columns is None else o.bin(BinaryFn.mul, owner, o.launch(bounds.width, "columns"))
-    block = o.select(joined, o.bin(BinaryFn.floordiv, first, block_i), o.const(-1))
+    at = o.bin(BinaryFn.floordiv, first, block_i)
+    if h.part is not None:
+        # helper `part` of its chunk joins the part-th block the owner's columns lie in, if they reach that far
+        width = o.launch(bounds.width, "columns")
+        last = o.bin(BinaryFn.floordiv, o.bin(BinaryFn.sub, o.bin(BinaryFn.add, first, width), o.const(1)), block_i)
+        at = o.bin(BinaryFn.add, at, h.part)
+        joined = o.bin(BinaryFn.and_, joined, o.cmp(CmpFn.le, at, last))
+    block = o.select(joined, at, o.const(-1))
     searched = w.finish((block, owner))
     w.begin()
     none = o.const(-1)
@@ -380,24 +387,57 @@ class HelperValues:
     n_helpers: PValue
     instances: PValue
     zero: PValue
+    # where a chunk has a helper per block its segment's columns may span (`span` of them): which of them this
+    # helper is (the block it joins is the part-th of its segment's); None where one helper takes a chunk
+    part: PValue | None = None
+    span: PValue | None = None
 
 
 def helper_values(o: Ops, values: LaunchExpr, g, h_index: PValue, helpers: str, block_c: str,
-                   reverse: bool = False, segments: LaunchExpr | None = None) -> HelperValues:
+                   reverse: bool = False, segments: LaunchExpr | None = None, span: str | None = None,
+                   chunks: str | None = None, by_part: bool = False) -> HelperValues:
     """A helper's chunk: its position among the helpers (`reverse`: counted from the last chunk, so that the
-    helpers of a scan that runs from the end come in its traversal order)."""
+    helpers of a scan that runs from the end come in its traversal order). With `span` (the constexpr P of
+    blocks a segment's columns may span) and `chunks` (the constexpr count of chunks), helper h takes chunk
+    h // P for the (h % P)-th block of its segment; `by_part`: chunk h % CHUNKS for the (h // CHUNKS)-th block
+    (the helpers of one part hold consecutive tickets, as a scan's look-back over the tickets below needs)."""
     h = o.cast(h_index, DType.i64)
     zero = o.const(0)
     hk = o.bin(BinaryFn.maximum, h, zero)
+    part = spans = None
+    count = helpers if chunks is None else chunks
+    if span is not None:
+        spans = o.launch(LConstexpr(span), "span")
+        whole = hk
+        if by_part:
+            n = o.launch(LConstexpr(count), "chunks")
+            part = o.bin(BinaryFn.floordiv, whole, n, "helper_part")
+            hk = o.bin(BinaryFn.sub, whole, o.bin(BinaryFn.mul, part, n), "helper_chunk")
+        else:
+            hk = o.bin(BinaryFn.floordiv, whole, spans, "helper_chunk")
+            part = o.bin(BinaryFn.sub, whole, o.bin(BinaryFn.mul, hk, spans), "helper_part")
     if reverse:
-        last = o.bin(BinaryFn.sub, o.launch(LConstexpr(helpers), "helpers"), o.const(1))
+        last = o.bin(BinaryFn.sub, o.launch(LConstexpr(count), "helpers" if chunks is None else "chunks"),
+                     o.const(1))
         hk = o.bin(BinaryFn.maximum, o.bin(BinaryFn.sub, last, hk), zero)
-    chunk = o.launch(lmul(lcdiv(values, lmul(lmax(LConstexpr(helpers), LConst(1)), LConstexpr(block_c))),
+    chunk = o.launch(lmul(lcdiv(values, lmul(lmax(LConstexpr(count), LConst(1)), LConstexpr(block_c))),
                           LConstexpr(block_c)), "chunk")
     return HelperValues(o.cmp(CmpFn.ge, h, zero, "is_helper"), hk, o.bin(BinaryFn.mul, hk, chunk, "chunk_begin"),
-                         chunk, o.launch(LConstexpr(helpers), "helpers"),
+                         chunk, o.launch(LConstexpr(count), "helpers" if chunks is None else "chunks"),
                          o.launch(lprod(tuple(ldim(d) for d in g.domain)) if segments is None else segments,
-                                  "segments"), zero)
+                                  "segments"), zero, part, spans)
+
+
+def blocks_spanned(width: LaunchExpr, block: LaunchExpr) -> LaunchExpr:
+    """The most blocks of `block` (a power of two) instances that a segment's `width` columns lie in (segment u
+    holds the instances u * width .. u * width + width - 1): cdiv(width - g, block) + 1 for g = gcd(width, block),
+    since the segments start at every multiple of g within a block, the last at block - g. With q = width //
+    block and r = width % block that is q where r = 0 (g = block), q + 1 where r is a power of two (g = r) and
+    q + 2 otherwise (0 < r - g < block); at least 1."""
+    q = LBin("//", width, block)
+    r = LBin("-", width, lmul(q, block))
+    some = lmin(r, LConst(1))
+    return lmax(LConst(1), lsum((q, some, lmul(some, lmin(LBin("-", LNextPow2(r), r), LConst(1))))))
 
 
 def _fold_over(w: Builder, o: Ops, fold: P.RegionFold, ranges: tuple[PValue, PValue]) -> tuple[PValue, ...]:
@@ -429,7 +469,17 @@ def delegation(w: Builder, o: Ops, program: Program, bounds: Bounds, flat: PValu
                   o.bin(BinaryFn.mul, o.bin(BinaryFn.sub, k1, one), chunk), want, origin)
     me = o.cast(flat, DType.i64)
     whole_block = None
-    if bounds.columns is not None:
+    lane_part = None
+    if bounds.columns is not None and h.part is not None:
+        # a helper per block of the segment: every segment may hand its chunks over; the lane's part (which of
+        # its segment's blocks holds it) picks, of a chunk's helpers, the one that joins it
+        inst = me
+        me = o.bin(BinaryFn.floordiv, inst, bounds.columns, "segment")
+        block_i = o.launch(LConstexpr(block), "block")
+        lane_block = o.bin(BinaryFn.floordiv, inst, block_i, "lane_block")
+        lane_part = o.bin(BinaryFn.sub, lane_block, o.bin(BinaryFn.floordiv, o.bin(BinaryFn.mul, me, bounds.columns),
+                                                           block_i), "lane_part")
+    elif bounds.columns is not None:
         # the lane's segment; a helper joins the block of the segment's first column, so only a segment whose
         # columns all lie in one block hands chunks over (the others fold theirs whole)
         me = o.bin(BinaryFn.floordiv, me, bounds.columns, "segment")
@@ -447,6 +497,12 @@ def delegation(w: Builder, o: Ops, program: Program, bounds: Bounds, flat: PValu
     # a helper joins the lane whose delegated chunks hold its own (at most one lane: the owner is monotone)
     mine = o.bin(BinaryFn.and_, o.bin(BinaryFn.and_, is_helper, o.bin(BinaryFn.and_, delegates, o.cmp(
         CmpFn.eq, me, owner))), o.bin(BinaryFn.and_, o.cmp(CmpFn.le, k0, hk), o.cmp(CmpFn.lt, hk, k1)), "joins")
+    if lane_part is not None and helper_block is not None:
+        # the helper of the lane's part, and the lane in the block the helper decoded (so the helpers of a chunk
+        # join each lane of the segment once, and only lanes of their own programs)
+        assert h.part is not None
+        mine = o.bin(BinaryFn.and_, o.bin(BinaryFn.and_, mine, o.cmp(CmpFn.eq, lane_part, h.part)),
+                     o.cmp(CmpFn.eq, lane_block, helper_block), "joins")
     if whole_block is not None and helper_block is not None:
         # the owner's test as well, once per program: the block the helper decoded (of the segment's first
         # column) holds its last column, so it holds every lane the helper joins
@@ -454,7 +510,7 @@ def delegation(w: Builder, o: Ops, program: Program, bounds: Bounds, flat: PValu
         mine = o.bin(BinaryFn.and_, mine, o.cmp(CmpFn.eq, o.bin(BinaryFn.floordiv, last_col, block_i), helper_block),
                      "joins")
     return {"begin": b, "end": e, "first_chunk": k0, "end_chunk": k1, "delegates": delegates, "delegated": nd,
-            "mine": mine, "zero": zero, "one": one}
+            "mine": mine, "zero": zero, "one": one, **({} if lane_part is None else {"lane_part": lane_part})}
 
 
 def _lane_plan(w: Builder, o: Ops, program: Program, bounds: Bounds, flat: PValue, lane_ok: PValue, s: PValue,

@@ -421,7 +421,7 @@ def _balanced_traffic(g: Group) -> list[str]:
             f"lanes of the block it joins, then the rest) and written once; where {flag} = 1 a helper's chunk past "
             f"its held tiles is read once more, by the fold of its aggregate (taken to be every value past the {h} "
             f"helpers' held tiles); the workspace: each program's ticket, flag and "
-            f"retirement, each instance's slot and each helper's, and the slots of a subregion's earlier helpers "
+            f"retirement, each helper's slots (the blocks write none), and the slots of a subregion's earlier helpers "
             f"each helper folds (taken to be {h} * ({h} - 1) / 2, all helpers in one subregion); the offsets each "
             f"lane of every program reads (a helper's lanes are the block it joins) and the probes of the binary "
             f"searches"]

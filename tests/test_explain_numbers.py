@@ -204,19 +204,19 @@ def test_a_fold_over_segments_counts_each_value_once(segments: int, values: int)
 
 
 def test_a_scan_over_segments_counts_each_value_once_read_and_once_written() -> None:
-    """A segment scan over CSR offsets (its segments run at once, split over programs by split-region-scans):
-    with one piece a segment (no piece folds: SPLIT_0 = 0) the scans read and write each value once, whatever
-    the segments hold, not a chunk per segment; each segment's piece adds a fixed 36 bytes (its offsets and its
-    slot), each program 28 (its ticket, its one flag, its retirement and the reset of its flag: a program holds
-    a block of BLOCK_I0 segments) and the last one the two counters. With several pieces a segment each program
-    holds the first BLOCK_HELD_0 elements of its piece from their load to their write: only what the held tiles
-    leave is read twice (its fold, then its scan). On a device the data balances the segments over helpers
-    instead: each value is still read once by the scan that writes it and written once; a helper's chunk past
-    its held tiles (one in each lane of the block it joins) is read once more (taken to be every value past the
-    helpers' held tiles); per lane of every
-    program (a helper's lanes are the block it joins) four offsets and the probes of two searches, per program its
-    ticket, its helper search's probe, its flag, its retirement and the reset, per instance and per helper a
-    slot, and the slots of a subregion's earlier helpers each helper folds (taken to be H (H - 1) / 2)."""
+    """A segment scan over CSR offsets (its segments run at once, split over programs by split-region-scans): with one
+    piece a segment (no piece folds: SPLIT_0 = 0) the scans read and write each value once, whatever the segments
+    hold, not a chunk per segment; each segment's piece adds a fixed 16 bytes (its two offsets, each loaded once:
+    the blocks publish no slot, as no one folds it), each program 28 (its ticket, its one flag, its retirement and
+    the reset of its flag: a program holds a block of BLOCK_I0 segments) and the last one the two counters. With
+    several pieces a segment each program holds the first BLOCK_HELD_0 elements of its piece from their load to
+    their write: only what the held tiles leave is read twice (its fold, then its scan). On a device the data
+    balances the segments over helpers instead: each value is still read once by the scan that writes it and written
+    once; a helper's chunk past its held tiles (one in each lane of the block it joins) is read once more (taken to
+    be every value past the helpers' held tiles); per lane of every program (a helper's lanes are the block it
+    joins) two offsets and the probes of two searches, per program its ticket, its helper search's probe, its flag,
+    its retirement and the reset, per helper a slot, and the slots of a subregion's earlier helpers each helper
+    folds (taken to be H (H - 1) / 2)."""
     from physical.counts import operation_counts
     from physical.explain import launch_environment
     from tests.perf_reduce_kernels import seg_last_nz_scan
@@ -226,7 +226,7 @@ def test_a_scan_over_segments_counts_each_value_once_read_and_once_written() -> 
     for segments, values in ((65536, 131072), (64, 1 << 24)):
         env = launch_environment(program, {"S": segments, "E": values}, 0)  # the interpreter: a piece a segment
         assert env["SPLITS_0"] == 1 and env["BLOCK_I0"] == 16
-        assert counts.bytes.evaluate(env) == (4 + 4) * values + 36 * segments + 28 * (segments // 16) + 8
+        assert counts.bytes.evaluate(env) == (4 + 4) * values + 16 * segments + 28 * (segments // 16) + 8
     # one offsets tensor bounds the scan: blocks of BLOCK_I0 segments and HELPERS_0 helpers past them, each
     # scanning a chunk of the values (balance_region_scan.py)
     for segments, values, block in ((64, 1 << 24, 1), (65536, 1 << 21, 16)):
@@ -237,8 +237,8 @@ def test_a_scan_over_segments_counts_each_value_once_read_and_once_written() -> 
         assert program.grid.evaluate(env) == programs
         rest = max(0, values - h * held * block)  # the helpers' chunks past their lanes' tiles: folded, then scanned
         lanes = segments + h * block
-        assert counts.bytes.evaluate(env) == (4 + 4) * values + 4 * rest + (4 + 2) * 8 * lanes + 36 * programs + \
-            8 + 4 * (segments + h) + 8 * (h * (h - 1) // 2)
+        assert counts.bytes.evaluate(env) == (4 + 4) * values + 4 * rest + (2 + 2) * 8 * lanes + 36 * programs + \
+            8 + 4 * h + 8 * (h * (h - 1) // 2)
     plan = physical.explain(seg_last_nz_scan.kir)
     assert "SPLITS_0" not in plan.split("bytes moved = ")[1].split("\n")[0]  # SPLITS_0 is 1: no pieces
     assert "\n  group 0, balanced by the data: every value is read once by the scan that writes it (the held tile " \
@@ -246,7 +246,7 @@ def test_a_scan_over_segments_counts_each_value_once_read_and_once_written() -> 
         "block it joins, then the rest) and written once; where SPLIT_0 = 1 a helper's chunk past its held tiles is " \
         "read once more, by the fold of its aggregate (taken to be every value past the HELPERS_0 helpers' held " \
         "tiles); the workspace: each program's ticket, flag and retirement, each " \
-        "instance's slot and each helper's, and the slots of a subregion's earlier helpers each helper folds " \
+        "helper's slots (the blocks write none), and the slots of a subregion's earlier helpers each helper folds " \
         "(taken to be HELPERS_0 * (HELPERS_0 - 1) / 2, all helpers in one subregion); the offsets each lane of " \
         "every program reads (a helper's lanes are the block it joins) and the probes of the binary searches\n" \
         "  ideal = " in plan

@@ -253,6 +253,12 @@ class LResidentPrograms(LaunchExpr):
 # ---------------------------------------------------------------------------------------------- builders
 
 
+def lmultiprocessors() -> LaunchExpr:
+    """The launch device's multiprocessors (1 under the interpreter): the programs of WARP_SLOTS // 2 warps each
+    that it keeps resident, one a multiprocessor."""
+    return LResidentPrograms(LConst(WARP_SLOTS // 2))
+
+
 def lconst(v: int) -> LConst:
     return LConst(int(v))
 
@@ -341,6 +347,6 @@ def symbol_names(e: LaunchExpr) -> frozenset[str]:
 
 
 __all__ = ["LaunchExpr", "LConst", "LDim", "LScalar", "LBin", "LMinMax", "LSum", "LSelect", "LNextPow2", "LTileBlock",
-           "LWarps", "LConstexpr", "LResidentPrograms", "DEVICE_SMS", "WARP_SLOTS",
+           "LWarps", "LConstexpr", "LResidentPrograms", "DEVICE_SMS", "WARP_SLOTS", "lmultiprocessors",
            "MAX_TILE_ELEMENTS", "lconst", "ldim", "lmul", "ladd", "lcdiv", "lprod", "lselect",
            "lsum", "lmin", "lmax", "next_pow2_int", "walk", "symbol_names", "DSym"]

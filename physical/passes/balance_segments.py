@@ -203,7 +203,7 @@ def balanced_split(program: Program, plan, bounds: Bounds) -> Program:  # plan: 
     block_c = folds[0].block
     splits, block_s, helpers, parts = f"SPLITS_{gid}", f"BLOCK_SPLITS_{gid}", f"HELPERS_{gid}", f"BLOCK_PARTS_{gid}"
     flag = shared.split_flag(gid)
-    count = split_count(program, g, plan.values, block_c)
+    count = split_count(program, g, plan.values, block_c, plan.longest)
     consts = dict(program.constexprs)
     consts[splits] = count
     consts[block_s] = LNextPow2(count)

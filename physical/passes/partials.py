@@ -28,7 +28,7 @@ from kir.reduce import ReduceKind
 from .. import ops as P
 from ..analysis import producer
 from ..builder import Builder
-from ..launch_expr import LaunchExpr, LBin, LConst, LConstexpr, LNextPow2, as_launch, lmin, lmul, lsum
+from ..launch_expr import LaunchExpr, LBin, LConst, LConstexpr, LNextPow2, as_launch, ldim, lmin, lmul, lprod, lsum
 from ..model import Buffer, Fragment, Origin, POp, PRegion, Program, PValue, Segment
 from ..rewrite import map_operands
 from ..workspace import (
@@ -100,6 +100,28 @@ def piece(o: Ops, b: PValue, e: PValue, s: PValue, splits: str, chunk: str, leas
     lo = o.bin(BinaryFn.minimum, o.bin(BinaryFn.mul, o.cast(s, dt), per), length, "piece_lo")
     hi = o.bin(BinaryFn.minimum, o.bin(BinaryFn.add, lo, per), length, "piece_hi")
     return o.bin(BinaryFn.add, b, lo, "piece_begin"), o.bin(BinaryFn.add, b, hi, "piece_end")
+
+
+def subregion_extent(program: Program, op: P.RegionFold | P.RegionScan, load: P.Load) -> LaunchExpr:
+    """The most elements one lane's subregion of the region fold or scan `op` can hold: the extent of the axis of
+    its source tensor (read by `load`) along which the subregion runs, the one coordinate of the load that follows
+    the chunk start (the whole tensor where not one). A piece is a run of whole chunks, so a split never needs more
+    pieces than this extent has chunks: past them every piece would be empty."""
+    shape = program.buffer(load.access.buffer).shape
+    defs = {v.id: o for o in op.source.ops for v in o.results}
+    start = op.source.args[0].id
+
+    def follows(v: PValue, seen: set[int]) -> bool:
+        if v.id == start:
+            return True
+        made = defs.get(v.id)
+        if made is None or v.id in seen:
+            return False
+        seen.add(v.id)
+        return any(follows(x, seen) for x in made.operands())
+
+    axes = [k for k, c in enumerate(load.access.coords) if follows(c, set())]
+    return ldim(shape[axes[0]]) if len(axes) == 1 else lprod(tuple(ldim(d) for d in shape))
 
 
 def lane_test(ops: tuple[POp, ...]) -> tuple[int, PValue] | str:
@@ -268,5 +290,6 @@ def instance_coordinate(w: Builder, ops: tuple[POp, ...], owned: int | None, ori
     return w.add(P.Const, Fragment(DType.i64), origin, value=0, dtype=DType.i64)
 
 
-__all__ = ["Ops", "piece", "lane_test", "per_instance", "pointwise_or_store", "split_launch", "split_flag", "Partial",
+__all__ = ["Ops", "piece", "subregion_extent",
+           "lane_test", "per_instance", "pointwise_or_store", "split_launch", "split_flag", "Partial",
            "add_partial_slots", "flag_set", "fold_over", "combine_in_last", "finish_in_last", "instance_coordinate"]

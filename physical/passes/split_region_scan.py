@@ -31,7 +31,9 @@ split-segments, decided at launch from the shapes; 1 under Triton's interpreter)
 S (`piece_count`) is split-segments' count raised on a device until the longest subregion a lane may scan (the
 extent of the source's subregion axis) is cut into pieces of one tile each, while the launch keeps at least
 `VALUES_PER_PROGRAM` values per program: a piece that fits its tile is read once, so only the rest of a longer
-piece is read twice (its fold, then its scan).
+piece is read twice (its fold, then its scan). It is also at most those pieces of one tile, or a program per
+multiprocessor for each block where they are fewer: a shorter piece reads no less, and each piece more costs every
+later piece of its instance one more slot to fold (S (S - 1) / 2 slots per lane in all).
 
 Where one offsets tensor bounds every scan of the group (all one way, no fold beside them), the data decides the
 pieces instead: helper programs past the blocks scan equal chunks of the scanned tensor
@@ -75,6 +77,7 @@ from ..launch_expr import (
     lmax,
     lmin,
     lmul,
+    lmultiprocessors,
     lprod,
     lsum,
 )
@@ -152,30 +155,10 @@ def plan_region_scans(program: Program, g: Group) -> RegionScanPlan | str:
             return "a buffer a scan writes is read by other work of the group"
         shape = program.buffer(source.access.buffer).shape
         values.append(lprod(tuple(ldim(d) for d in shape)))
-        axis = _subregion_axis(scan, source)
-        longest.append(values[-1] if axis is None else ldim(shape[axis]))
+        longest.append(partials.subregion_extent(program, scan, source))
     values += folds.values if folds is not None else ()
     return RegionScanPlan(g, scans, lmax(*values) if len(values) > 1 else values[0], folds,
                           lmax(*longest) if len(longest) > 1 else longest[0])
-
-
-def _subregion_axis(scan: P.RegionScan, load: P.Load) -> int | None:
-    """The axis of the scan's source along which its subregion runs: the one coordinate of the source's load that
-    follows the chunk start (None where not one)."""
-    defs = {v.id: op for op in scan.source.ops for v in op.results}
-    start = scan.source.args[0].id
-
-    def follows(v: PValue, seen: set[int]) -> bool:
-        if v.id == start:
-            return True
-        op = defs.get(v.id)
-        if op is None or v.id in seen:
-            return False
-        seen.add(v.id)
-        return any(follows(x, seen) for x in op.operands())
-
-    axes = [k for k, c in enumerate(load.access.coords) if follows(c, set())]
-    return axes[0] if len(axes) == 1 else None
 
 
 class SplitRegionScans(GroupPass):
@@ -225,22 +208,27 @@ def held_tile(scans: list[POp], forced: int | None = None) -> int:
 
 def piece_count(program: Program, g: Group, values: LaunchExpr, chunk: str, held: LaunchExpr,
                 longest: LaunchExpr | None = None) -> LaunchExpr:
-    """S: split-segments' count (`split_count`: the device filled, 1 under the interpreter), raised on a device
-    until the pieces of the longest subregion a lane may scan (`longest` elements: the extent of the source's
-    subregion axis, not the columns beside it, which other lanes scan; `values` when not given) are one held tile
-    (`held` elements) each, as long as the launch keeps `VALUES_PER_PROGRAM` values per program on average (the
-    programs of empty pieces cost a ticket, the bounds and the workspace only). A piece is a run of whole chunks, so
-    S never exceeds the chunks of the longest subregion: past them every piece would be empty."""
-    device = split_count(program, g, values, chunk)
+    """S: split-segments' count (`split_count`: the device filled, 1 under the interpreter, never more pieces than
+    the longest subregion a lane may scan has chunks), raised on a device until the pieces of that subregion
+    (`longest` elements: the extent of the source's subregion axis, not the columns beside it, which other lanes
+    scan; `values` when not given) are one held tile (`held` elements) each, as long as the launch keeps
+    `VALUES_PER_PROGRAM` values per program on average (the programs of empty pieces cost a ticket, the bounds and
+    the workspace only).
+
+    S is also at most the larger of those held tiles and a program per multiprocessor for each block: a piece
+    shorter than its held tile reads nothing less than a held tile's piece does, while each program more costs
+    every later piece of its instance one more slot to fold (S (S - 1) / 2 in all). Where the held tiles give
+    fewer programs than the device has multiprocessors, shorter pieces spread the subregion over them."""
+    extent = values if longest is None else longest
+    device = split_count(program, g, values, chunk, extent)
     resident = LResidentPrograms(as_launch(program.num_warps))
     on_device = lmin(LBin("-", resident, LConst(1)), LConst(1))  # 0 under the interpreter (one program at a time)
     blocks = lcdiv(lprod(tuple(ldim(d) for d in g.domain)), dict(program.constexprs)[g.block])
-    cover = lmin(lcdiv(values if longest is None else longest, held),
-                 LBin("//", values, lmul(blocks, LConst(VALUES_PER_PROGRAM))))
+    tiles = lcdiv(extent, held)
+    cover = lmin(tiles, LBin("//", values, lmul(blocks, LConst(VALUES_PER_PROGRAM))))
     count = lmax(device, lmul(on_device, cover))
-    if longest is None:
-        return count
-    return lmin(count, lmax(LConst(1), lcdiv(longest, dict(program.constexprs)[chunk])))
+    spread = lmax(tiles, lcdiv(lmultiprocessors(), blocks))
+    return lmin(count, spread, lmax(LConst(1), lcdiv(extent, dict(program.constexprs)[chunk])))
 
 
 def _split(program: Program, plan: RegionScanPlan, tile: int) -> Program:

@@ -74,6 +74,7 @@ class SegmentPlan:
     owned: int | None  # position of owned_instances (None: a single-instance group)
     lane_ok: PValue | None  # the lane-validity test
     values: LaunchExpr  # elements of the folded tensors (the largest)
+    longest: LaunchExpr | None = None  # the most elements one lane's subregion can hold (None: `values`)
 
 
 def _read_buffers(ops: tuple[POp, ...]) -> set[int]:
@@ -138,15 +139,23 @@ def plan_segments(program: Program, g: Group) -> SegmentPlan | str:
     if not all(shared.pointwise_or_store(op) for op in ops[last + 1:]):
         return "its folds' results feed more than pointwise work and stores"
     size = lmax(*values) if len(values) > 1 else values[0]
+    extents = [_extent(program, ops[n]) for n in folds]  # type: ignore[arg-type]
+    longest = lmax(*extents) if len(extents) > 1 else extents[0]
     if g.single_instance:
-        return SegmentPlan(g, folds, frozenset(after), None, None, size)
+        return SegmentPlan(g, folds, frozenset(after), None, None, size, longest)
     if not all(shared.per_instance(ops[n].results) for n in folds):
         return "a fold is the same for every instance"
     found = shared.lane_test(ops)
     if isinstance(found, str):
         return found
     owned, lane_ok = found
-    return SegmentPlan(g, folds, frozenset(after), owned, lane_ok, size)
+    return SegmentPlan(g, folds, frozenset(after), owned, lane_ok, size, longest)
+
+
+def _extent(program: Program, fold: P.RegionFold) -> LaunchExpr:
+    """The most elements one lane's subregion of `fold` can hold (`partials.subregion_extent`)."""
+    source = next(op for op in fold.source.ops if isinstance(op, P.Load))
+    return shared.subregion_extent(program, fold, source)
 
 
 class SplitSegments(GroupPass):
@@ -163,9 +172,17 @@ class SplitSegments(GroupPass):
 
 
 
-def split_count(program: Program, g: Group, values: LaunchExpr, chunk: str) -> LaunchExpr:
+def split_count(program: Program, g: Group, values: LaunchExpr, chunk: str,
+                longest: LaunchExpr | None = None) -> LaunchExpr:
     """S: about PROGRAMS_PER_SLOT programs per resident program slot, at least MIN_CHUNKS_PER_SPLIT chunks of
-    the average block's values per split; 1 under the interpreter (one resident program)."""
+    the average block's values per split; 1 under the interpreter (one resident program). A piece is a run of
+    whole chunks, so S never exceeds the chunks of the longest subregion a lane may fold (`longest` elements: the
+    extent of the source's subregion axis, not the columns beside it, which other lanes fold): past them every
+    piece would be empty.
+
+    The work bound counts the average block's values, not its steps (a step folds a chunk in each of the block's
+    lanes): the lanes of a block may hold subregions of any lengths, and where one lane holds the block's values
+    its pieces need that many splits; the extent of the subregion axis is what bounds every lane."""
     consts = dict(program.constexprs)
     instances = lprod(tuple(ldim(d) for d in g.domain)) if g.domain else LConst(1)
     blocks = LNextPow2(lcdiv(instances, consts[g.block]))
@@ -174,7 +191,10 @@ def split_count(program: Program, g: Group, values: LaunchExpr, chunk: str) -> L
     factor = LBin("+", lmin(LBin("-", resident, LConst(1)), LConst(PROGRAMS_PER_SLOT - 1)), LConst(1))
     by_device = LBin("//", lmul(resident, factor), blocks)
     by_work = LBin("//", values, lmul(blocks, lmul(consts[chunk], LConst(MIN_CHUNKS_PER_SPLIT))))
-    return lmax(LConst(1), lmin(by_device, by_work))
+    count = lmax(LConst(1), lmin(by_device, by_work))
+    if longest is None:
+        return count
+    return lmin(count, lmax(LConst(1), lcdiv(longest, consts[chunk])))
 
 
 def _split(program: Program, plan: SegmentPlan) -> Program:
@@ -183,7 +203,7 @@ def _split(program: Program, plan: SegmentPlan) -> Program:
     ops = g.body.ops
     folds = [ops[n] for n in plan.folds]
     assert all(isinstance(f, P.RegionFold) for f in folds)
-    count = split_count(program, g, plan.values, folds[0].block)  # type: ignore[attr-defined]
+    count = split_count(program, g, plan.values, folds[0].block, plan.longest)  # type: ignore[attr-defined]
     program, splits, block_s, segments, grid = shared.split_launch(program, gid, count,
                                                                    dict(program.constexprs))
 

@@ -97,7 +97,7 @@ def test_a_huge_segment_is_scanned_by_helpers_in_all_its_columns(width: int, at:
     """D = 4 (a block per segment), odd D = 3 with the huge segment in one block (columns 12..14 of the block
     [12, 16)) and across two (columns 6..8: its block programs scan it whole), D = 1; forward and reverse."""
     for kernel, out in ((running, "fwd"), (backwards, "back")):
-        args = args_for(skewed(at, big=6000 if width > 1 else 12000), width, (out,), seed=width + at)
+        args = args_for(skewed(at, big=6000 if width > 1 else 20000), width, (out,), seed=width + at)
         with simulated_multiprocessors(132):
             c = constexprs(kernel, args)
             assert c["SPLITS_0"] == 1 and c["HELPERS_0"] > 1  # the shape split gives nothing; the data does

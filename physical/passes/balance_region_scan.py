@@ -34,17 +34,21 @@ chunks and delegation test):
   offsets are computed once (`shared_reads`: the frontend loads `offsets[s]` for every slice that takes it, a
   sector each in a block program that scans a few short segments).
 
-Over a (segments, columns) workset (a jagged scan `out[b:e, :] = intent.cumsum(values[b:e, :], axis=0)`: the
-bounds are `offsets[flat // D]`, `balance_segments.bounds_of`) the helpers cut the scanned rows into C = `CHUNKS_g`
-chunks, and a segment's columns may lie in up to P = `HELPER_SPAN_g` blocks (D > BLOCK_g, or an odd D straddling a
-block's edge: `balance_segments.blocks_spanned`), so each chunk has P helpers, H = P * C in all, numbered part by
-part (helper h is the (h // C)-th block of the segment holding chunk h % C: the helpers of one part hold
-consecutive tickets, so the look-back over the tickets just below a helper's own waits for exactly its part's
-earlier helpers). A helper scans its chunk of rows in each column of the segment that its block holds (the lanes
-of the p-th block of the segment, a lane a column: `_by_columns`; none where the segment spans fewer blocks), with
-a slot per chunk and column (`blocks * BLOCK_g + column * C + position`, its position among its part's helpers), so
-each lane folds its column's earlier helpers in index order; every column lies in one block, so no two helpers
-write one slot, and the slots lie in the (blocks + H) * BLOCK_g of the workspace since D <= P * BLOCK_g.
+Over a (segments, columns) workset (a jagged scan `out[b:e, :] = intent.cumsum(values[b:e, :], axis=0)`: the bounds
+are `offsets[flat // D]`, `balance_segments.bounds_of`) the helpers cut the scanned rows into C = `CHUNKS_g` chunks,
+each at least a held tile of rows (BLOCK_HELD_g: a lane holds its column's part of the chunk; the first and last
+helpers of a segment, which also take its rows before and after its whole chunks, read what they hold past their
+tiles twice, while each helper folds one slot per earlier helper of its segment and column: about C^2 / 2 * D slots
+for a segment of C chunks, so fewer, fuller chunks move less), and a segment's columns may lie in up to P =
+`HELPER_SPAN_g` blocks (D > BLOCK_g, or an odd D straddling a block's edge: `balance_segments.blocks_spanned`), so
+each chunk has P helpers, H = P * C in all, numbered part by part (helper h is the (h // C)-th block of the segment
+holding chunk h % C: the helpers of one part hold consecutive tickets, so the look-back over the tickets just below
+a helper's own waits for exactly its part's earlier helpers). A helper scans its chunk of rows in each column of the
+segment that its block holds (the lanes of the p-th block of the segment, a lane a column: `_by_columns`; none where
+the segment spans fewer blocks), with a slot per chunk and column (`blocks * BLOCK_g + column * C + position`, its
+position among its part's helpers), so each lane folds its column's earlier helpers in index order; every column
+lies in one block, so no two helpers write one slot, and the slots lie in the (blocks + H) * BLOCK_g of the
+workspace since D <= P * BLOCK_g.
 
 So a segment holding half of the values spreads over about H / 2 helpers, and many segments of a few values each
 stay packed BLOCK_g a program: no program scans an empty piece. SPLITS_g is 1 and SPLIT_g (whether helpers run)
@@ -172,7 +176,10 @@ def balanced_scan_split(program: Program, plan: RegionScanPlan, tile: int, bound
         # at consecutive tickets (the look-back folds the tickets just below a helper's own)
         span, chunks = f"HELPER_SPAN_{gid}", f"CHUNKS_{gid}"
         spanned = blocks_spanned(bounds.width, consts[g.block])
-        n_chunks = LBin("//", count, spanned)
+        # a chunk at least a held tile of rows (BLOCK_HELD_g, what each lane holds of its column): fewer helpers
+        # of a huge segment fold fewer earlier helpers' slots in each of its columns (the look-back moves about
+        # H^2 / 2 * D slots of a segment of H helpers), and each still reads its chunk once
+        n_chunks = lmin(LBin("//", count, spanned), LBin("//", rows, held_size))
         parts = ((span, spanned), (chunks, n_chunks))
         count = lmul(n_chunks, spanned)
     program = dataclasses.replace(program, constexprs=tuple((n, consts[n]) for n, _ in program.constexprs) + (

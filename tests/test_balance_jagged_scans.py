@@ -192,3 +192,20 @@ def test_wide_results_are_bitwise_identical_run_to_run() -> None:
         assert constexprs(backwards, args)["HELPER_SPAN_0"] == 3
         runs = [agree(backwards, args, ("back",))["back"] for _ in range(3)]
     assert runs[0].tobytes() == runs[1].tobytes() == runs[2].tobytes()
+
+
+def test_only_the_helpers_write_slots() -> None:
+    """No one folds a block's aggregate (a subregion a block scans is its alone), so the blocks write no slot: what
+    the launch writes into its workspace is each program's ticket, flag and retirement (three i32 atomics), the
+    helpers' slots (one per column of the segment each joins) and the last program's reset (a flag per program and
+    the two counters)."""
+    from bench.traffic import OTHER, counting
+
+    args = args_for(skewed(17, big=6000), 4, ("fwd",))
+    with simulated_multiprocessors(132):
+        helpers_ = constexprs(running, args)["HELPERS_0"]
+        copy = {k: v.clone() for k, v in args.items()}
+        with counting(copy) as traffic:
+            running(**copy)
+    slots = traffic.written_by[OTHER] - 4 * 3 * traffic.programs - (4 * traffic.programs + 8)
+    assert 0 < slots <= 4 * 4 * helpers_ and slots % (4 * 4) == 0  # D = 4 columns of each helper that joins

@@ -658,6 +658,7 @@ def model_cases(scale: str) -> list[BenchCase]:
                 head_split_case(2, 128, 256), flatten_case(2, 128, 256), permute_3d_case(16, 12, 256),
                 nhwc_to_nchw_case(4, 16, 16, 64), subtract_row_max_case(256, 256),
                 skewed_segment_sum_case(1 << 17), skewed_segment_cumsum_case(1 << 17), histogram_case(1 << 18, 256),
+                skewed_jagged_cumsum_case(1 << 11, 40),
                 skewed_segment_stats_case(1 << 17), skewed_jagged_cumsum_case(1 << 13, 16),
                 skewed_jagged_mean_case(1 << 13, 16), span_cumsum_case(1 << 13, 16), span_cumsum_case(1 << 17, 1)]
     if scale == "full":
@@ -671,6 +672,7 @@ def model_cases(scale: str) -> list[BenchCase]:
                 skewed_segment_sum_case(1 << 21), skewed_segment_sum_case(1 << 21, 1 << 16),
                 skewed_segment_cumsum_case(1 << 21), skewed_segment_cumsum_case(1 << 21, 1 << 16),
                 histogram_case(1 << 22, 256), skewed_segment_stats_case(1 << 21),
+                skewed_jagged_cumsum_case(1 << 15, 40),
                 skewed_jagged_cumsum_case(1 << 17, 16), skewed_jagged_mean_case(1 << 17, 16),
                 span_cumsum_case(1 << 17, 16), span_cumsum_case(1 << 21, 1)]
     raise ValueError(f"scale: expected one of {', '.join(SCALES[:3])}, got {scale!r}")

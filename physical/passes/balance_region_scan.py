@@ -178,7 +178,9 @@ def balanced_scan_split(program: Program, plan: RegionScanPlan, tile: int, bound
         spanned = blocks_spanned(bounds.width, consts[g.block])
         # a chunk at least a held tile of rows (BLOCK_HELD_g, what each lane holds of its column): fewer helpers
         # of a huge segment fold fewer earlier helpers' slots in each of its columns (the look-back moves about
-        # H^2 / 2 * D slots of a segment of H helpers), and each still reads its chunk once
+        # H^2 / 2 * D slots of a segment of H helpers); a whole chunk is read once, only the first and last
+        # helpers of a segment (which also take its rows before and after its whole chunks) read what they hold
+        # past their tiles twice
         n_chunks = lmin(LBin("//", count, spanned), LBin("//", rows, held_size))
         parts = ((span, spanned), (chunks, n_chunks))
         count = lmul(n_chunks, spanned)

@@ -274,7 +274,7 @@ def _lookback_lines(p: Program, g: Group, f: _Formulas, body: PRegion | None = N
         backwards = " (a reverse scan: the helpers take the chunks from the last one down)" if reverse else ""
         each += (f" (ticket t below the blocks scans the subregions of block t that keep their whole chunks, "
                  f"holding the first {held.block if held else 'tile'} elements of each on chip; the tickets after "
-                 f"them are {helper.helpers} helpers: the scanned tensor is cut into {helper.helpers} chunks, a "
+                 f"them are {helper.helpers} helpers: the scanned tensor is cut into {_chunks_of(p, g)} chunks, a "
                  f"helper finds the subregion holding its chunk by binary search over the offsets and, if that "
                  f"subregion hands its whole chunks over (always for sorted offsets), scans that chunk of it, the "
                  f"first one from the subregion's begin and the last one up to its end{backwards}, " + (
@@ -542,6 +542,12 @@ def _split_at(g: Group, env: Mapping[str, int]) -> str:
         if h:
             chunk = next((op.expr.evaluate(env) for op in g.body.walk() if isinstance(op, P.ShapeValue)
                           and op.results[0].name == "chunk"), "?")
+            chunks, span = f"CHUNKS_{g.id}", f"HELPER_SPAN_{g.id}"
+            if lookback and env.get(chunks) is not None and env.get(span) is not None:  # jagged: rows, by block
+                return f"program; balanced: {helper.helpers} = {h} helper programs, {chunks} = {env[chunks]} chunks " \
+                    f"of {chunk} rows of the scanned tensor, a helper per chunk and block of the segment that holds " \
+                    f"it ({span} = {env[span]} blocks at most); each helper folds the aggregates of its segment's " \
+                    f"earlier helpers in its columns by look-back in index order"
             if lookback:
                 return f"program; balanced: {helper.helpers} = {h} helper programs, one chunk of {chunk} positions " \
                     f"of the scanned tensor each, joining the subregion that holds it; each helper folds the " \

@@ -50,6 +50,7 @@ from .model import (
     ProgramParam,
     Segment,
 )
+from .share_loads import share_loads
 from .worksets import CannotBind, Rebuilder, flatten_nest, parallel_indexed, parallel_store, recomputed_per_instance
 
 SMALL_EXTENT = 65536  # elements one program reduces in a few microseconds: no note below it
@@ -100,10 +101,12 @@ def construct(kernel: K.Kernel) -> Program:
     constexprs = [(g.block, LConst(1)) for g in groups] + sorted(state.blocks.items())
     segments, grid = segments_for(groups, dict(constexprs))
     buffers = tuple(sorted(state.buffers.values(), key=lambda b: b.id))
-    return Program(name=kernel.name, params=params, workspaces=tuple(state.workspaces), symbols=kernel.symbols,
-                   segments=segments, groups=tuple(groups), buffers=buffers, constexprs=tuple(constexprs), grid=grid,
-                   num_warps=4, notes=tuple(state.notes), origins=infos, requires=kernel.requires + kernel.axioms,
-                   checks=kernel.checks, symbol_names=tuple(state.symbol_names.items()))
+    # the last step: what a group body reads twice from a buffer nothing writes, it reads once (share_loads.py)
+    program = Program(name=kernel.name, params=params, workspaces=tuple(state.workspaces), symbols=kernel.symbols,
+                      segments=segments, groups=tuple(groups), buffers=buffers, constexprs=tuple(constexprs), grid=grid,
+                      num_warps=4, notes=tuple(state.notes), origins=infos, requires=kernel.requires + kernel.axioms,
+                      checks=kernel.checks, symbol_names=tuple(state.symbol_names.items()))
+    return share_loads(program)
 
 
 def segments_for(groups: list[Group] | tuple[Group, ...], constexprs: dict[str, LaunchExpr]

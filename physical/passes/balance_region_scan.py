@@ -30,9 +30,7 @@ chunks and delegation test):
   offsets only, so float results are bitwise identical run to run) and writes its run after that prefix and the
   runs of the lanes before it in traversal order (`lane_scan`, exclusive, in lane order); the first run of a
   subregion's first helper writes its own scan. The blocks fold nothing and need no aggregate (their rest folds
-  are empty): they write no slot, only their ticket's flag. The group's top-level pure work and its loads of the
-  offsets are computed once (`shared_reads`: the frontend loads `offsets[s]` for every slice that takes it, a
-  sector each in a block program that scans a few short segments).
+  are empty): they write no slot, only their ticket's flag.
 
 Over a (segments, columns) workset (a jagged scan `out[b:e, :] = intent.cumsum(values[b:e, :], axis=0)`: the bounds
 are `offsets[flat // D]`, `balance_segments.bounds_of`) the helpers cut the scanned rows into C = `CHUNKS_g` chunks,
@@ -83,8 +81,7 @@ from ..launch_expr import (
     lprod,
     lsum,
 )
-from ..model import Fragment, POp, Program, PValue, TileAxis, Trait
-from ..rewrite import map_operands
+from ..model import Fragment, Program, PValue, TileAxis
 from ..workspace import INDEX, lookback_buffers
 from .balance_segments import (
     Bounds,
@@ -98,7 +95,7 @@ from .balance_segments import (
 )
 from .partials import Ops, flag_set, lane_test, split_flag
 from .rows import RowBuilder
-from .split_region_scan import CHUNK, RegionScanPlan, _chunk_axis, _flat, _hold, look_back, plan_region_scans
+from .split_region_scan import CHUNK, RegionScanPlan, _chunk_axis, _flat, _hold, look_back
 
 
 def data_bounds(program: Program, plan: RegionScanPlan) -> Bounds | None:
@@ -116,41 +113,8 @@ def data_bounds(program: Program, plan: RegionScanPlan) -> Bounds | None:
     return bounds_of(program, ops, found[0], plan.scans, g.domain)
 
 
-def shared_reads(program: Program, plan: RegionScanPlan, bounds: Bounds) -> tuple[Program, RegionScanPlan, Bounds]:
-    """The plan's group with its top-level pure work and its loads of the offsets (which nothing in the launch
-    writes: `bounds_of`) each computed once: the frontend writes `offsets[s]` for each slice that takes it, and a
-    block program of short segments would read each of them once per copy (a sector each, of about 64 bytes of
-    its own data per lane). The plan and the bounds of the group so rewritten."""
-    g = plan.group
-    seen: dict[tuple, POp] = {}
-    renamed: dict[int, PValue] = {}
-    kept: list[POp] = []
-    for op in g.body.ops:
-        if renamed:
-            op = map_operands(op, lambda v: renamed.get(v.id, v))
-        shareable = not op.regions() and len(op.results) > 0 and (
-            op.has(Trait.PURE) or isinstance(op, P.Load) and op.access.buffer == bounds.offsets)
-        key = (type(op), tuple(getattr(op, f.name) for f in op.fields())) if shareable else None
-        if key is not None and key in seen:
-            renamed.update((r.id, v) for r, v in zip(op.results, seen[key].results))
-            continue
-        if key is not None:
-            seen[key] = op
-        kept.append(op)
-    if not renamed:
-        return program, plan, bounds
-    group = dataclasses.replace(g, body=dataclasses.replace(g.body, ops=tuple(kept)))
-    program = dataclasses.replace(program, groups=tuple(group if x.id == g.id else x for x in program.groups))
-    again = plan_region_scans(program, group)
-    assert isinstance(again, RegionScanPlan)
-    found = data_bounds(program, again)
-    assert found is not None
-    return program, again, found
-
-
 def balanced_scan_split(program: Program, plan: RegionScanPlan, tile: int, bounds: Bounds) -> Program:
     """The group of `plan` with one program per block and HELPERS_g helpers past the blocks (see the module)."""
-    program, plan, bounds = shared_reads(program, plan, bounds)
     g = plan.group
     gid = g.id
     ops = g.body.ops

@@ -532,10 +532,11 @@ def skewed_segment_cumsum_case(e: int, segments: int = 64) -> BenchCase:
                      tol={"atol": 1e-1, "rtol": 1e-3}, contiguous_f32=False)
 
 
-def _skewed_offsets(e: int, segments: int) -> torch.Tensor:
-    """Offsets of `segments` segments over `e` values: segment 0 holds half, the rest share the other half."""
+def _skewed_offsets(e: int, segments: int, big: int = 0) -> torch.Tensor:
+    """Offsets of `segments` segments over `e` values: segment `big` holds half, the rest share the other half."""
     lengths = torch.full((segments,), (e // 2) // (segments - 1), dtype=torch.int64)
-    lengths[0] = e - int(lengths[1:].sum())
+    lengths[big] = 0
+    lengths[big] = e - int(lengths.sum())
     return torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(lengths, 0)])
 
 
@@ -593,12 +594,13 @@ def span_cumsum_case(rows: int, width: int) -> BenchCase:
                      tol={"atol": 1e-2 * max(1.0, (rows / 4096) ** 0.5), "rtol": 1e-4})
 
 
-def skewed_jagged_mean_case(rows: int, width: int, segments: int = 64) -> BenchCase:
-    """A jagged mean (one row of `width` means per segment) over `rows` x `width` values; segment 0 holds half of
-    the rows."""
+def skewed_jagged_mean_case(rows: int, width: int, segments: int = 64, big: int = 0) -> BenchCase:
+    """A jagged mean (one row of `width` means per segment) over `rows` x `width` values; segment `big` holds half
+    of the rows (with an odd width, segment 2's columns 2 * width .. 3 * width - 1 straddle the edge of a block of
+    16 instances: its helpers join two blocks)."""
 
     def build(dev: torch.device, g: torch.Generator) -> Args:
-        return {"values": _randn((rows, width), dev, g), "offsets": _skewed_offsets(rows, segments).to(dev),
+        return {"values": _randn((rows, width), dev, g), "offsets": _skewed_offsets(rows, segments, big).to(dev),
                 "out": torch.empty(segments, width, device=dev)}
 
     def eager(a: Mapping[str, Any]) -> dict[str, torch.Tensor]:
@@ -606,7 +608,8 @@ def skewed_jagged_mean_case(rows: int, width: int, segments: int = 64) -> BenchC
         total = torch.segment_reduce(v, "sum", offsets=offsets, axis=0, unsafe=True)
         return {"out": (total / (offsets[1:] - offsets[:-1])[:, None]).float()}
 
-    return BenchCase("jagged_mean_skewed", f"{segments}seg/{rows}x{width}", jagged_mean, build, eager,
+    label = f"{segments}seg/{rows}x{width}" + (f"/big{big}" if big else "")
+    return BenchCase("jagged_mean_skewed", label, jagged_mean, build, eager,
                      tol={"atol": 1e-4, "rtol": 1e-4}, contiguous_f32=False)
 
 
@@ -660,7 +663,9 @@ def model_cases(scale: str) -> list[BenchCase]:
                 skewed_segment_sum_case(1 << 17), skewed_segment_cumsum_case(1 << 17), histogram_case(1 << 18, 256),
                 skewed_jagged_cumsum_case(1 << 11, 40),
                 skewed_segment_stats_case(1 << 17), skewed_jagged_cumsum_case(1 << 13, 16),
-                skewed_jagged_mean_case(1 << 13, 16), span_cumsum_case(1 << 13, 16), span_cumsum_case(1 << 17, 1)]
+                skewed_jagged_mean_case(1 << 13, 16), skewed_jagged_mean_case(1 << 11, 40),
+                skewed_jagged_mean_case(1 << 12, 7, big=2), span_cumsum_case(1 << 13, 16),
+                span_cumsum_case(1 << 17, 1)]
     if scale == "full":
         return [total_sum_case(1 << 22), total_max_case(1 << 22), total_argmax_case(1 << 22),
                 scan_1d_case("cumsum", 1 << 22), scan_1d_case("cumsum_exclusive", 1 << 22),
@@ -674,6 +679,7 @@ def model_cases(scale: str) -> list[BenchCase]:
                 histogram_case(1 << 22, 256), skewed_segment_stats_case(1 << 21),
                 skewed_jagged_cumsum_case(1 << 15, 40),
                 skewed_jagged_cumsum_case(1 << 17, 16), skewed_jagged_mean_case(1 << 17, 16),
+                skewed_jagged_mean_case(1 << 15, 40), skewed_jagged_mean_case(1 << 16, 7, big=2),
                 span_cumsum_case(1 << 17, 16), span_cumsum_case(1 << 21, 1)]
     raise ValueError(f"scale: expected one of {', '.join(SCALES[:3])}, got {scale!r}")
 

@@ -207,17 +207,28 @@ def _helper_lines(p: Program, g: Group, split: P.SplitIndex, helper: P.HelperInd
                           and op.access.copy is not None and op.access.copy.id == helper.results[0].id})
     heads = [s for s in slots if s not in chunk_slots]
     h, sp = helper.helpers, split.splits
-    return [f"  split across programs: {sp} programs share each block of instances (1 where there are instances "
-            f"enough to fill the device); program s folds the s-th piece of each subregion's head (whole chunks) and "
-            f"program {sp} - 1 its tail, into its own slots of {', '.join(heads)} (one slot per program, invocation "
-            f"workspace)",
-            f"  balanced by the data: {h} helper programs past the blocks (0 where {sp} > 1, and under the "
-            f"interpreter); the folded tensor is cut into {h} chunks of C = cdiv(size, {h} * {block}) * {block} "
-            f"positions; helper k finds the subregion holding position k * C by binary search over the offsets "
-            f"(a while loop, about log2(instances) probes) and, if that subregion hands its whole chunks to helpers, "
-            f"folds chunk k into its slot of {', '.join(chunk_slots)}; a subregion hands them over when it owns the "
-            f"first and the last of them (always for sorted offsets; otherwise its block folds it whole), and keeps "
-            f"its head [begin, first chunk) and tail [last chunk end, end)",
+    consts = dict(p.constexprs)
+    span, chunks = f"HELPER_SPAN_{g.id}", f"CHUNKS_{g.id}"
+    if span in consts:  # (segments, columns): a helper per chunk and block the segment's columns may span
+        who = (f"the folded rows are cut into {chunks} chunks of C = cdiv(rows, {chunks} * {block}) * {block} rows; "
+               f"a chunk has {span} helpers (the most blocks of instances a segment's columns lie in), helper h "
+               f"takes chunk k = h // {span} for the (h % {span})-th block of the segment holding row k * C, found "
+               f"by binary search over the offsets (a while loop, about log2(segments) probes), and, if that "
+               f"segment hands its whole chunks to helpers and has such a block, folds chunk k for the segment's "
+               f"columns in that block into its slot of {', '.join(chunk_slots)} (an element per column)")
+    else:
+        who = (f"the folded tensor is cut into {h} chunks of C = cdiv(size, {h} * {block}) * {block} positions; "
+               f"helper k finds the subregion holding position k * C by binary search over the offsets (a while "
+               f"loop, about log2(instances) probes) and, if that subregion hands its whole chunks to helpers, folds "
+               f"chunk k into its slot of {', '.join(chunk_slots)}")
+    return [f"  split across programs: {sp} programs share each block of instances (1 wherever there are helpers: "
+            f"the data decides; where the shapes split, there are none); program s folds the s-th piece of each "
+            f"subregion's head (whole chunks) and program {sp} - 1 its tail, into its own slots of "
+            f"{', '.join(heads)} (one slot per program, invocation workspace)",
+            f"  balanced by the data: {h} helper programs past the blocks, as many as fill the device where the "
+            f"folded tensor gives them chunks (0 under the interpreter); {who}; a subregion hands its chunks over "
+            f"when it owns the first and the last of them (always for sorted offsets; otherwise its block folds it "
+            f"whole), and keeps its head [begin, first chunk) and tail [last chunk end, end)",
             f"  combine: a subregion with one participant stores its result at once (no workspace traffic); the "
             f"others' participants ({sp} + its whole chunks) draw a ticket from {', '.join(counters)} (acq_rel "
             f"atomic, device scope); the one that draws the last folds head, chunk slots in chunk order, tail with "

@@ -1,8 +1,8 @@
 """Balanced jagged folds (physical/passes/balance_segments.py over a (segments, columns) workset): the bounds of
 `out[s, :] = intent.mean(values[b:e, :], axis=0)` are `offsets[flat // D]`, `offsets[flat // D + 1]`, so helper
-programs past the blocks fold a chunk of rows of the segment that holds it for all of its columns (the lanes of
-the block that holds the segment), and the last participant folds head, chunks and tail in order. Launches are
-sized as for a 132-multiprocessor device, where the shape split gives one program per block."""
+programs past the blocks fold a chunk of rows of the segment that holds it for its columns in one block (a helper
+per chunk and block the segment's columns may span), and the last participant folds head, chunks and tail in
+order. Launches are sized as for a 132-multiprocessor device: the data decides, one program per block."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import torch
 
 import intent
 import physical
+from bench.traffic import TrafficCounter
 from emit_triton.targets import simulated_multiprocessors
 from intent import Out, dims, f32, i64, parallel
 from physical import ops as P
@@ -79,7 +80,7 @@ def agree(args) -> dict[str, np.ndarray]:
 @pytest.mark.parametrize(("width", "at"), [(4, 17), (3, 4), (3, 2), (1, 17)])
 def test_a_huge_segment_is_spread_over_helpers_for_all_its_columns(width: int, at: int) -> None:
     """D = 4 (a block per segment), odd D = 3 with the huge segment in one block (columns 12..14 of the block
-    [12, 16)) and across two (columns 6..8: its block programs fold it whole), D = 1."""
+    [12, 16)) and across two (columns 6..8 in blocks of 4), D = 1."""
     args = args_for(skewed(at), width, seed=width + at)
     with simulated_multiprocessors(132):
         c = constexprs(args)
@@ -87,12 +88,50 @@ def test_a_huge_segment_is_spread_over_helpers_for_all_its_columns(width: int, a
         agree(args)
 
 
+def helper_bytes(args, c: dict[str, int]) -> tuple[int, dict[str, np.ndarray]]:
+    """The bytes the helper programs (the last HELPERS_0 of the grid) move, and the results."""
+    segments, width = args["offsets"].numel() - 1, args["values"].shape[1]
+    blocks = -(-segments * width // c["BLOCK_I0"]) * c["SPLITS_0"]
+    with TrafficCounter() as counter:
+        got = agree(args)
+    t = counter.traffic
+    assert max(t.program_sector_bytes) < blocks + c["HELPERS_0"]
+    return sum(b for p, b in t.program_sector_bytes.items() if p >= blocks), got
+
+
+@pytest.mark.parametrize(("width", "at", "span"), [(3, 2, 2), (5, 3, 2), (20, 17, 2), (40, 17, 3), (40, 2, 3)])
+def test_a_segment_across_blocks_gets_a_helper_per_block(width: int, at: int, span: int) -> None:
+    """Odd D whose huge segment straddles a block's edge (D = 3 in blocks of 4: columns 6..8; D = 5 in blocks of 8:
+    columns 15..19), D > 16 (blocks of 16: D = 20 spans 2 blocks, D = 40 up to 3): each chunk has a helper per
+    block the segment's columns may span (HELPER_SPAN_0), and the helper programs move most of the huge segment."""
+    big = 60000 // width
+    args = args_for(skewed(at, big=big), width, seed=width + at)
+    with simulated_multiprocessors(132):
+        c = constexprs(args)
+        assert c["HELPER_SPAN_0"] == span and c["CHUNKS_0"] > 1
+        assert c["HELPERS_0"] == span * c["CHUNKS_0"]
+        moved, _ = helper_bytes(args, c)
+    assert moved >= 0.6 * big * width * 4  # the head and tail (under a chunk each) stay with the blocks
+
+
 def test_results_are_bitwise_identical_run_to_run() -> None:
     args = args_for(skewed(17, big=12000), 4, seed=9)
+    wide = args_for(skewed(2, big=1500), 40, seed=10)
     with simulated_multiprocessors(132):
         runs = [run(args) for _ in range(3)]
+        wide_runs = [run(wide) for _ in range(2)]
     for k in OUTS:
         assert runs[0][k].tobytes() == runs[1][k].tobytes() == runs[2][k].tobytes()
+        assert wide_runs[0][k].tobytes() == wide_runs[1][k].tobytes()
+
+
+def test_all_empty_segments_with_wide_rows() -> None:
+    """Segments all empty (E = 0: the one row of values is never read) and nearly all empty over D = 20: every
+    empty segment's mean is NaN and its max -inf."""
+    with simulated_multiprocessors(132):
+        got = agree(args_for([0] * 9, 20, seed=9))
+        agree(args_for([0, 0, 3, 0], 20, seed=4))
+    assert np.isnan(got["avg"]).all() and (got["top"] == -np.inf).all()
 
 
 def test_one_segment_and_the_interpreter_agree() -> None:
@@ -123,9 +162,10 @@ def test_the_plan_uses_helpers_and_verifies() -> None:
     assert re.search(r"chunk0: f32\[JD\] invocation_workspace.*\(HELPERS_0 copies\)", text)
 
 
-def test_verifier_refuses_a_helper_joining_a_segment_across_blocks() -> None:
-    """Without the test that the block a helper decodes (its segment's first column's) holds the segment's last
-    column, the helper could join lanes of another block: they would wait for a participant that never comes."""
+def test_verifier_refuses_a_helper_joining_lanes_outside_its_block() -> None:
+    """Without the test that a lane lies in the block its helper decodes (`flat // BLOCK_I0 == helper_block`), the
+    helpers of a segment whose columns span two blocks (D = 3 in blocks of 4) could join lanes of another block:
+    they would wait for a participant that never comes."""
     args = args_for(skewed(17), 3)
     with simulated_multiprocessors(132):
         k, program, _ = lowered(args)
@@ -144,3 +184,41 @@ def test_verifier_refuses_a_helper_joining_a_segment_across_blocks() -> None:
         r"\[ownership\] a helper of group 0 \(parallel\) joins the lane whose instance is %\d+, which may lie "
         r"outside the block %\d+ its owned_instances decodes: the helper would draw no ticket and write no slot, "
         r"and the lane's last participant would never come", found[0])
+
+
+def test_verifier_refuses_a_chunk_shared_by_helpers_without_the_part_test() -> None:
+    """A chunk of a segment whose columns span blocks has a helper per block; without the test that a lane joins
+    the helper of its own part, nothing shows that only one of a chunk's helpers joins each lane, so the last
+    participant's count (its segment's chunks) is not proven."""
+    args = args_for(skewed(2, big=1500), 40)
+    with simulated_multiprocessors(132):
+        k, program, _ = lowered(args)
+
+    def producer(v):
+        return next((x for x in program.walk() if any(r.id == v.id for r in x.results)), None)
+
+    def loose(op):
+        if isinstance(op, P.Binary) and op.fn.value == "and":
+            test = producer(op.rhs)
+            if isinstance(test, P.Compare) and test.lhs.name == "lane_part":
+                return dataclasses.replace(op, rhs=op.lhs)
+        return op
+
+    broken = edit(program, lambda op: None if (new := loose(op)) is op else new)
+    violations = check(broken, k)
+    # the stores after the last participant's test are then no one participant's either (split-effects)
+    assert {v.rule for v in violations} == {"workspace-protocol", "split-effects"}
+    found = [v.message for v in violations if v.rule == "workspace-protocol"]
+    tests = [m for m in found if m.startswith("compare")]
+    assert tests and all(re.fullmatch(
+        r"compare \(from region_fold at test_balance_jagged_folds\.py:\d+\) tests for the last participant of "
+        r"arrivals at %\d+, not at SPLITS_0 - 1 plus the helpers that join the lane \(select\(D, maximum\(hi - lo, "
+        r"0\), 0\) for D and lo <= chunk < hi of the helpers' join test\): the last ticket would go to an early "
+        r"participant or to none", m) for m in tests)
+    # and so the slots' reads and the counter's reset are not proven to be the last participant's
+    assert all(re.fullmatch(r"load \(from region_fold at test_balance_jagged_folds\.py:\d+\) reads slot array "
+                            r"\w+ outside the holder of the last ticket: the other programs' slots may not be "
+                            r"written yet", m) or m == "ticket counter arrivals is not reset by the program that "
+                            "draws the last ticket: the next launch would start from a stale count"
+               for m in found if m not in tests)
+    assert not [v for v in check(program, k)]

@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 import torch
 
+import physical
 from emit_triton.compile import clear_emitted
 from emit_triton.targets import simulated_multiprocessors
+from physical.launch_expr import DEVICE_SMS, LSelect
 from tests.breadth_support import three_ways
 from tests.launch_fixtures import isolated_cache  # noqa: F401  (fixture)
 from tests.test_jagged_region_folds import check_stats, stats, stats_args
@@ -29,10 +31,17 @@ def constexprs(kernel, args, sms: int = 132) -> dict[str, int]:
 def test_a_jagged_split_never_outnumbers_the_chunks_of_its_rows() -> None:
     """120 (segment, column) lanes in blocks of 16 over 1000 rows of 40 columns: the average block's values
     (40000 / 8) would allow 9 programs of two 256-element chunks, but a lane's segment holds at most the 1000 rows,
-    4 chunks; a fifth piece would be empty in every lane."""
+    4 chunks; a fifth piece would be empty in every lane. The bounds are one offsets tensor's, and the 40000 values
+    give 9 helpers a chunk, at least the 4 pieces: the data decides (3 chunks of rows, a helper per block a
+    segment's 40 columns may span), and the capped shape split is the launch's other side."""
     args = stats_args([600, 0, 400], 40)
     got = constexprs(stats, args)
-    assert (got["BLOCK_I0"], got["SPLITS_0"], got["HELPERS_0"]) == (16, 4, 0)
+    assert (got["BLOCK_I0"], got["SPLITS_0"], got["HELPERS_0"], got["CHUNKS_0"]) == (16, 1, 9, 3)
+    k = stats.specialize(args)
+    splits = physical.lower(k).constexpr("SPLITS_0")
+    assert isinstance(splits, LSelect)
+    env = {"J": 3, "JE": 1000, "JD": 40, "BLOCK_I0": 16, DEVICE_SMS: 132}
+    assert splits.otherwise.evaluate(env) == 4
 
 
 def test_a_capped_jagged_split_agrees_with_the_oracle_and_repeats(isolated_cache) -> None:  # noqa: F811

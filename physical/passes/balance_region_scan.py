@@ -127,7 +127,7 @@ def balanced_scan_split(program: Program, plan: RegionScanPlan, tile: int, bound
     consts = dict(program.constexprs)
     held_size = lmax(LConst(CHUNK), LBin("//", LConst(tile), consts[g.block]))
     program = dataclasses.replace(program, num_warps=lmax(as_launch(program.num_warps), LWarps(LConst(tile))))
-    count = helper_count(program, g, plan.values, first_scan.block, LConst(1))
+    count = helper_count(program, g, plan.values, first_scan.block)
     # over a (segments, columns) workset the helpers cut the scanned rows (each a row of all the segment's
     # columns), as many as the scanned elements give work for (as balance_segments does for folds)
     rows = plan.values if bounds.columns is None else LBin("//", plan.values, bounds.width)

@@ -3,8 +3,12 @@
 `split-segments` splits every subregion over S = `SPLITS_g` programs decided from the shapes at launch. With
 blocks enough to fill the device S is 1, and one subregion holding half of the values runs whole in one program
 while the others idle. Where the subregions' bounds are `offsets[i]` and `offsets[i + 1]` of one integer tensor
-(segment sums, CSR rows), the group's segment ends in H = `HELPERS_g` helper programs besides its blocks (H is 0
-where S > 1: the pieces already spread the work):
+(segment sums, CSR rows), the data decides at launch: the group's segment ends in H = `HELPERS_g` helper programs
+besides its blocks, as many as fill the device (HELPERS_PER_SLOT per resident program slot) where the folded
+tensor gives each at least HELPER_CHUNK_BLOCKS of the fold's chunks, and S is then 1 (the shapes would cut every
+subregion alike, the huge one no finer than the rest). Only where the helpers would be fewer than the shapes'
+pieces per block (a folded tensor too small for more than a few helpers; under Triton's interpreter S = 1) do the
+shapes split alone, with H = 0:
 
 * the folded tensor's positions [0, H * C) are cut into H chunks of C positions (C = `cdiv(E, H * B) * B` for a
   folded tensor of E elements and the fold's chunk block B, so a chunk is whole fold chunks);
@@ -28,6 +32,19 @@ where S > 1: the pieces already spread the work):
   the positions k0 - 1 .. k1, each fold's own combine), stores the result through the group's pointwise work
   and resets the counter. The order depends on the bounds only: bitwise reproducible, no float atomics, and
   nobody waits for anybody (under Triton's interpreter programs run one by one in order).
+
+Over a (segments, columns) workset (jagged folds, `out[s, :] = intent.sum(values[b:e, :], axis=0)`: the bounds
+are `offsets[flat // D]`) the chunks cut the rows, and a segment's D columns are lanes of the blocks that hold its
+instances s * D .. s * D + D - 1, which may be several (D > BLOCK_g, or an odd D across a block's edge). Each
+chunk then has P = `HELPER_SPAN_g` helpers, the most blocks a segment's columns lie in (`blocks_spanned`): of
+CHUNKS_g chunks, H = CHUNKS_g * P. Helper h takes chunk k = h // P for the *part* j = h % P: it joins the j-th
+block of the segment owning chunk k (the block of its first column plus j; none where the segment's columns end
+before it), folds chunk k for the segment's columns in that block and writes them into its own slot (copy h, an
+element per column). A lane joins the helper of its own part (its block less its segment's first block) and only
+in its own block (`flat // BLOCK_g == helper_block`), so each chunk of a segment reaches each of its columns once;
+the last participant reads chunk k's slot for a lane at copy k * P + (the lane's part). The verifier proves the
+join form: ownership takes the block test as the lane's place, workspace-protocol the part test as the proof that
+at most one of a chunk's P helpers joins a lane (physical/verifier/helpers.py).
 
 All of this is one form of the group's body, which the launch selects with the constexpr SPLIT_g (1 where
 S > 1 or H > 0), as split-segments does (physical/passes/partials.py): an `if` with that flag holds the
@@ -61,6 +78,7 @@ from ..launch_expr import (
     lmin,
     lmul,
     lprod,
+    lselect,
     lsum,
 )
 from ..model import AccessRelation, Fragment, Guard, Origin, Program, PValue, TileAxis
@@ -144,16 +162,14 @@ def bounds_of(program: Program, ops: tuple, owned: int, positions: tuple[int, ..
     return Bounds(buf.id, begin, end, columns, width)
 
 
-def helper_count(program: Program, g, values: LaunchExpr, chunk: str, splits: LaunchExpr) -> LaunchExpr:
-    """H: HELPERS_PER_SLOT per resident program slot where the shape split gives S = 1 (0 where S > 1), at most
-    one per HELPER_CHUNK_BLOCKS fold chunks of the folded tensor; 0 under the interpreter (one resident program:
-    nothing runs beside anything)."""
+def helper_count(program: Program, g, values: LaunchExpr, chunk: str) -> LaunchExpr:
+    """H: HELPERS_PER_SLOT per resident program slot (the device filled), at most one per HELPER_CHUNK_BLOCKS fold
+    chunks of the folded tensor; 0 under the interpreter (one resident program: nothing runs beside anything)."""
     consts = dict(program.constexprs)
     resident = LResidentPrograms(as_launch(program.num_warps))
     device = lmul(resident, lmin(LBin("-", resident, LConst(1)), LConst(HELPERS_PER_SLOT)))
     by_work = LBin("//", values, lmul(consts[chunk], LConst(HELPER_CHUNK_BLOCKS)))
-    only = LBin("-", LConst(2), lmin(splits, LConst(2)))  # 1 where S = 1, else 0
-    return lmul(only, lmin(device, by_work))
+    return lmin(device, by_work)
 
 
 def search(w: Builder, program: Program, offsets: int, count: PValue, x: PValue, active: PValue,
@@ -203,20 +219,39 @@ def balanced_split(program: Program, plan, bounds: Bounds) -> Program:  # plan: 
     block_c = folds[0].block
     splits, block_s, helpers, parts = f"SPLITS_{gid}", f"BLOCK_SPLITS_{gid}", f"HELPERS_{gid}", f"BLOCK_PARTS_{gid}"
     flag = shared.split_flag(gid)
-    count = split_count(program, g, plan.values, block_c, plan.longest)
     consts = dict(program.constexprs)
-    consts[splits] = count
-    consts[block_s] = LNextPow2(count)
     # the helpers cut the folded rows (each a row of all the columns where the bounds hold per segment), as
     # many as the folded elements give work for
     rows = plan.values if bounds.columns is None else LBin("//", plan.values, bounds.width)
     segs = None if bounds.columns is None else ldim(g.domain[0])
-    consts[helpers] = helper_count(program, g, plan.values, block_c, count)
+    span, n_chunks = None, None
+    if bounds.columns is None:
+        consts[helpers] = helper_count(program, g, plan.values, block_c)
+    else:
+        # a segment's columns may span several blocks: each chunk gets a helper per block the segment's columns
+        # may span (HELPER_SPAN_g), CHUNKS_g chunks of the rows, HELPERS_g = CHUNKS_g * HELPER_SPAN_g programs
+        span, n_chunks = f"HELPER_SPAN_{gid}", f"CHUNKS_{gid}"
+        consts[span] = blocks_spanned(bounds.width, consts[g.block])  # written out: host-side extents read them
+        consts[n_chunks] = LBin("//", helper_count(program, g, plan.values, block_c), consts[span])
+        consts[helpers] = lmul(consts[n_chunks], consts[span])
+    # the data decides wherever the launch has helpers at least as many as the pieces the shapes would cut each
+    # block into: one program per block, the helpers taking the whole chunks of every subregion however skewed;
+    # elsewhere (a folded tensor too small to give more than a few helpers a chunk) the shapes split, alone (under
+    # the interpreter S = 1 and H = 0)
+    shape = split_count(program, g, plan.values, block_c, plan.longest)
+    data = lmax(LConst(0), LBin("+", LBin("-", consts[helpers], shape), LConst(1)))  # > 0 where H >= S
+    count = lselect(data, LConst(1), shape)
+    consts[helpers] = lselect(data, consts[helpers], LConst(0))
+    if n_chunks is not None:
+        consts[n_chunks] = lselect(data, consts[n_chunks], LConst(0))
+    consts[splits] = count
+    consts[block_s] = LNextPow2(count)
     # SPLIT_g: 1 where more than one program may take part in a block (SPLITS_g > 1, or helpers past the
     # blocks), 0 where each program runs its own alone (the kernel then holds only the direct form)
     consts[flag] = lmin(LBin("-", lsum((count, consts[helpers])), LConst(1)), LConst(1))
     consts[parts] = LNextPow2(LConst(PARTS_BLOCK))
-    order = [n for n, _ in program.constexprs] + [splits, block_s, helpers, flag, parts]
+    order = [n for n, _ in program.constexprs] + [splits, block_s, *(n for n in (span, n_chunks) if n is not None),
+                                                  helpers, flag, parts]
     seg = next(s for s in program.segments if s.group == gid)
     block_programs = lmul(as_launch(seg.length), count)
     lengths = [lsum((block_programs, consts[helpers])) if s.group == gid else as_launch(s.length)
@@ -255,9 +290,8 @@ def balanced_split(program: Program, plan, bounds: Bounds) -> Program:  # plan: 
     cond = shared.flag_set(w, flag, origin)
 
     # ---- which subregion's block a helper joins: a binary search, only in the cooperating form
-    helper_block, owner = join_block(w, program, bounds, g, lambda: helper_values(o, rows, g, h_index, helpers,
-                                                                                  block_c, segments=segs),
-                                     cond, flag, origin)
+    helper_block, owner = join_block(w, program, bounds, g, lambda: helper_values(
+        o, rows, g, h_index, helpers, block_c, segments=segs, span=span, chunks=n_chunks), cond, flag, origin)
 
     # ---- the work before the folds (bounds, the lane test): nothing in it reads a fold's result
     flat = ops[plan.owned].results[0]
@@ -272,7 +306,7 @@ def balanced_split(program: Program, plan, bounds: Bounds) -> Program:  # plan: 
 
     # ---- the cooperating form: head and tail pieces, helpers' chunks, the last participant's combine
     w.begin()
-    h = helper_values(o, rows, g, h_index, helpers, block_c, segments=segs)
+    h = helper_values(o, rows, g, h_index, helpers, block_c, segments=segs, span=span, chunks=n_chunks)
     lane = _lane_plan(w, o, program, bounds, flat, lane_ok, s, splits, h, owner, block_c, origin, g.block,
                       helper_block)
     partials: list[tuple[PValue, ...]] = []
@@ -320,7 +354,8 @@ def balanced_split(program: Program, plan, bounds: Bounds) -> Program:  # plan: 
             use = shared_ if own is head else lane["delegates"]
             sums.append(tuple(o.select(use, t, mine) for t, mine in zip(folded, own)))
         totals += _finish(w, o, fold, cs, sums[0], sums[1], lane, last, parts, h.n_helpers,
-                          None if bounds.columns is None else column)
+                          None if bounds.columns is None else column, lane.get("lane_part"), h.span,
+                          None if span is None else o.launch(LConstexpr(helpers), "helpers"))
     reset_counter(w, counter, flat, last_shared, lane_ok, origin)
     cooperating = w.finish((last, *totals))
 
@@ -537,15 +572,17 @@ def _lane_plan(w: Builder, o: Ops, program: Program, bounds: Bounds, flat: PValu
     tail_begin = o.select(tail_here, o.bin(BinaryFn.mul, k1, chunk), e, "tail_begin")
     return {"begin": begin, "end": end, "tail_begin": tail_begin, "tail_end": e, "delegated": nd,
             "delegates": delegates, "first_chunk": k0, "mine": mine, "part": part, "shared": shared,
-            "n_helpers": n_helpers}
+            "n_helpers": n_helpers, **({"lane_part": d["lane_part"]} if "lane_part" in d else {})}
 
 
 def _finish(w: Builder, o: Ops, fold: P.RegionFold, chunk_bufs: list, head: tuple[PValue, ...],
             tail: tuple[PValue, ...], lane: dict[str, PValue], last: PValue, parts: str,
-            n_helpers: PValue, column: PValue | None) -> list[PValue]:
+            n_helpers: PValue, column: PValue | None, lane_part: PValue | None = None,
+            span: PValue | None = None, programs: PValue | None = None) -> list[PValue]:
     """The fold's result for the last participant, in its accumulator dtypes: head, chunk slots k0 .. k0 +
     delegated - 1, tail, in order (a region fold over the positions k0 - 1 .. k0 + delegated; empty for the
-    other lanes); a subregion with one participant gives its head partial."""
+    other lanes); a subregion with one participant gives its head partial. With a helper per block of the
+    segment (`span` of them a chunk), chunk k's slot for the lane is that of helper k * span + `lane_part`."""
     origin = fold.origin
     one = o.const(1)
     k0, nd = lane["first_chunk"], lane["delegated"]
@@ -571,6 +608,12 @@ def _finish(w: Builder, o: Ops, fold: P.RegionFold, chunk_bufs: list, head: tupl
     is_head = o.cmp(CmpFn.eq, p, wide(first))
     is_tail = o.cmp(CmpFn.eq, p, wide(after))
     in_range = o.bin(BinaryFn.and_, o.cmp(CmpFn.ge, p, o.const(0)), o.cmp(CmpFn.lt, p, n_helpers))
+    slot = p
+    if lane_part is not None and span is not None and programs is not None:
+        slot = o.bin(BinaryFn.add, o.bin(BinaryFn.mul, p, wide(span)), wide(lane_part), "chunk_slot")
+        # the slot among the helper programs' (so the access is justified by its own guard)
+        in_range = o.bin(BinaryFn.and_, in_range, o.bin(BinaryFn.and_, o.cmp(CmpFn.ge, slot, o.const(0)),
+                                                        o.cmp(CmpFn.lt, slot, programs)))
     inner = o.bin(BinaryFn.and_, o.bin(BinaryFn.and_, member, o.bin(BinaryFn.and_, o.not_(is_head), o.not_(is_tail))),
                   in_range)
     if column is None:
@@ -578,7 +621,7 @@ def _finish(w: Builder, o: Ops, fold: P.RegionFold, chunk_bufs: list, head: tupl
     values = []
     for buf, ident, dt, hv, tv in zip(chunk_bufs, fold.identity, fold.acc_dtypes, head, tail):
         got = w.add(P.Load, Fragment(dt, True, (axis,)), origin, "chunk_partial",
-                    access=AccessRelation(buf.id, (column,), inner, Guard(in_range), ident, p))
+                    access=AccessRelation(buf.id, (column,), inner, Guard(in_range), ident, slot))
         values.append(o.select(is_head, wide(hv), o.select(is_tail, wide(tv), got)))
     source = w.finish((*values, member))
     parts_total = tuple(w.fresh(Fragment(dt, True), "parts_total") for dt in fold.acc_dtypes)

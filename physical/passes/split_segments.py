@@ -25,10 +25,13 @@ split. Under Triton's interpreter (one program at a time) S is 1: every program 
 and where S is 1 the constexpr SPLIT_g = 0 leaves the kernel only that direct form (its folds stored as they
 are, no workspace traffic).
 
-S follows the shapes, not the data: with blocks enough to fill the device it is 1, however skewed the subregions.
-Where every fold's bounds are `offsets[i]`, `offsets[i + 1]` of one integer tensor, the pass writes the group
-with helper programs past its blocks instead (physical/passes/balance_segments.py): they take equal chunks of the
-folded tensor, joining the subregion a binary search over the offsets gives each.
+S follows the shapes, not the data: with blocks enough to fill the device it is 1, however skewed the subregions,
+and with few blocks it cuts every subregion alike. Where every fold's bounds are `offsets[i]`, `offsets[i + 1]`
+(or `offsets[flat // D]` over a (segments, columns) workset) of one integer tensor, the pass writes the group
+with helper programs past its blocks instead (physical/passes/balance_segments.py): the data decides at launch,
+S = 1 and helpers that fill the device take equal chunks of the folded tensor, joining the subregion a binary
+search over the offsets gives each (S from the shapes only where the tensor gives fewer helpers a chunk than the
+shapes would cut a block into pieces).
 """
 
 from __future__ import annotations

@@ -7,6 +7,12 @@ A lane's participants are the S = `splits` programs that share its block and the
 0 .. H - 1, and `0 <= lo`, `hi <= H`), none otherwise, and the last participant draws ticket
 `S - 1 + select(D, maximum(hi - lo, 0), 0)`: the rule workspace-protocol takes nothing else for the last
 holder's test (`exact_last_count`).
+
+Where P helpers share a chunk (a jagged fold whose segments' columns span several blocks: a helper per block),
+k is `maximum(helper, 0) // P` and J must hold the part test `E == maximum(helper, 0) - k * P` with E a function of
+the lane's instance alone: of the P helpers of chunk k (parts 0 .. P - 1) at most one joins a lane, and `hi` must
+be at most H // P on every sample launch. Such a join test also holds `flat // BLOCK == helper_block`: the lanes it
+takes lie in the block the helper decodes by the test itself (`joins_outside_its_block`).
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from __future__ import annotations
 from kir.dims import DConst, Dim, PAnd, PCmp, dim_bin
 
 from .. import ops as P
-from ..launch_expr import LConstexpr
+from ..launch_expr import LaunchExpr, LConst, LConstexpr
 from ..model import POp, PValue
 from .index import ProgramIndex
 
@@ -77,29 +83,78 @@ def _helper_chunk(ix: ProgramIndex, v: PValue, helpers: set[int]) -> bool:
         strip_casts(ix, a)[0].id in helpers and _is_const(ix, b, 0) for a, b in ((op.lhs, op.rhs), (op.rhs, op.lhs)))
 
 
-def _chunk_bounds(ix: ProgramIndex, join: PValue, helpers: set[int]) -> list[tuple[PValue, PValue]]:
-    """Each (lo, hi) with `lo <= k` and `k < hi` among the conjuncts of J."""
+def _shared_chunk(ix: ProgramIndex, v: PValue, helpers: set[int], join: PValue) -> LaunchExpr | None:
+    """P where `v` is chunk k = m // P of the helpers m = maximum(helper, 0) (P a launch value: P helpers a chunk,
+    one per block of a segment whose columns span several) and J holds the *part test* `E == m - k * P`, E a
+    function of the lane's instance alone: of a chunk's P helpers (parts 0 .. P - 1) at most one joins a lane."""
+    v, op = strip_casts(ix, v)
+    if not (isinstance(op, P.Binary) and op.fn.value == "floordiv" and _helper_chunk(ix, op.lhs, helpers)):
+        return None
+    m, size = strip_casts(ix, op.lhs)[0], strip_casts(ix, op.rhs)[1]
+    if not isinstance(size, P.ShapeValue):
+        return None
+    for c in ix.conjuncts(join):
+        test = ix.producer(c)
+        if not (isinstance(test, P.Compare) and test.fn.value == "eq"):
+            continue
+        for part, other in ((test.lhs, test.rhs), (test.rhs, test.lhs)):
+            sub = strip_casts(ix, part)[1]
+            if not (isinstance(sub, P.Binary) and sub.fn.value == "sub" and strip_casts(ix, sub.lhs)[0].id == m.id):
+                continue
+            mul = strip_casts(ix, sub.rhs)[1]
+            if isinstance(mul, P.Binary) and mul.fn.value == "mul" and any(
+                    strip_casts(ix, a)[0].id == v.id and isinstance(q := strip_casts(ix, b)[1], P.ShapeValue)
+                    and q.expr == size.expr for a, b in ((mul.lhs, mul.rhs), (mul.rhs, mul.lhs))) \
+                    and _per_instance(ix, other):
+                return size.expr
+    return None
+
+
+def _per_instance(ix: ProgramIndex, v: PValue, depth: int = 0) -> bool:
+    """Whether `v` is a function of the lane's instance (`owned_instances`), constants and launch values only."""
+    v, op = strip_casts(ix, v)
+    if depth > 12 or op is None:
+        return False
+    if isinstance(op, P.OwnedInstances | P.Const | P.ShapeValue):
+        return True
+    return isinstance(op, P.Binary) and _per_instance(ix, op.lhs, depth + 1) and _per_instance(ix, op.rhs, depth + 1)
+
+
+def _chunk_bounds(ix: ProgramIndex, join: PValue, helpers: set[int]) -> list[tuple[PValue, PValue, LaunchExpr]]:
+    """Each (lo, hi, P) with `lo <= k` and `k < hi` among the conjuncts of J, k the helper's chunk: its position
+    among the helpers (P = 1), or that divided by the P helpers that share a chunk (`_shared_chunk`)."""
     lows, highs = [], []
+
+    def chunk(v: PValue) -> LaunchExpr | None:
+        return _ONE if _helper_chunk(ix, v, helpers) else _shared_chunk(ix, v, helpers, join)
+
     for c in ix.conjuncts(join):
         op = ix.producer(c)
         if not isinstance(op, P.Compare):
             continue
-        if op.fn.value == "le" and _helper_chunk(ix, op.rhs, helpers) or \
-                op.fn.value == "ge" and _helper_chunk(ix, op.lhs, helpers):
-            lows.append(op.lhs if op.fn.value == "le" else op.rhs)
-        if op.fn.value == "lt" and _helper_chunk(ix, op.lhs, helpers) or \
-                op.fn.value == "gt" and _helper_chunk(ix, op.rhs, helpers):
-            highs.append(op.rhs if op.fn.value == "lt" else op.lhs)
-    return [(lo, hi) for lo in lows for hi in highs]
+        fn = op.fn.value
+        if fn in ("le", "ge") and (p := chunk(op.rhs if fn == "le" else op.lhs)) is not None:
+            lows.append((op.lhs if fn == "le" else op.rhs, p))
+        if fn in ("lt", "gt") and (p := chunk(op.lhs if fn == "lt" else op.rhs)) is not None:
+            highs.append((op.rhs if fn == "lt" else op.lhs, p))
+    return [(lo, hi, p) for lo, p in lows for hi, q in highs if p == q]
 
 
-def _at_most_helpers(ix: ProgramIndex, v: PValue, h: str) -> bool:
-    """Whether `v` is at most H: H itself, or a `minimum` with H."""
+_ONE = LConst(1)
+
+
+def _at_most_helpers(ix: ProgramIndex, v: PValue, h: str, per_chunk: LaunchExpr = _ONE) -> bool:
+    """Whether `v` is at most the chunks H // `per_chunk` (H where each helper takes a chunk of its own): that count
+    (H itself, or a launch value at most H // `per_chunk` on every sample launch), or a `minimum` with it."""
     v, op = strip_casts(ix, v)
     if isinstance(op, P.ShapeValue):
-        return op.expr == LConstexpr(h)
+        if op.expr == LConstexpr(h) and per_chunk == _ONE:
+            return True
+        got, total, size = ix.values(op.expr), ix.values(LConstexpr(h)), ix.values(per_chunk)
+        return bool(got) and all(x is not None and t is not None and p is not None and p > 0 and x <= t // p
+                                 for x, t, p in zip(got, total, size))
     return isinstance(op, P.Binary) and op.fn.value == "minimum" and (
-        _at_most_helpers(ix, op.lhs, h) or _at_most_helpers(ix, op.rhs, h))
+        _at_most_helpers(ix, op.lhs, h, per_chunk) or _at_most_helpers(ix, op.rhs, h, per_chunk))
 
 
 def _nonneg(ix: ProgramIndex, v: PValue, depth: int = 0) -> bool:
@@ -144,8 +199,8 @@ def is_delegated_count(ix: ProgramIndex, term: PValue, join: PValue, helpers: se
                  if _is_const(ix, b, 0)), None)
     if not (isinstance(diff, P.Binary) and diff.fn.value == "sub"):
         return False
-    return any(diff.lhs.id == hi.id and diff.rhs.id == lo.id and _nonneg(ix, lo) and _at_most_helpers(ix, hi, h)
-               for lo, hi in _chunk_bounds(ix, join, helpers))
+    return any(diff.lhs.id == hi.id and diff.rhs.id == lo.id and _nonneg(ix, lo)
+               and _at_most_helpers(ix, hi, h, per_chunk) for lo, hi, per_chunk in _chunk_bounds(ix, join, helpers))
 
 
 def exact_last_count(ix: ProgramIndex, other: PValue, ticket: P.Ticket, gid: int) -> PValue | None:
@@ -188,6 +243,8 @@ def joins_outside_its_block(ix: ProgramIndex, gid: int) -> tuple[P.Ticket, PValu
             continue
         join = join_test(ix, pl.op.access.mask, helpers)
         tests = [ix.producer(c) for c in ix.conjuncts(join)] if join is not None else []
+        if any(_in_block_test(ix, t, flat.id, owned) for t in tests):
+            continue  # the join test itself takes only lanes x with x // BLOCK == the helper's block
         placed = False
         for test in tests:
             if not (isinstance(test, P.Compare) and test.fn.value == "eq"):
@@ -232,6 +289,23 @@ def joins_outside_its_block(ix: ProgramIndex, gid: int) -> tuple[P.Ticket, PValu
         if join is not None and not placed:  # a lane chosen otherwise is not proven to be in the helper's block
             return pl.op, None, owned.helper_block
     return None
+
+
+def _in_block_test(ix: ProgramIndex, test: POp | None, flat: int, owned: P.OwnedInstances) -> bool:
+    """Whether `test` is `flat // BLOCK == helper_block` (either way round; BLOCK the owned block's constexpr): a
+    join test with it takes only the lanes of the block the helper decodes (a helper per block of a segment whose
+    columns span several blocks)."""
+    if not (isinstance(test, P.Compare) and test.fn.value == "eq") or owned.helper_block is None:
+        return False
+    for a, b in ((test.lhs, test.rhs), (test.rhs, test.lhs)):
+        if strip_casts(ix, b)[0].id != owned.helper_block.id:
+            continue
+        op = strip_casts(ix, a)[1]
+        if isinstance(op, P.Binary) and op.fn.value == "floordiv" and strip_casts(ix, op.lhs)[0].id == flat:
+            size = strip_casts(ix, op.rhs)[1]
+            if isinstance(size, P.ShapeValue) and size.expr == LConstexpr(owned.block):
+                return True
+    return False
 
 
 def _divisor(ix: ProgramIndex, v: PValue) -> PValue:

@@ -238,9 +238,17 @@ class Forms:
             self.facts.append(PCmp("<", iv, hi))
 
     def _positive(self, d: Dim) -> bool:
+        """Whether `d` is at least 1 by its shape: a positive constant, an atom known to be (a block size), or a
+        kernel symbol the kernel does not allow to be 0."""
         if isinstance(d, DConst):
             return d.value > 0
-        return isinstance(d, DSym) and any(PCmp(">=", d, DConst(1)) == f for f in self.facts)
+        if not isinstance(d, DSym):
+            return False
+        if any(PCmp(">=", d, DConst(1)) == f for f in self.facts):
+            return True
+        program = self.ix.program
+        return d.name in program.symbols and \
+            PCmp(">=", d, DConst(1)) in default_lower_bounds((d.name,), getattr(program, "requires", ()))
 
     def _loop_source(self, loop: P.For, iv: DSym) -> FlatSource | None:
         """A loop `for f in range(0, prod(domain), step)` walks a flattened domain (its decode is known)."""
@@ -379,23 +387,22 @@ class Forms:
                 return DSym(src.atoms[0]) if k - 1 == 0 else self.atom("r")
         if a is None or b is None:
             return self.opaque(v)
-        if fn in ("floordiv", "mod") and isinstance(b, DConst) and b.value > 0:
-            return self._truncated(fn, a, b)
-        if fn == "floordiv" and self._positive(b):  # by a launch value >= 1: b * q <= a < b * (q + 1) for a >= 0
-            q = self.opaque(v)
-            low = dim_bin("*", q, b)
-            self.facts.append(POr((PCmp("<", a, DConst(0)),
-                                   PAnd((PCmp("<=", low, a), PCmp("<", a, dim_bin("+", low, b)))))))
-            return q
+        if fn in ("floordiv", "mod") and (isinstance(b, DConst) and b.value > 0 or self._positive(b)):
+            # by a constant or a launch value >= 1 (a column count): the quotient and remainder facts
+            return self._truncated(fn, a, b, None if isinstance(b, DConst) else self.opaque(v, "t"))
         form = binary_form(fn, a, b, products=Products.ANY)  # `kir.affine`'s rules; Z3 takes non-linear terms
         if form is not None:
             return form
-        if fn in ("minimum", "maximum") and not v.type.tile and not v.type.lanes:
-            m = self.opaque(v)  # bounded by both operands (a uniform value: one per program)
-            cmp = "<=" if fn == "minimum" else ">="
-            self.facts += [PCmp(cmp, m, a), PCmp(cmp, m, b)]
-            return m
+        if fn in ("minimum", "maximum") and not v.type.tile:
+            return self._extremum(fn, a, b, self.opaque(v))
         return self.opaque(v)
+
+    def _extremum(self, fn: str, a: Dim, b: Dim, m: DSym) -> DSym:
+        """`minimum(a, b)` or `maximum(a, b)` as the atom `m`: bounded by both operands and equal to one of them
+        (so `maximum(h, 0)` is `h` wherever `h >= 0`). One member's value: a copy is one lane of one program."""
+        cmp = "<=" if fn == "minimum" else ">="
+        self.facts += [PCmp(cmp, m, a), PCmp(cmp, m, b), POr((PCmp("==", m, a), PCmp("==", m, b)))]
+        return m
 
     def _choice(self, op: P.If | P.Select, k: int, v: PValue) -> Dim:
         """A uniform value an `if` yields or a `select` picks: the one chosen where the condition's exact fact
@@ -439,19 +446,21 @@ class Forms:
             return PNot(a) if a is not None else None
         return None
 
-    def _truncated(self, fn: str, a: Dim, b: DConst) -> Dim:
-        """Integer `//` and `%` of the physical program truncate toward zero (C); a dim's `//` and `%` floor
-        (kir.dims, one meaning everywhere). They agree on a non-negative dividend (`kir.affine`'s rule);
-        otherwise the quotient is a fresh atom q with exact facts (the remainder a - b*q lies in [0, b) when
-        a >= 0, in (-b, 0] when a < 0)."""
-        form = binary_form(fn, a, b, self._nonneg)
-        if form is not None:
-            return form
-        q = self.atom("t")
+    def _truncated(self, fn: str, a: Dim, b: Dim, q: DSym | None = None) -> Dim:
+        """Integer `//` and `%` of the physical program by a positive `b` truncate toward zero (C); a dim's `//`
+        and `%` floor (kir.dims, one meaning everywhere). By a constant they agree on a non-negative dividend
+        (`kir.affine`'s rule); otherwise (a possibly negative dividend, or a divisor that is a launch value, such
+        as a column count) the quotient is the fresh atom `q` with exact facts: the remainder a - b*q lies in
+        [0, b) when a >= 0, in (-b, 0] when a < 0."""
+        if isinstance(b, DConst):
+            form = binary_form(fn, a, b, self._nonneg)
+            if form is not None:
+                return form
+        q = q if q is not None else self.atom("t")
         rem = dim_bin("-", a, dim_bin("*", b, q))
         zero = DConst(0)
         self.facts.append(POr((PAnd((PCmp(">=", a, zero), PCmp(">=", rem, zero), PCmp("<", rem, b))),
-                               PAnd((PCmp("<", a, zero), PCmp("<=", rem, zero), PCmp(">", rem, DConst(-b.value)))))))
+                               PAnd((PCmp("<", a, zero), PCmp("<=", rem, zero), PCmp(">", rem, neg_form(b)))))))
         return q if fn == "floordiv" else rem
 
     def _nonneg(self, d: Dim) -> bool:
@@ -505,6 +514,8 @@ class Forms:
         return out
 
     def _op_fact(self, op: POp, v: PValue) -> Pred | None:  # noqa: C901
+        if isinstance(op, P.Compare) and op.lhs.type.dtype.is_pred:  # `p == false` (a `not`): exact, or nothing
+            return self.exact_fact(v)
         if isinstance(op, P.Compare):
             a, b = self.form(op.lhs), self.form(op.rhs)
             if a is None or b is None:
@@ -528,7 +539,21 @@ class Forms:
             if f is None:
                 return None
             return self.map_tile_pred(f, op, op.x.type.tile, v.type.tile)
+        if isinstance(op, P.If) and not v.type.tile:
+            return self._if_fact(op, op.results.index(v))
         return None
+
+    def _if_fact(self, op: P.If, k: int) -> Pred | None:
+        """What the members an `if`'s k-th pred result keeps satisfy: the fact of the value the branch taken
+        yields, under the condition's exact fact where it has one (a branch whose value has no fact claims
+        nothing but its condition)."""
+        c = self.exact_fact(op.cond)
+        ft, fe = self.fact(op.then_.yielded[k]), self.fact(op.else_.yielded[k])
+        if c is None:
+            return POr((ft, fe)) if ft is not None and fe is not None else None
+        then_ = PAnd((c, ft)) if ft is not None else c
+        else_ = PAnd((PNot(c), fe)) if fe is not None else PNot(c)
+        return POr((then_, else_)) if ft is not None or fe is not None else None
 
     def map_tile_pred(self, f: Pred, op: POp, src: tuple[TileAxis, ...], dst: tuple[TileAxis, ...]) -> Pred | None:
         if src == dst:

@@ -12,18 +12,25 @@
   workspaces hold a flag for every program and a slot for every lane of every program; no other op touches
   these buffers. Where helpers past the blocks balance region scans by the data, `helper_index` takes its
   position from the same ticket (so helpers follow the blocks), and a helper's own slot is
-  `blocks * BLOCK + x`, past every lane of the blocks (`select(helper >= 0, blocks * BLOCK + x, own)`).
+  `blocks * BLOCK + x`, past every lane of the blocks (`select(helper >= 0, blocks * BLOCK + x, own)`): x is
+  proven by the affine engine, for every member that publishes in a helper, to lie in [0, HELPERS * BLOCK) (the
+  slots the workspace holds past the blocks' lanes: it holds a slot per lane of every program, and the segment
+  launches blocks + HELPERS programs) and to differ between any two helpers, and between two lanes of one helper,
+  that both publish (the one-axis form's x is the helper's position, published by the one lane it joins). Over a
+  (segments, columns) workset the slot is accepted by its form alone (see `_helper_slots`).
 """
 
 from __future__ import annotations
 
 from kir.core import Kernel
+from kir.dims import DConst, PAnd, PCmp, POr, dim_bin
 from kir.dtypes import DType
 from kir.pointwise import BinaryFn
 
 from .. import ops as P
 from ..launch_expr import LConstexpr, lmul
 from ..model import BufferInit, BufferScope, Group, POp, Program, PValue, Trait
+from .affine import forms_of, proves
 from .base import Reporter, rule
 from .index import evaluate, index_of, product
 
@@ -57,6 +64,12 @@ def _uncast(ix, v: PValue) -> PValue:
 def _helper_side(ix, v: PValue, helper: P.HelperIndex | None, block: str) -> PValue | None:
     """Where `v` is `select(helper_index >= 0, blocks * BLOCK + x, own)` (a balanced region scan's slot: a helper's
     slots follow every lane of the blocks), `own`; else None."""
+    parts = _helper_parts(ix, v, helper, block)
+    return parts[1] if parts is not None else None
+
+
+def _helper_parts(ix, v: PValue, helper: P.HelperIndex | None, block: str) -> tuple[PValue, PValue] | None:
+    """(x, own) where `v` is `select(helper_index >= 0, blocks * BLOCK + x, own)`; else None."""
     sel = ix.producer(v)
     if helper is None or not isinstance(sel, P.Select):
         return None
@@ -67,11 +80,51 @@ def _helper_side(ix, v: PValue, helper: P.HelperIndex | None, block: str) -> PVa
     if not isinstance(add, P.Binary) or add.fn is not BinaryFn.add:
         return None
     want = ix.values(lmul(helper.blocks, LConstexpr(block)))
-    for base in (add.lhs, add.rhs):
+    for base, x in ((add.lhs, add.rhs), (add.rhs, add.lhs)):
         shape = ix.producer(_uncast(ix, base))
         if isinstance(shape, P.ShapeValue) and ix.values(shape.expr) == want:
-            return _uncast(ix, sel.on_false)
+            return x, _uncast(ix, sel.on_false)
     return None
+
+
+def _helper_slots(ix, g: Group, op: P.PublishSlot, helper: P.HelperIndex, ticket: P.OwnedInstances,
+                  report: Reporter) -> None:
+    """A helper's own slot `blocks * BLOCK + x` (`_helper_parts`) is its ownership slice: proven, for every member
+    that publishes (`op.active`) in a helper (`helper_index >= 0`), to lie in the helpers' slots past the blocks'
+    lanes (0 <= x < HELPERS * BLOCK, the slots the workspace holds past `blocks * BLOCK`: see the size check) and to
+    differ between two helpers, and between two lanes of one helper, that both publish (helpers do not draw apart
+    on flags: two writing one slot would race, and a fold would read whichever came last)."""
+    parts = _helper_parts(ix, op.slot, helper, ticket.block)
+    if parts is None or len(g.domain) != 1:
+        # over a (segments, columns) workset a chunk's helpers, a helper per block the segment spans, share the
+        # chunk's slots (column * CHUNKS + chunk): that they write apart follows from the owner search giving the
+        # chunk one segment and from the blocks' columns, which the engine does not prove yet
+        return
+    x = parts[0]
+    forms = forms_of(ix, g)
+    fx, hp = forms.form(x), forms.form(helper.result)
+    forms.form(ticket.result)
+    src = forms.sources.get(id(ticket))
+    publishing = [forms.fact(op.active)] if op.active is not None else []
+    where = [PCmp(">=", hp, DConst(0))] + [f for f in publishing if f is not None] if hp is not None else None
+    lanes, helpers = ticket.block, helper.helpers
+    slot = f"blocks * {lanes} + %{x.id}"
+    size = dim_bin("*", forms.launch_dim(LConstexpr(helpers)), forms.launch_dim(LConstexpr(lanes)))
+    if fx is None or where is None or not proves(forms.base_facts() + where, PAnd((
+            PCmp(">=", fx, DConst(0)), PCmp("<", fx, size)))):
+        report(f"group {g.id}: publish_slot writes a helper's slot {slot}, which may lie outside the helpers' slots "
+               f"[blocks * {lanes}, blocks * {lanes} + {helpers} * {lanes})", op, g.id)
+    if fx is None or where is None or src is None or forms.program_atom is None:
+        apart = False
+    else:
+        hyps, differ = forms.distinct(src)
+        other = PCmp("!=", forms.rename(forms.program_atom, "A"), forms.rename(forms.program_atom, "B"))
+        both = [forms.rename(f, t) for t in "AB" for f in where]
+        apart = proves(forms.base_facts("A") + forms.base_facts("B") + forms.same_program() + hyps + both +  # type: ignore
+                       [POr((other, differ))], PCmp("!=", forms.rename(fx, "A"), forms.rename(fx, "B")))  # type: ignore
+    if not apart:
+        report(f"group {g.id}: publish_slot may write one helper's slot {slot} for two helpers, or two lanes of one "
+               f"helper, that both publish: one would overwrite the other's aggregate", op, g.id)
 
 
 def _own_slot(ix, ticket: P.OwnedInstances, slot: PValue, top: list, helper: P.HelperIndex | None = None
@@ -145,6 +198,8 @@ def _group(program: Program, ix, g: Group, report: Reporter, used: dict[int, int
     published: set[int] = set()
     for op in publishes:
         _slot_op(ix, g, op, op.values, (sync, ticket, top, helper), report, used, published)
+        if helper is not None:
+            _helper_slots(ix, g, op, helper, ticket, report)
     for op in folds:
         _slot_op(ix, g, op, op.acc_dtypes, (sync, ticket, top, helper), report, used, published)
     length = next((s.length for s in program.segments if s.group == g.id), None)

@@ -210,6 +210,18 @@ def subtract_row_max(x: f32[M, N], out: Out[f32[M, N]]):
     out[:, :] = x - intent.max(x, axis=1, keepdims=True)
 
 
+@intent.kernel
+def segment_argmax(values: f32[E], offsets: i64[S + 1], out: Out[i64[S]]):
+    for s in parallel(S):
+        out[s] = intent.argmax(values[offsets[s]:offsets[s + 1]])
+
+
+@intent.kernel
+def jagged_argmax(values: f32[E, N], offsets: i64[S + 1], out: Out[i64[S, N]]):
+    for s in parallel(S):
+        out[s, :] = intent.argmax(values[offsets[s]:offsets[s + 1], :], axis=0)
+
+
 # ---------------------------------------------------------------------------------------------- cases
 
 Args = dict[str, Any]
@@ -613,6 +625,45 @@ def skewed_jagged_mean_case(rows: int, width: int, segments: int = 64, big: int 
                      tol={"atol": 1e-4, "rtol": 1e-4}, contiguous_f32=False)
 
 
+def _first_max_per_segment(values: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+    """The first position of each segment's maximum along axis 0 (-1 for an empty segment; values without NaN)."""
+    lengths = offsets[1:] - offsets[:-1]
+    seg = torch.repeat_interleave(torch.arange(len(lengths), device=values.device), lengths)
+    pos = torch.arange(values.shape[0], device=values.device) - offsets[:-1][seg]
+    top = torch.segment_reduce(values, "max", offsets=offsets, axis=0, unsafe=True)
+    wide = (-1,) + (1,) * (values.dim() - 1)
+    hit = torch.where(values == top[seg], pos.view(wide).expand_as(values), torch.iinfo(torch.int64).max)
+    out = torch.full((len(lengths),) + tuple(values.shape[1:]), torch.iinfo(torch.int64).max, dtype=torch.int64,
+                     device=values.device)
+    out.scatter_reduce_(0, seg.view(wide).expand_as(values), hit, "amin")
+    return torch.where(out == torch.iinfo(torch.int64).max, -1, out)
+
+
+def skewed_segment_argmax_case(e: int, segments: int = 64) -> BenchCase:
+    """The first position of each segment's maximum; segment 0 holds half of the `e` values."""
+
+    def build(dev: torch.device, g: torch.Generator) -> Args:
+        return {"values": _randn((e,), dev, g), "offsets": _skewed_offsets(e, segments).to(dev),
+                "out": torch.empty(segments, dtype=torch.int64, device=dev)}
+
+    return BenchCase("segment_argmax_skewed", f"{segments}seg/{_count(e)}", segment_argmax, build,
+                     lambda a: {"out": _first_max_per_segment(a["values"], a["offsets"])}, tol={},
+                     contiguous_f32=False)
+
+
+def skewed_jagged_argmax_case(rows: int, width: int, segments: int = 64) -> BenchCase:
+    """The first row of each segment's maximum per column over `rows` x `width` values; segment 0 holds half of
+    the rows."""
+
+    def build(dev: torch.device, g: torch.Generator) -> Args:
+        return {"values": _randn((rows, width), dev, g), "offsets": _skewed_offsets(rows, segments).to(dev),
+                "out": torch.empty(segments, width, dtype=torch.int64, device=dev)}
+
+    return BenchCase("jagged_argmax_skewed", f"{segments}seg/{rows}x{width}", jagged_argmax, build,
+                     lambda a: {"out": _first_max_per_segment(a["values"], a["offsets"])}, tol={},
+                     contiguous_f32=False)
+
+
 def _count(n: int) -> str:
     for unit, size in (("M", 1 << 20), ("k", 1 << 10)):
         if n >= size and n % size == 0:
@@ -651,7 +702,8 @@ def model_cases(scale: str) -> list[BenchCase]:
                 permute_3d_case(3, 5, 70), nhwc_to_nchw_case(2, 3, 5, 70),
                 subtract_row_max_case(20, 30), skewed_segment_sum_case(4000, 8), skewed_segment_cumsum_case(4000, 8),
                 histogram_case(5000, 16), skewed_segment_stats_case(4000, 8), skewed_jagged_cumsum_case(1000, 4, 8),
-                skewed_jagged_mean_case(1000, 4, 8), span_cumsum_case(1000, 4), span_cumsum_case(3000, 1)]
+                skewed_jagged_mean_case(1000, 4, 8), span_cumsum_case(1000, 4), span_cumsum_case(3000, 1),
+                skewed_segment_argmax_case(4000, 8), skewed_jagged_argmax_case(1000, 4, 8)]
     if scale == "quick":
         return [total_sum_case(1 << 18), total_max_case(1 << 18), total_argmax_case(1 << 18),
                 scan_1d_case("cumsum", 1 << 18), scan_1d_case("cumsum_exclusive", 1 << 18),
@@ -665,7 +717,8 @@ def model_cases(scale: str) -> list[BenchCase]:
                 skewed_segment_stats_case(1 << 17), skewed_jagged_cumsum_case(1 << 13, 16),
                 skewed_jagged_mean_case(1 << 13, 16), skewed_jagged_mean_case(1 << 11, 40),
                 skewed_jagged_mean_case(1 << 12, 7, big=2), span_cumsum_case(1 << 13, 16),
-                span_cumsum_case(1 << 17, 1)]
+                span_cumsum_case(1 << 17, 1),
+                skewed_segment_argmax_case(1 << 17), skewed_jagged_argmax_case(1 << 13, 16)]
     if scale == "full":
         return [total_sum_case(1 << 22), total_max_case(1 << 22), total_argmax_case(1 << 22),
                 scan_1d_case("cumsum", 1 << 22), scan_1d_case("cumsum_exclusive", 1 << 22),
@@ -680,7 +733,9 @@ def model_cases(scale: str) -> list[BenchCase]:
                 skewed_jagged_cumsum_case(1 << 15, 40),
                 skewed_jagged_cumsum_case(1 << 17, 16), skewed_jagged_mean_case(1 << 17, 16),
                 skewed_jagged_mean_case(1 << 15, 40), skewed_jagged_mean_case(1 << 16, 7, big=2),
-                span_cumsum_case(1 << 17, 16), span_cumsum_case(1 << 21, 1)]
+                span_cumsum_case(1 << 17, 16), span_cumsum_case(1 << 21, 1),
+                skewed_segment_argmax_case(1 << 21), skewed_segment_argmax_case(1 << 21, 1 << 16),
+                skewed_jagged_argmax_case(1 << 17, 16)]
     raise ValueError(f"scale: expected one of {', '.join(SCALES[:3])}, got {scale!r}")
 
 

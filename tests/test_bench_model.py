@@ -109,3 +109,4 @@ def test_every_named_kernel_of_the_model_has_a_target():
     # reported beyond the list: no target
     assert targets["segment_stats_skewed 64seg/2M"] is targets["jagged_cumsum_skewed 64seg/131072x16"] is None
     assert targets["jagged_mean_skewed 64seg/131072x16"] is None
+    assert targets["segment_argmax_skewed 65536seg/2M"] is targets["jagged_argmax_skewed 64seg/131072x16"] is None

@@ -182,7 +182,7 @@ def test_split_folds_are_bitwise_reproducible(isolated_cache) -> None:  # noqa: 
 
 def test_positions_and_conditions_per_column(isolated_cache) -> None:  # noqa: F811
     """argmax/argmin (the row in the segment, the first extreme, NaN the extreme, -1 when empty) and any: region
-    folds per column too (split-segments does not split them; the columns still run at once)."""
+    folds per column too, which split and balance like any other (tests/test_split_positions.py)."""
     g = torch.Generator().manual_seed(4)
     off = offsets_of([3, 0, 1, 700, 2])
     v = torch.randn(int(off[-1]), 3, generator=g)

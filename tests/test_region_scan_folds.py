@@ -220,15 +220,16 @@ def test_a_fold_piece_written_to_another_pieces_slot_is_refused() -> None:
 
 def test_groups_that_keep_whole_subregions_say_why() -> None:
     @intent.kernel
-    def with_argmax(values: f32[E], offsets: i64[S + 1], out: Out[f32[E]], best: Out[i64[S]]):
+    def with_argmax(values: f32[E], starts: i32[S], offsets: i64[S + 1], out: Out[f32[E]], best: Out[i64[S]]):
         for s in parallel(S):
             out[offsets[s]:offsets[s + 1]] = intent.cumsum(values[offsets[s]:offsets[s + 1]])
-            best[s] = intent.argmax(values[offsets[s]:offsets[s + 1]])
+            best[s] = intent.argmax(values[starts[s]:offsets[s + 1]])
 
     program = physical.lower(with_argmax.specialize({"values": torch.randn(9), "offsets": torch.tensor([0, 3, 3, 9]),
+                                                      "starts": torch.tensor([0, 3, 3], dtype=torch.int32),
                                                       "out": torch.empty(9),
                                                       "best": torch.empty(3, dtype=torch.int64)}))
-    assert plan_region_scans(program, program.groups[0]) == "its argmax fold gives positions, not a combinable value"
+    assert plan_region_scans(program, program.groups[0]) == "its subregion bounds differ in type"
     program = physical.construct(stats.specialize(args_for(7)))
     assert plan_segments(program, program.groups[0]) == "it has effects before its folds complete"
 

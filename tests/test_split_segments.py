@@ -175,9 +175,9 @@ def test_the_plan_verifies_after_every_pass_and_explain_shows_it() -> None:
 
 
 @intent.kernel
-def arg_fold(values: f32[E], offsets: i64[S + 1], out: Out[i64[S]]):
+def mixed_bounds(values: f32[E], starts: i32[S], offsets: i64[S + 1], out: Out[i64[S]]):
     for s in parallel(S):
-        out[s] = intent.argmax(values[offsets[s]:offsets[s + 1]])
+        out[s] = intent.argmax(values[starts[s]:offsets[s + 1]])
 
 
 @intent.kernel
@@ -194,12 +194,14 @@ def nested(values: f32[E], offsets: i64[S + 1], out: Out[f32[S]]):
 
 
 @pytest.mark.parametrize("kernel, dtype, reason", [
-    (arg_fold, torch.int64, "its argmax fold gives positions, not a combinable value"),
+    (mixed_bounds, torch.int64, "its subregion bounds differ in type"),
     (centred, torch.float32, "a fold reads another fold's result"),
     (nested, torch.float32, "a fold runs inside another op (a fold's map, a loop or a branch)"),
 ])
 def test_groups_that_keep_whole_subregions_say_why(kernel, dtype, reason: str) -> None:
-    program = physical.lower(kernel.specialize({"values": torch.randn(9), "offsets": torch.tensor([0, 3, 3, 9]),
+    starts = {"starts": torch.tensor([0, 3, 3], dtype=torch.int32)} if kernel is mixed_bounds else {}
+    program = physical.lower(kernel.specialize({"values": torch.randn(9), **starts,
+                                                "offsets": torch.tensor([0, 3, 3, 9]),
                                                 "out": torch.empty(3, dtype=dtype)}))
     assert plan_segments(program, program.groups[0]) == reason
 

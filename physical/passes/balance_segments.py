@@ -31,7 +31,10 @@ shapes split alone, with H = 0:
   minus one is the last: it folds head, the chunk slots k0 .. k1 - 1, tail, in that order (a region fold over
   the positions k0 - 1 .. k1, each fold's own combine), stores the result through the group's pointwise work
   and resets the counter. The order depends on the bounds only: bitwise reproducible, no float atomics, and
-  nobody waits for anybody (under Triton's interpreter programs run one by one in order).
+  nobody waits for anybody (under Triton's interpreter programs run one by one in order). argmax/argmin
+  partials are (value, position) pairs with the position counted from the subregion's begin (NO_POSITION where
+  a participant holds no member), any/all partials preds held as bytes (physical/passes/partials.py), so
+  positions and conditions balance like sums.
 
 Over a (segments, columns) workset (jagged folds, `out[s, :] = intent.sum(values[b:e, :], axis=0)`: the bounds
 are `offsets[flat // D]`) the chunks cut the rows, and a segment's D columns are lanes of the blocks that hold its
@@ -88,7 +91,6 @@ from ..workspace import (
     add_ticket_counter,
     conjoin,
     draw_ticket,
-    read_slots,
     reset_counter,
     write_slot,
 )
@@ -268,12 +270,12 @@ def balanced_split(program: Program, plan, bounds: Bounds) -> Program:  # plan: 
         hs, ts, cs = [], [], []
         for k, dt in enumerate(fold.acc_dtypes):  # type: ignore[attr-defined]
             tag = (f"{j}" if len(folds) > 1 else "") + (f"_{k}" if len(fold.acc_dtypes) > 1 else "")  # type: ignore
-            program, b = add_slot_array(program, gid, "partial" + tag, dt, splits)
+            program, b = add_slot_array(program, gid, "partial" + tag, shared.partial_slot_dtype(dt), splits)
             hs.append(b)
-            program, b = add_slot_array(program, gid, "tail" + tag, dt, splits)
+            program, b = add_slot_array(program, gid, "tail" + tag, shared.partial_slot_dtype(dt), splits)
             ts.append(b)
             # a helper's chunk slot: one per helper, an element per column of its segment
-            program, b = add_slot_array(program, gid, "chunk" + tag, dt, helpers,
+            program, b = add_slot_array(program, gid, "chunk" + tag, shared.partial_slot_dtype(dt), helpers,
                                         domain=() if bounds.columns is None else tuple(g.domain[1:]))
             cs.append(b)
         heads.append(hs)
@@ -314,7 +316,7 @@ def balanced_split(program: Program, plan, bounds: Bounds) -> Program:  # plan: 
     for op in folds:
         for ranges, out in (((lane["begin"], lane["end"]), partials),
                             ((lane["tail_begin"], lane["tail_end"]), tail_partials)):
-            out.append(_fold_over(w, o, op, ranges))
+            out.append(shared.positioned(o, op.kind, _fold_over(w, o, op, ranges), ranges[0], op.begin))
     shared_, part = lane["shared"], lane["part"]
     slot_mask = o.bin(BinaryFn.and_, lane_ok, o.bin(BinaryFn.and_, shared_, o.not_(h.is_helper)))
     chunk_mask = o.bin(BinaryFn.and_, lane_ok, o.bin(BinaryFn.and_, shared_, lane["mine"]))
@@ -324,11 +326,11 @@ def balanced_split(program: Program, plan, bounds: Bounds) -> Program:  # plan: 
     column = zero_inst if bounds.columns is None else o.bin(BinaryFn.mod, flat, bounds.columns, "column")
     for fold, hs, ts, cs, head, tail in zip(folds, heads, tails, chunks, partials, tail_partials):
         for hb, tb, cb, hv, tv in zip(hs, ts, cs, head, tail):
-            write_slot(w, hb, s, flat, hv, lane_ok, fold.origin, slot_mask)
-            write_slot(w, tb, s, flat, tv, lane_ok, fold.origin, tail_mask)
+            write_slot(w, hb, s, flat, shared.slot_value(o, hv, hb), lane_ok, fold.origin, slot_mask)
+            write_slot(w, tb, s, flat, shared.slot_value(o, tv, tb), lane_ok, fold.origin, tail_mask)
             # a helper's chunk: one slot per helper (copy k), written for the one lane it joined
             w.put(P.Store(access=AccessRelation(cb.id, (column,), chunk_mask, Guard(chunk_mask), None, h_index),
-                          value=hv, origin=fold.origin))
+                          value=shared.slot_value(o, hv, cb), origin=fold.origin))
     ticket_mask = o.bin(BinaryFn.and_, lane_ok, o.bin(BinaryFn.and_, shared_, part))
     ticket = draw_ticket(w, counter, flat, lane_ok, origin, ticket_mask)
     # the last participant: ticket S - 1 + delegated chunks (lanes with one participant draw none: ticket 0)
@@ -343,12 +345,8 @@ def balanced_split(program: Program, plan, bounds: Bounds) -> Program:  # plan: 
         sums = []
         last_tail = o.bin(BinaryFn.and_, last_shared, lane["delegates"])
         for bufs, own, reads in ((hs, head, last_shared), (ts, tail, last_tail)):
-            slots = tuple(read_slots(w, buf, flat, splits, block_s, reads, lane_ok, ident, fold.origin)
-                          for buf, ident in zip(bufs, fold.identity))
-            folded = tuple(w.fresh(Fragment(dt, True), "slots_total") for dt in fold.acc_dtypes)
-            w.put(P.Reduce(results=folded, origin=fold.origin, inputs=slots, axes=(0,), kind=fold.kind,
-                           identity=fold.identity, acc_dtypes=fold.acc_dtypes, member=None,
-                           combine=w.copy_region(fold.combine)))
+            folded = shared.fold_slots(w, shared.region_partial(fold, own), bufs, flat, (splits, block_s), reads,
+                                       lane_ok, "slots_total")
             # one participant (nothing shared): the program's own partial, never written to the workspace; a
             # tail where nothing is handed to helpers: the identity (an empty range), in the last's own register
             use = shared_ if own is head else lane["delegates"]
@@ -364,16 +362,20 @@ def balanced_split(program: Program, plan, bounds: Bounds) -> Program:  # plan: 
     whole = [v for fold in folds for v in _fold_over(w, o, fold, (fold.begin, fold.end))]
     direct = w.finish((lane_ok, *whole))
     # the results: each fold's own values where the accumulator is their type, else converted after the branch
+    # (and argmax/argmin positions settled after it: NO_POSITION where no participant held a member)
     outs = [w.fresh(last.type, "stores")]
     for fold in folds:
-        outs += [v if v.type == Fragment(dt, v.type.lanes) else w.fresh(Fragment(dt, v.type.lanes), "total")
-                 for v, dt in zip(fold.results, fold.acc_dtypes)]  # type: ignore[attr-defined]
+        outs += [v if v.type == Fragment(dt, v.type.lanes) and not (k and fold.kind in shared.ARG_KINDS)
+                 else w.fresh(Fragment(dt, v.type.lanes), "total")
+                 for k, (v, dt) in enumerate(zip(fold.results, fold.acc_dtypes))]  # type: ignore[attr-defined]
     w.put(P.If(results=tuple(outs), origin=origin, cond=cond, then_=cooperating, else_=direct, flag=flag))
     results = iter(outs[1:])
     for fold in folds:
-        for v in fold.results:
+        for k, v in enumerate(fold.results):
             total = next(results)
-            if v.id != total.id:  # back to the fold's result dtype, as its own fold converts its accumulator
+            if k and fold.kind in shared.ARG_KINDS:
+                shared.settle(w, fold.kind, total, v, fold.origin)
+            elif v.id != total.id:  # back to the fold's result dtype, as its own fold converts its accumulator
                 w.put(P.Cast(results=(v,), origin=fold.origin, x=total, dtype=v.type.dtype))
     shared.finish_in_last(w, [ops[n] for n in sorted(plan.after)] + list(ops[plan.folds[-1] + 1:]), outs[0])
     group = dataclasses.replace(g, body=dataclasses.replace(g.body, ops=tuple(w.ops)))
@@ -619,13 +621,16 @@ def _finish(w: Builder, o: Ops, fold: P.RegionFold, chunk_bufs: list, head: tupl
     if column is None:
         column = w.add(P.Const, I64, origin, value=0, dtype=DType.i64)
     values = []
-    for buf, ident, dt, hv, tv in zip(chunk_bufs, fold.identity, fold.acc_dtypes, head, tail):
-        got = w.add(P.Load, Fragment(dt, True, (axis,)), origin, "chunk_partial",
-                    access=AccessRelation(buf.id, (column,), inner, Guard(in_range), ident, slot))
+    identity = shared.partial_identity(fold.kind, fold.identity)
+    for buf, ident, dt, hv, tv in zip(chunk_bufs, identity, fold.acc_dtypes, head, tail):
+        # a pred partial is a byte in its slot (its fill the identity's)
+        got = o.cast(w.add(P.Load, Fragment(buf.dtype, True, (axis,)), origin, "chunk_partial",
+                           access=AccessRelation(buf.id, (column,), inner, Guard(in_range),
+                                                 int(ident) if dt.is_pred else ident, slot)), dt)
         values.append(o.select(is_head, wide(hv), o.select(is_tail, wide(tv), got)))
     source = w.finish((*values, member))
     parts_total = tuple(w.fresh(Fragment(dt, True), "parts_total") for dt in fold.acc_dtypes)
     w.put(P.RegionFold(results=parts_total, origin=origin, begin=first, end=stop, block=parts, source=source,
-                       kind=fold.kind, identity=fold.identity, acc_dtypes=fold.acc_dtypes,
+                       kind=fold.kind, identity=identity, acc_dtypes=fold.acc_dtypes,
                        combine=w.copy_region(fold.combine), active=folding))
     return [o.select(lane["shared"], total, hv) for total, hv in zip(parts_total, head)]

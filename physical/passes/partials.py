@@ -11,9 +11,20 @@ resets the counter. All of it sits in the branch of an `if` on the constexpr SPL
 launch has one program per block the kernel holds the other branch only, which takes the partials as the
 results and touches no workspace.
 
-It also holds what the splits compute alike: `Ops`, shorthands for the integer arithmetic of their bodies, and
+It also holds what the splits compute alike: `Ops`, shorthands for the integer arithmetic of their bodies,
 `piece`, the cut of a subregion [b, e) into S runs of whole chunks that every split of a data-dependent subregion
-(split-segments, split-region-scans, scan-folds, balanced segments' heads) folds or scans.
+(split-segments, split-region-scans, scan-folds, balanced segments' heads) folds or scans, and the form in which
+the partials of a region fold over such pieces meet:
+
+* an argmax/argmin partial is its (value, position) pair with the position counted from the subregion's begin
+  (`positioned`: the piece's offset added), and NO_POSITION where the piece holds no member: the fold's own -1
+  for an empty range would win every tie of values (an all -inf segment, an integer one at the type's lowest),
+  NO_POSITION loses every one. The pairs meet in piece order with the fold's own combine (the first position
+  wins among equal values, NaN is the extreme, the first NaN wins: kir/reduce.py's rule, as in the oracle) from
+  the identity (value identity, NO_POSITION), and a result that is still NO_POSITION is an empty subregion's -1
+  (`settle`);
+* a pred accumulator (any/all) is stored in its slot as a byte (`partial_slot_dtype`) and read back as a
+  pred (`!= 0`); the slots' fold takes its members from the read's mask, since a byte fill is no pred identity.
 """
 
 from __future__ import annotations
@@ -23,12 +34,13 @@ from collections.abc import Callable
 
 from kir.dtypes import DType
 from kir.pointwise import BinaryFn, CmpFn
-from kir.reduce import ReduceKind
+from kir.reduce import EMPTY_ARG_INDEX, ReduceKind
 
 from .. import ops as P
 from ..analysis import producer
 from ..builder import Builder
 from ..launch_expr import LaunchExpr, LBin, LConst, LConstexpr, LNextPow2, as_launch, ldim, lmin, lmul, lprod, lsum
+from ..lower.reduce import INT64_MAX
 from ..model import Buffer, Fragment, Origin, POp, PRegion, Program, PValue, Segment
 from ..rewrite import map_operands
 from ..workspace import (
@@ -124,6 +136,75 @@ def subregion_extent(program: Program, op: P.RegionFold | P.RegionScan, load: P.
     return ldim(shape[axes[0]]) if len(axes) == 1 else lprod(tuple(ldim(d) for d in shape))
 
 
+ARG_KINDS = frozenset({ReduceKind.argmax, ReduceKind.argmin})
+# an argmax/argmin partial's position where its piece holds no member: a whole reduction's identity position
+NO_POSITION = INT64_MAX
+
+
+def partial_identity(kind: ReduceKind, identity: tuple) -> tuple:
+    """The identity the partials of a region fold of `kind` meet from: (value identity, NO_POSITION) for
+    argmax/argmin, whose own -1 would win the ties a position of the subregion must win."""
+    return (identity[0], NO_POSITION) if kind in ARG_KINDS else identity
+
+
+def positioned(o: Ops, kind: ReduceKind, partial: tuple[PValue, ...], start: PValue, begin: PValue
+               ) -> tuple[PValue, ...]:
+    """The partial of a region fold of `kind` over a range from `start` of the subregion from `begin`, as the
+    partials meet: an argmax/argmin position counted from `begin` (the range's own plus start - begin),
+    NO_POSITION where the range holds no member (its fold gave -1); the partials of other kinds as they are."""
+    if kind not in ARG_KINDS:
+        return partial
+    value, index = partial
+    dt = index.type.dtype
+    moved = o.bin(BinaryFn.add, index, o.cast(o.bin(BinaryFn.sub, start, begin), dt))
+    none = o.cmp(CmpFn.lt, index, o.const(0, dt))
+    return value, o.select(none, o.const(NO_POSITION, dt), moved, "position")
+
+
+def settle(w: Builder, kind: ReduceKind, total: PValue, result: PValue, origin: Origin | None) -> None:
+    """`result`, an argmax/argmin fold's position, from the combined partials' `total`: -1 where no piece held a
+    member (NO_POSITION), the position otherwise."""
+    o = Ops(w, origin)
+    none = o.cmp(CmpFn.eq, total, o.const(NO_POSITION, total.type.dtype))
+    w.put(P.Select(results=(result,), origin=origin, cond=none, on_true=o.const(EMPTY_ARG_INDEX, total.type.dtype),
+                   on_false=total))
+
+
+def partial_slot_dtype(acc: DType) -> DType:
+    """What a slot array holds for a partial of accumulator dtype `acc`: the accumulator itself (a workspace
+    access converts to and from its storage), a pred as a byte (no slot holds a pred)."""
+    return DType.i8 if acc.is_pred else acc
+
+
+def slot_value(o: Ops, value: PValue, slots: Buffer) -> PValue:
+    """`value` as slot buffer `slots` holds it (a pred as a byte)."""
+    return o.cast(value, slots.dtype) if value.type.dtype is not slots.dtype else value
+
+
+def fold_slots(w: Builder, p: Partial, bufs: list[Buffer], inst: PValue, sizes: tuple[str, str], reads: PValue,
+               lane_ok: PValue | None, name: str = "total") -> tuple[PValue, ...]:
+    """Every split's slot of each accumulator of `p` (`sizes`: SPLITS_g and BLOCK_SPLITS_g), read by the lanes
+    `reads` and folded in slot order with p's kind and combine: argmax/argmin pairs with their combine (the
+    native forms would return positions), pred accumulators read as bytes (folded as preds, `!= 0`, into a byte
+    read back as a pred), their members the slots read (the byte fill is no pred identity)."""
+    splits, block_s = sizes
+    parts, member = [], None
+    for buf, ident, dt in zip(bufs, p.identity, p.acc_dtypes):
+        fill = int(ident) if dt.is_pred else ident
+        got = read_slots(w, buf, inst, splits, block_s, reads, lane_ok, fill, p.origin)
+        if dt.is_pred:
+            load = w.frames[-1].ops[-1]
+            assert isinstance(load, P.Load) and load.results[0].id == got.id
+            member = load.access.mask
+        parts.append(got)
+    folded = tuple(w.fresh(Fragment(x.type.dtype, inst.type.lanes), name) for x in parts)
+    kind = ReduceKind.custom if p.kind in ARG_KINDS else p.kind
+    w.put(P.Reduce(results=folded, origin=p.origin, inputs=tuple(parts), axes=(0,), kind=kind, identity=p.identity,
+                   acc_dtypes=p.acc_dtypes, member=member, combine=w.copy_region(p.combine)))
+    o = Ops(w, p.origin)
+    return tuple(o.cast(v, dt) for v, dt in zip(folded, p.acc_dtypes))
+
+
 def lane_test(ops: tuple[POp, ...]) -> tuple[int, PValue] | str:
     """The position of the one `owned_instances` among `ops` and the lane-validity test `flat < instances`
     (a comparison with a launch value), or why the programs of a block could not share its instances."""
@@ -182,17 +263,29 @@ class Partial:
     acc_dtypes: tuple[DType, ...]
     combine: PRegion
     origin: Origin | None
+    # argmax/argmin partials of pieces of a subregion (`positioned`): the results take -1 where no piece held a
+    # member (`settle`)
+    pieces: bool = False
+
+
+def region_partial(fold: P.RegionFold, values: tuple[PValue, ...], results: tuple[PValue, ...] | None = None
+                   ) -> Partial:
+    """The partial `values` of region fold `fold` over a piece of its subregion (`positioned`), which combining
+    every piece's gives the fold's `results` (its own by default)."""
+    return Partial(values, fold.results if results is None else results, fold.kind,
+                   partial_identity(fold.kind, fold.identity), fold.acc_dtypes, fold.combine, fold.origin,
+                   fold.kind in ARG_KINDS)
 
 
 def add_partial_slots(program: Program, gid: int, folds: list[tuple[DType, ...]], splits: str,
                       name: Callable[[int, int], str]) -> tuple[Program, list[list[Buffer]], Buffer]:
-    """A slot array per accumulator `k` of each fold `j` (named `name(j, k)`, one copy per split) and the
-    instances' ticket counter."""
+    """A slot array per accumulator `k` of each fold `j` (named `name(j, k)`, one copy per split; a pred
+    accumulator's holds bytes) and the instances' ticket counter."""
     slots: list[list[Buffer]] = []
     for j, dtypes in enumerate(folds):
         bufs = []
         for k, dt in enumerate(dtypes):
-            program, buf = add_slot_array(program, gid, name(j, k), dt, splits)
+            program, buf = add_slot_array(program, gid, name(j, k), partial_slot_dtype(dt), splits)
             bufs.append(buf)
         slots.append(bufs)
     program, counter = add_ticket_counter(program, gid, "arrivals")
@@ -213,6 +306,16 @@ def flag_set(w: Builder, flag: str, origin: Origin | None, zero: PValue | None =
     return w.add(P.Compare, Fragment(DType.pred), origin, fn=CmpFn.ne, lhs=on, rhs=zero)
 
 
+def fold_piece(w: Builder, fold: P.RegionFold, s: PValue, splits: str) -> tuple[PValue, ...]:
+    """`fold` over piece `s` of S = `splits` of its subregion (`piece`, a copy of its regions), its partial in
+    the accumulator dtypes, `positioned`."""
+    o = Ops(w, fold.origin)
+    values = tuple(w.fresh(Fragment(dt, v.type.lanes), "partial") for v, dt in zip(fold.results, fold.acc_dtypes))
+    begin, end = piece(o, fold.begin, fold.end, s, splits, fold.block)
+    fold_over(w, fold, begin, end, values)
+    return positioned(o, fold.kind, values, begin, fold.begin)
+
+
 def fold_over(w: Builder, fold: P.RegionFold, begin: PValue, end: PValue, results: tuple[PValue, ...]) -> None:
     """`fold` over [begin, end) instead of its own subregion (a copy of its regions), giving `results`."""
     swap = {fold.begin.id: begin, fold.end.id: end}
@@ -231,23 +334,16 @@ def combine_in_last(w: Builder, partials: list[Partial], slots: list[list[Buffer
     The launch selects this form by the constexpr SPLIT_g (an `if` on it: the kernel holds one branch): where
     SPLITS_g is 1 a program's partials are the results, the storing program is every valid lane's, and the
     workspace is not touched."""
-    splits, block_s = sizes
     lanes = inst.type.lanes
+    o = Ops(w, origin)
     w.begin()
     for p, bufs in zip(partials, slots):
         for buf, v in zip(bufs, p.values):
-            write_slot(w, buf, split, inst, v, lane_ok, p.origin)
-    last = last_ticket(w, draw_ticket(w, counter, inst, lane_ok, origin), splits, lane_ok, origin)
+            write_slot(w, buf, split, inst, slot_value(o, v, buf), lane_ok, p.origin)
+    last = last_ticket(w, draw_ticket(w, counter, inst, lane_ok, origin), sizes[0], lane_ok, origin)
     shared: list[PValue] = []
     for p, bufs in zip(partials, slots):
-        parts = tuple(read_slots(w, buf, inst, splits, block_s, last, lane_ok, ident, p.origin)
-                      for buf, ident in zip(bufs, p.identity))
-        folded = tuple(w.fresh(Fragment(dt, lanes), "total") for dt in p.acc_dtypes)
-        # argmax/argmin fold (value, index) pairs with their combine: the native forms would return positions
-        kind = ReduceKind.custom if p.kind in (ReduceKind.argmax, ReduceKind.argmin) else p.kind
-        w.put(P.Reduce(results=folded, origin=p.origin, inputs=parts, axes=(0,), kind=kind, identity=p.identity,
-                       acc_dtypes=p.acc_dtypes, member=None, combine=w.copy_region(p.combine)))
-        shared += folded
+        shared += fold_slots(w, p, bufs, inst, sizes, last, lane_ok)
     reset_counter(w, counter, inst, last, lane_ok, origin)
     then = w.finish((last, *shared))
     w.begin()
@@ -255,17 +351,20 @@ def combine_in_last(w: Builder, partials: list[Partial], slots: list[list[Buffer
                                                      dtype=DType.pred)
     otherwise = w.finish((alone, *(v for p in partials for v in p.values)))
     # the results: each fold's own values where the accumulator is their type, else converted after the branch
+    # (and pieces' positions settled after it)
     outs = [w.fresh(last.type, "stores")]
     for p in partials:
-        outs += [v if v.type == Fragment(dt, lanes) else w.fresh(Fragment(dt, lanes), "total")
-                 for v, dt in zip(p.results, p.acc_dtypes)]
+        outs += [v if v.type == Fragment(dt, lanes) and not (p.pieces and k == 1) else
+                 w.fresh(Fragment(dt, lanes), "total") for k, (v, dt) in enumerate(zip(p.results, p.acc_dtypes))]
     cond = flag_set(w, split_flag(gid), origin)
     w.put(P.If(results=tuple(outs), origin=origin, cond=cond, then_=then, else_=otherwise, flag=split_flag(gid)))
     totals = iter(outs[1:])
     for p in partials:
-        for v in p.results:
+        for k, v in enumerate(p.results):
             total = next(totals)
-            if v.id != total.id:  # back to the fold's result dtype, as its own fold converts its accumulator
+            if p.pieces and k == 1:
+                settle(w, p.kind, total, v, p.origin)
+            elif v.id != total.id:  # back to the fold's result dtype, as its own fold converts its accumulator
                 w.put(P.Cast(results=(v,), origin=p.origin, x=total, dtype=v.type.dtype))
     return outs[0]
 
@@ -293,3 +392,9 @@ def instance_coordinate(w: Builder, ops: tuple[POp, ...], owned: int | None, ori
 __all__ = ["Ops", "piece", "subregion_extent",
            "lane_test", "per_instance", "pointwise_or_store", "split_launch", "split_flag", "Partial",
            "add_partial_slots", "flag_set", "fold_over", "combine_in_last", "finish_in_last", "instance_coordinate"]
+
+
+__all__ = ["Ops", "piece", "ARG_KINDS", "NO_POSITION", "partial_identity", "positioned", "settle",
+           "partial_slot_dtype", "slot_value", "fold_slots", "region_partial", "fold_piece", "lane_test",
+           "per_instance", "pointwise_or_store", "split_launch", "split_flag", "Partial", "add_partial_slots",
+           "flag_set", "fold_over", "combine_in_last", "finish_in_last", "instance_coordinate"]

@@ -22,8 +22,9 @@ split-segments' combine (physical/passes/partials.py, the invocation-workspace p
   of one program publishes no complete aggregate: its scan carries the rest's total without folding it).
 
 The fold partials sit between the program's publish and its wait for the predecessors' aggregates: the fold's
-reads overlap the look-back. Legality (`plan_folds`): the folds give combinable values per instance (not argmax
-or argmin positions, not predicates), nothing but pointwise work and stores reads their results (a scan is
+reads overlap the look-back. Legality (`plan_folds`): the folds give values per instance (argmax/argmin pieces
+meet as (value, position) pairs, any/all pieces as bytes: physical/passes/partials.py), nothing but pointwise work
+and stores reads their results (a scan is
 written piece by piece before any fold is complete, so no scan may read one), every store moves after the combine,
 and no fold, scan or other work reads what such a store writes.
 """
@@ -209,21 +210,19 @@ def split_folds(w: Builder, ops: tuple[POp, ...], plan: FoldsPlan, ws: FoldsWork
     partials: list[shared.Partial] = []
     for fold, total in zip(folds, plan.totals or (None,) * len(folds)):
         assert isinstance(fold, P.RegionFold)
-        values = tuple(w.fresh(Fragment(dt, v.type.lanes), "partial") for v, dt in zip(fold.results, fold.acc_dtypes))
         if total is None:
-            _fold_piece(w, fold, piece, splits, values)
+            values = shared.fold_piece(w, fold, piece, splits)
         else:  # several pieces: the scan's piece aggregate; one: the fold itself (the scan totals no rest then)
+            values = tuple(w.fresh(Fragment(dt, v.type.lanes), "partial")
+                           for v, dt in zip(fold.results, fold.acc_dtypes))
             w.begin()
             then = w.finish(tuple(aggregates[total]))
             w.begin()
-            own = tuple(w.fresh(v.type, v.name) for v in values)
-            _fold_piece(w, fold, piece, splits, own)
-            alone = w.finish(own)
+            alone = w.finish(shared.fold_piece(w, fold, piece, splits))
             flag = shared.split_flag(gid)
             cond = shared.flag_set(w, flag, fold.origin)
             w.put(P.If(results=values, origin=fold.origin, cond=cond, then_=then, else_=alone, flag=flag))
-        partials.append(shared.Partial(values, fold.results, fold.kind, fold.identity, fold.acc_dtypes,
-                                       fold.combine, fold.origin))
+        partials.append(shared.region_partial(fold, values))
     origin: Origin | None = folds[-1].origin
     last = shared.combine_in_last(w, partials, ws.slots, ws.counter, piece, inst, lane_ok, (splits, ws.block_splits),
                                   origin, gid)
@@ -233,12 +232,6 @@ def split_folds(w: Builder, ops: tuple[POp, ...], plan: FoldsPlan, ws: FoldsWork
             mask = conjoin(w, op.access.mask, last, op.origin)
             op = dataclasses.replace(op, access=dataclasses.replace(op.access, mask=mask))
         w.put(op)
-
-
-def _fold_piece(w: Builder, fold: P.RegionFold, piece: PValue, splits: str, values: tuple[PValue, ...]) -> None:
-    """`fold` over this program's piece of its subregion, giving `values` (the accumulator dtypes)."""
-    begin, end = shared.piece(shared.Ops(w, fold.origin), fold.begin, fold.end, piece, splits, fold.block)
-    shared.fold_over(w, fold, begin, end, values)
 
 
 def instance(w: Builder, flat: PValue | None, origin: Origin | None) -> PValue:

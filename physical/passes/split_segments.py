@@ -3,8 +3,8 @@
 A program folds its lanes' subregions to the longest one, so one huge segment (half of the values in one
 `offsets[s]:offsets[s + 1]`) keeps one program busy while the rest of the device idles. A group whose body folds
 data-dependent subregions per instance (`P.RegionFold`s at its top: segment sums, maxima, CSR rows times a
-vector, custom combines; none reading another's result) and whose results are only stored (possibly through
-pointwise ops) gets S = `SPLITS_g` programs per
+vector, custom combines, argmax/argmin, any/all; none reading another's result) and whose results are only stored
+(possibly through pointwise ops) gets S = `SPLITS_g` programs per
 block of instances (the invocation-workspace protocol of physical/workspace.py, shared with
 split_reduce.py):
 
@@ -16,7 +16,11 @@ split_reduce.py):
   draws the instance's ticket (acquire-release, after its slot write); the program drawing ticket S - 1 reads the S
   slots in slot order and folds them with each fold's own combine, so the same partials meet in the same
   order on every run (bitwise reproducible; no float atomics), stores the result and sets the counter back
-  to zero (no launch fills the workspace).
+  to zero (no launch fills the workspace);
+* an argmax/argmin piece's partial is its (value, position) pair, the position counted from the subregion's
+  begin (the piece's offset added) and NO_POSITION where the piece holds no member, so that the pairs meet in
+  slot order with the fold's own tie rule (the first position among equal values, NaN the extreme) and an empty
+  subregion still gives -1; an any/all partial is a pred, held in its slot as a byte (physical/passes/partials.py).
 
 S is decided at launch from the shapes: `max(1, min(2 * resident_programs // blocks, values // (blocks * CHUNK
 * 2)))` where `values` is the size of the folded tensor: about two programs per resident slot of the device
@@ -37,9 +41,6 @@ shapes would cut a block into pieces).
 from __future__ import annotations
 
 import dataclasses
-
-from kir.dtypes import DType
-from kir.reduce import ReduceKind
 
 from .. import ops as P
 from ..builder import Builder
@@ -66,7 +67,6 @@ from .balance_segments import balanced_split, bounds_source
 
 MIN_CHUNKS_PER_SPLIT = 2  # a split folds at least this many chunks of the average block's values
 PROGRAMS_PER_SLOT = 2     # programs per resident program slot: the pieces of one long segment spread wide
-_SPLITTABLE = (ReduceKind.sum, ReduceKind.prod, ReduceKind.max, ReduceKind.min, ReduceKind.custom)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,11 +89,8 @@ def _read_buffers(ops: tuple[POp, ...]) -> set[int]:
 
 def folded_values(program: Program, fold: P.RegionFold) -> LaunchExpr | str:
     """The elements of the tensor a region fold reads (what its pieces share out), or why the fold cannot be
-    split: its result is positions, it accumulates predicates, its bounds differ in type, it reads no tensor."""
-    if fold.kind not in _SPLITTABLE:
-        return f"its {fold.kind} fold gives positions, not a combinable value"
-    if any(dt is DType.pred for dt in fold.acc_dtypes):
-        return "its fold accumulates predicates (no workspace slot holds them)"
+    split: its bounds differ in type, it reads no tensor. Every kind splits: argmax/argmin pieces combine their
+    (value, position) pairs, any/all their pred partials held as bytes (physical/passes/partials.py)."""
     if fold.begin.type.dtype != fold.end.type.dtype or fold.begin.type.tile or fold.end.type.tile:
         return "its subregion bounds differ in type"
     source = next((op for op in fold.source.ops if isinstance(op, P.Load)), None)
@@ -228,18 +225,19 @@ def _split(program: Program, plan: SegmentPlan) -> Program:
             assert isinstance(op, P.OwnedInstances)
             op = dataclasses.replace(op, splits=splits)
         if isinstance(op, P.RegionFold):
-            begin, end = shared.piece(shared.Ops(w, op.origin), op.begin, op.end, s, splits, op.block)
+            o = shared.Ops(w, op.origin)
+            begin, end = shared.piece(o, op.begin, op.end, s, splits, op.block)
             swap = {op.begin.id: begin, op.end.id: end}
             piece = map_operands(op, lambda v, swap=swap: swap.get(v.id, v))
             # the partial, in the accumulator dtypes under new names (the slots' fold gives the fold's own values)
             partial = tuple(w.fresh(Fragment(dt, v.type.lanes), "partial")
                             for v, dt in zip(op.results, op.acc_dtypes))
-            partials.append(partial)
-            op = dataclasses.replace(piece, results=partial)
+            w.put(dataclasses.replace(piece, results=partial))
+            partials.append(shared.positioned(o, op.kind, partial, begin, op.begin))
+            continue
         w.put(op)
     inst = shared.instance_coordinate(w, ops, plan.owned, origin)
-    combined = [shared.Partial(partial, fold.results, fold.kind, fold.identity, fold.acc_dtypes,  # type: ignore
-                               fold.combine, fold.origin) for fold, partial in zip(folds, partials)]
+    combined = [shared.region_partial(fold, partial) for fold, partial in zip(folds, partials)]  # type: ignore
     last = shared.combine_in_last(w, combined, slots, counter, s, inst, plan.lane_ok, (splits, block_s), origin,
                                   gid)
     after = [ops[n] for n in sorted(plan.after)] + list(ops[plan.folds[-1] + 1:])

@@ -148,11 +148,13 @@ def few_marks(v: torch.Tensor, o: list[int]) -> None:
     v[o[4]:o[5]] = 3.0             # any and all over a whole piece
 
 
-def test_the_shape_split_agrees_with_ties_infinities_and_nan() -> None:
+def test_few_segments_spread_and_agree_with_ties_infinities_and_nan() -> None:
+    """Few segments, one huge: the launch spreads it (the shapes' pieces, or the data's helpers where the offsets
+    are one tensor's, as here; bounds of two tensors take the pieces below)."""
     args = args_for(FEW, 1, few_marks)
     with simulated_multiprocessors(132):
         c = constexprs(positions, args)
-        assert c["SPLITS_0"] > 2 and c["HELPERS_0"] == 0
+        assert c["SPLITS_0"] > 2 or c["HELPERS_0"] > 2
         got = agree(positions, args)
     assert got["hi"][1] == 100 and got["lo"][1] == 7 and got["hi"][12] == got["lo"][12] == 0
     assert got["hi"][5] == got["lo"][5] == 256 and got["hi"][0] == -1 and bool(got["every"][0])

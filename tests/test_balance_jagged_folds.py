@@ -222,3 +222,14 @@ def test_verifier_refuses_a_chunk_shared_by_helpers_without_the_part_test() -> N
                             "draws the last ticket: the next launch would start from a stale count"
                for m in found if m not in tests)
     assert not [v for v in check(program, k)]
+
+
+def test_blocks_spanned_is_the_most_blocks_a_segment_lies_in() -> None:
+    """HELPER_SPAN_g against counting: segment u's columns u * D .. u * D + D - 1 over blocks of B instances."""
+    from physical.launch_expr import LConst
+    from physical.passes.balance_segments import blocks_spanned
+
+    for b in (1, 2, 4, 8, 16, 32):
+        for d in range(1, 100):
+            most = max((u * d + d - 1) // b - (u * d) // b + 1 for u in range(2 * b + 1))
+            assert blocks_spanned(LConst(d), LConst(b)).evaluate({}) == most, (d, b)

@@ -156,6 +156,8 @@ def positioned(o: Ops, kind: ReduceKind, partial: tuple[PValue, ...], start: PVa
         return partial
     value, index = partial
     dt = index.type.dtype
+    if start.type.dtype is not begin.type.dtype:  # a piece's i64 start and i32 offsets: both as the position's
+        start, begin = o.cast(start, dt), o.cast(begin, dt)
     moved = o.bin(BinaryFn.add, index, o.cast(o.bin(BinaryFn.sub, start, begin), dt))
     none = o.cmp(CmpFn.lt, index, o.const(0, dt))
     return value, o.select(none, o.const(NO_POSITION, dt), moved, "position")

@@ -51,6 +51,12 @@ def segment_sums(values: f32[E], offsets: i64[S + 1], total: Out[f32[S]]):
 
 
 @intent.kernel
+def span_sums(values: f32[E], starts: i64[S], ends: i64[S], total: Out[f32[S]]):
+    for s in parallel(S):
+        total[s] = intent.sum(values[starts[s]:ends[s]])
+
+
+@intent.kernel
 def segment_prefixes(values: f32[E], offsets: i64[S + 1], out: Out[f32[E]]):
     for s in parallel(S):
         out[offsets[s]:offsets[s + 1]] = intent.cumsum(values[offsets[s]:offsets[s + 1]])
@@ -117,11 +123,18 @@ def test_a_sample_launch_selects_each_split_form(name):
 
 def test_a_sample_launch_gives_segments_both_split_counts_and_helpers():
     """balance-segments' helpers (HELPERS_0 > 0, the shape split 1) and split-segments' pieces (SPLITS_0 > 1) are two
-    ways a launch shares a segment: a sample selects each."""
+    ways a launch shares a segment: where the bounds are one offsets tensor's the data decides (helpers), elsewhere
+    the shapes do (pieces); a sample selects each."""
     program = lowered("split-segments")
     envs = index_of(program).envs
-    assert any(env["SPLITS_0"] > 1 for env in envs)
     assert any(env["HELPERS_0"] > 0 and env["SPLITS_0"] == 1 for env in envs)
+    assert all(env["SPLITS_0"] == 1 for env in envs)
+    k = span_sums.specialize({"values": torch.zeros(300), "starts": torch.tensor([0, 100]),
+                              "ends": torch.tensor([100, 300]), "total": torch.zeros(2)})
+    program, ran = run_pipeline(physical.construct(k), verify_with=k)
+    envs = index_of(program).envs
+    assert "split-segments" in ran and any(env["SPLITS_0"] > 1 for env in envs)
+    assert all(env.get("HELPERS_0", 0) == 0 for env in envs)
 
 
 def test_a_split_form_retiring_the_programs_of_one_split_is_refused_on_the_split_sample():

@@ -26,10 +26,9 @@ from physical import ops as P
 from physical.launch_expr import LConst
 from physical.lowering import run_pipeline
 from physical.passes import PIPELINE, SplitRegionScans
-from physical.passes.looped import BUDGET_VARIABLE
 from physical.verifier import check
 from tests.breadth_support import three_ways
-from tests.launch_fixtures import isolated_cache  # noqa: F401  (fixture)
+from tests.launch_fixtures import isolated_cache, small_tile  # noqa: F401  (fixtures)
 
 S, E = dims("S E")
 
@@ -86,14 +85,6 @@ def moved(values: f32[E], offsets: i64[S + 1], targets: i64[S + 1], out: Out[f32
 
 HELD = 512  # the held tile of most tests: the 40000-long segment's pieces hold a tile and scan a rest
 CHUNK = 256  # a region scan's chunk
-
-
-@pytest.fixture
-def small_tile(isolated_cache, monkeypatch):  # noqa: F811
-    monkeypatch.setenv(BUDGET_VARIABLE, str(HELD))
-    clear_emitted()
-    yield
-    clear_emitted()
 
 
 @pytest.fixture
@@ -163,7 +154,7 @@ def test_a_skewed_segmented_cumsum_splits_and_agrees_with_the_oracle(sms: int, s
 
 
 @pytest.mark.parametrize("sms", sorted(DEVICES))
-def test_exclusive_reverse_and_max_scans_split(sms: int, small_tile) -> None:
+def test_exclusive_reverse_and_max_scans_split(sms: int, small_tile) -> None:  # noqa: F811
     args = args_for(2, ("ex", "rev", "rex", "top"))
     with simulated_multiprocessors(sms):
         assert DEVICES[sms](*packed(forms, args))
@@ -173,7 +164,7 @@ def test_exclusive_reverse_and_max_scans_split(sms: int, small_tile) -> None:
     assert got["top"].tolist() == torch.cat([v[b:e].cummax(0).values for b, e in zip(o, o[1:])]).tolist()
 
 
-def test_integer_scans_with_i32_offsets_split_exactly(small_tile) -> None:
+def test_integer_scans_with_i32_offsets_split_exactly(small_tile) -> None:  # noqa: F811
     args = args_for(3, ("low", "total"), torch.int32, torch.int32)
     with simulated_multiprocessors(132):
         assert splits(ints, args) > 1
@@ -181,14 +172,14 @@ def test_integer_scans_with_i32_offsets_split_exactly(small_tile) -> None:
 
 
 @pytest.mark.parametrize("sms", sorted(DEVICES))
-def test_custom_combines_split_in_index_order(sms: int, small_tile) -> None:
+def test_custom_combines_split_in_index_order(sms: int, small_tile) -> None:  # noqa: F811
     args = args_for(4, ("fwd", "back"))
     with simulated_multiprocessors(sms):
         assert DEVICES[sms](*packed(custom, args))
         three_ways(custom, args, ("fwd", "back"), rtol=1e-4, atol=1e-3, stablehlo=False)
 
 
-def test_a_target_at_other_offsets_keeps_its_positions(small_tile) -> None:
+def test_a_target_at_other_offsets_keeps_its_positions(small_tile) -> None:  # noqa: F811
     """The target segment starts elsewhere: each piece (here a helper's chunk: the source offsets balance the scan
     by the data) writes at its elements' positions moved by the target's offset from the source."""
     args = args_for(5, ())
@@ -203,7 +194,7 @@ def test_a_target_at_other_offsets_keeps_its_positions(small_tile) -> None:
 
 
 @pytest.mark.parametrize("sms", sorted(DEVICES))
-def test_split_scans_are_bitwise_reproducible(sms: int, small_tile) -> None:
+def test_split_scans_are_bitwise_reproducible(sms: int, small_tile) -> None:  # noqa: F811
     """Every piece folds its predecessors' aggregates in index order (never a timing-dependent mix), and the sync
     buffer restores itself, so a second launch of the same plan (its workspace kept, never filled) gives the same
     bits."""
@@ -217,7 +208,7 @@ def test_split_scans_are_bitwise_reproducible(sms: int, small_tile) -> None:
     assert runs[0] == runs[1]
 
 
-def test_the_plan_verifies_after_every_pass_and_explain_shows_it(small_tile) -> None:
+def test_the_plan_verifies_after_every_pass_and_explain_shows_it(small_tile) -> None:  # noqa: F811
     args = args_for(7, ("ex", "rev", "rex", "top"))
     k = forms.specialize(args)
     program, names = run_pipeline(physical.construct(k), verify_with=k)
@@ -371,7 +362,10 @@ def test_a_publish_by_lanes_past_the_instances_is_refused() -> None:
     k, p = _lowered(args_for(13, ("out",)))
     g = p.groups[0]
     ops = [dataclasses.replace(op, active=None) if isinstance(op, P.PublishSlot) else op for op in g.body.ops]
-    assert [v.message.split(" (from")[0] for v in check(_mutated(p, g, ops), k)] == ["publish_slot"]
+    found = [v.message.split(" (from")[0] for v in check(_mutated(p, g, ops), k)]
+    assert found == ["publish_slot", "group 0: publish_slot may write one helper's slot blocks * BLOCK_I0 + "
+                     f"{found[1].split('+ ')[1].split(' ')[0]} for two helpers, or two lanes of one helper, that both "
+                     "publish: one would overwrite the other's aggregate"]
 
 
 def test_many_short_segments_pack_several_a_program() -> None:
@@ -397,7 +391,7 @@ def test_many_short_segments_pack_several_a_program() -> None:
     np.testing.assert_allclose(got["out"], want, rtol=1e-4, atol=1e-4)
 
 
-def test_only_the_rest_of_a_piece_longer_than_its_tile_is_read_twice(small_tile, shape_pieces) -> None:
+def test_only_the_rest_of_a_piece_longer_than_its_tile_is_read_twice(small_tile, shape_pieces) -> None:  # noqa: F811
     """A piece longer than its held tile folds its rest for the aggregate and scans it after the look-back: those
     elements are read twice, the tile's once."""
     from bench.traffic import counting

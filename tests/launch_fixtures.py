@@ -343,6 +343,21 @@ def isolated_cache(tmp_path, monkeypatch):
     return root
 
 
+SMALL_HELD = 512  # the held tile of the region-scan tests: a long segment's pieces hold a tile and scan a rest
+
+
+@pytest.fixture
+def small_tile(isolated_cache, monkeypatch):
+    """A private cache and a held-tile budget of SMALL_HELD elements, with no emitted kernel kept from before."""
+    from emit_triton.compile import clear_emitted
+    from physical.passes.looped import BUDGET_VARIABLE
+
+    monkeypatch.setenv(BUDGET_VARIABLE, str(SMALL_HELD))
+    clear_emitted()
+    yield
+    clear_emitted()
+
+
 FIRST_SOURCE = '''\
 import triton
 import triton.language as tl

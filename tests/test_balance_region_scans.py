@@ -25,7 +25,7 @@ from physical import ops as P
 from physical.lowering import run_pipeline
 from physical.passes.looped import BUDGET_VARIABLE
 from physical.verifier import check
-from tests.launch_fixtures import isolated_cache  # noqa: F401  (fixture)
+from tests.launch_fixtures import isolated_cache, small_tile  # noqa: F401  (fixtures)
 
 S, E = dims("S E")
 
@@ -78,14 +78,6 @@ def ints(values: i32[E], offsets: i32[S + 1], low: Out[i32[E]], total: Out[i32[E
         e = offsets[s + 1]
         low[b:e] = intent.cummin(values[b:e])
         total[b:e] = intent.cumsum(values[b:e], exclusive=True)
-
-
-@pytest.fixture
-def small_tile(isolated_cache, monkeypatch):  # noqa: F811
-    monkeypatch.setenv(BUDGET_VARIABLE, str(HELD))
-    clear_emitted()
-    yield
-    clear_emitted()
 
 
 def offsets_of(lengths: list[int], dtype=torch.int64) -> torch.Tensor:
@@ -174,21 +166,21 @@ def test_a_skewed_segmented_cumsum_balances_by_the_data(sms: int, isolated_cache
     run_and_check(cumsum, args, ("out",), sms)
 
 
-def test_exclusive_max_and_custom_scans_balance(small_tile) -> None:
+def test_exclusive_max_and_custom_scans_balance(small_tile) -> None:  # noqa: F811
     run_and_check(forward, args_for(2, ("ex", "top", "fwd")), ("ex", "top", "fwd"))
 
 
 @pytest.mark.parametrize("sms", [132, 1])
-def test_reverse_scans_take_the_chunks_from_the_last_one_down(sms: int, small_tile) -> None:
+def test_reverse_scans_take_the_chunks_from_the_last_one_down(sms: int, small_tile) -> None:  # noqa: F811
     run_and_check(backward, args_for(3, ("rev", "rex", "back")), ("rev", "rex", "back"), sms)
 
 
-def test_integer_scans_with_i32_offsets_balance_exactly(small_tile) -> None:
+def test_integer_scans_with_i32_offsets_balance_exactly(small_tile) -> None:  # noqa: F811
     args = args_for(4, ("low", "total"), offsets_of(LENGTHS, torch.int32), torch.int32)
     run_and_check(ints, args, ("low", "total"))
 
 
-def test_balanced_scans_are_bitwise_reproducible(small_tile) -> None:
+def test_balanced_scans_are_bitwise_reproducible(small_tile) -> None:  # noqa: F811
     """Each helper folds its subregion's earlier helpers' aggregates in index order, and the sync buffer restores
     itself: a second launch (the workspace kept, never filled) gives the same bits."""
     runs = []
@@ -218,7 +210,7 @@ def test_boundary_offsets(name: str, isolated_cache) -> None:  # noqa: F811
     run_and_check(maybe_empty, args, ("out",))
 
 
-def test_the_plan_verifies_after_every_pass_and_explain_shows_it(small_tile) -> None:
+def test_the_plan_verifies_after_every_pass_and_explain_shows_it(small_tile) -> None:  # noqa: F811
     args = args_for(7, ("rev", "rex", "back"))
     k = backward.specialize(args)
     program, names = run_pipeline(physical.construct(k), verify_with=k)

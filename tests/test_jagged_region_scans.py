@@ -16,17 +16,15 @@ import torch
 
 import intent
 import physical
-from emit_triton.compile import clear_emitted
 from emit_triton.targets import simulated_multiprocessors
 from intent import Out, dims, f32, i32, i64, parallel
 from kir import control as KCt
 from kir.region import RegionScan
 from physical import ops as P
 from physical.lowering import PIPELINE, run_pipeline
-from physical.passes.looped import BUDGET_VARIABLE
 from physical.verifier import check
 from tests.breadth_support import three_ways
-from tests.launch_fixtures import isolated_cache  # noqa: F401  (fixture)
+from tests.launch_fixtures import isolated_cache, small_tile  # noqa: F401  (fixtures)
 
 J, JE, JD, JK = dims("J JE JD JK")
 
@@ -52,14 +50,6 @@ def cube(values: i32[JE, JD, JK], offsets: i32[J + 1], top: Out[i32[JE, JD, JK]]
     for s in parallel(J):
         b, e = offsets[s], offsets[s + 1]
         top[b:e, :, :] = intent.cummax(values[b:e, :, :], axis=0)
-
-
-@pytest.fixture
-def small_tile(isolated_cache, monkeypatch):  # noqa: F811
-    monkeypatch.setenv(BUDGET_VARIABLE, "512")
-    clear_emitted()
-    yield
-    clear_emitted()
 
 
 def offsets_of(lengths: list[int], dtype=torch.int64) -> torch.Tensor:
@@ -91,7 +81,7 @@ def test_a_jagged_scan_is_a_region_scan_per_column() -> None:
 
 
 @pytest.mark.parametrize("sms", [132, 1])
-def test_one_long_segment_spreads_over_programs(sms: int, small_tile) -> None:
+def test_one_long_segment_spreads_over_programs(sms: int, small_tile) -> None:  # noqa: F811
     g = torch.Generator().manual_seed(1)
     off = offsets_of(LENGTHS)
     n = int(off[-1])
@@ -104,7 +94,7 @@ def test_one_long_segment_spreads_over_programs(sms: int, small_tile) -> None:
     np.testing.assert_allclose(got["run"], want, rtol=1e-4, atol=1e-3)
 
 
-def test_reverse_exclusive_jagged_scans_split_and_are_reproducible(small_tile) -> None:
+def test_reverse_exclusive_jagged_scans_split_and_are_reproducible(small_tile) -> None:  # noqa: F811
     """A reverse jagged scan (an ordered loop could not write it) splits too; a second launch gives the same
     bits."""
     g = torch.Generator().manual_seed(2)
@@ -122,7 +112,7 @@ def test_reverse_exclusive_jagged_scans_split_and_are_reproducible(small_tile) -
     np.testing.assert_allclose(got["back"], want, rtol=1e-4, atol=1e-3)
 
 
-def test_two_kept_axes_scan_per_point_exactly(small_tile) -> None:
+def test_two_kept_axes_scan_per_point_exactly(small_tile) -> None:  # noqa: F811
     g = torch.Generator().manual_seed(3)
     off = offsets_of([3000, 0, 5], torch.int32)
     n = int(off[-1])
@@ -203,7 +193,7 @@ def chained(values: f32[JE, JD], offsets: i64[J + 1], run: Out[f32[JE, JD]], twi
         twice[b:e, :] = intent.cumsum(run[b:e, :], axis=0)
 
 
-def test_several_jagged_scans_of_one_body_are_one_workset(small_tile) -> None:
+def test_several_jagged_scans_of_one_body_are_one_workset(small_tile) -> None:  # noqa: F811
     """Two jagged scans of a segment are two `parallel(JD)` loops over one domain touching no buffer the other
     writes: construction fuses them (each instance runs both), so the nest is one (J, JD) workset that splits.
     A scan of what the other writes keeps the loops apart (the body runs in order)."""

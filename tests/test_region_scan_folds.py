@@ -16,17 +16,15 @@ import torch
 
 import intent
 import physical
-from emit_triton.compile import clear_emitted
 from emit_triton.targets import simulated_multiprocessors
 from intent import Out, dims, f32, i32, i64, parallel
 from physical import ops as P
 from physical.lowering import run_pipeline
-from physical.passes.looped import BUDGET_VARIABLE
 from physical.passes.split_region_scan import plan_region_scans
 from physical.passes.split_segments import plan_segments
 from physical.verifier import check
 from tests.breadth_support import three_ways
-from tests.launch_fixtures import isolated_cache  # noqa: F401  (fixture)
+from tests.launch_fixtures import isolated_cache, small_tile  # noqa: F401  (fixtures)
 
 S, E = dims("S E")
 
@@ -64,14 +62,6 @@ def counts(values: i32[E], offsets: i32[S + 1], run: Out[i32[E]], total: Out[i32
         low[s] = intent.min(values[b:e])
 
 
-@pytest.fixture
-def small_tile(isolated_cache, monkeypatch):  # noqa: F811
-    monkeypatch.setenv(BUDGET_VARIABLE, "512")
-    clear_emitted()
-    yield
-    clear_emitted()
-
-
 def args_for(seed: int, lengths: list[int] = LENGTHS) -> dict:
     g = torch.Generator().manual_seed(seed)
     off = torch.tensor([0, *itertools.accumulate(lengths)], dtype=torch.int64)
@@ -97,7 +87,7 @@ def expected(args: dict) -> dict[str, np.ndarray]:
 
 
 @pytest.mark.parametrize("sms", [132, 1])
-def test_a_skewed_segment_scan_and_its_folds_split_and_agree_with_the_oracle(sms: int, small_tile) -> None:
+def test_a_skewed_segment_scan_and_its_folds_split_and_agree_with_the_oracle(sms: int, small_tile) -> None:  # noqa: F811
     args = args_for(1)
     with simulated_multiprocessors(sms):
         assert constexpr(stats, args, "SPLITS_0") > 1
@@ -106,7 +96,7 @@ def test_a_skewed_segment_scan_and_its_folds_split_and_agree_with_the_oracle(sms
         np.testing.assert_allclose(got[name], want, rtol=1e-4, atol=1e-3, err_msg=name)
 
 
-def test_the_split_is_bitwise_reproducible(small_tile) -> None:
+def test_the_split_is_bitwise_reproducible(small_tile) -> None:  # noqa: F811
     """The pieces meet in slot order and the counters restore themselves: a second launch on the same workspace
     (never filled) gives the same bits."""
     args = args_for(2)
@@ -120,7 +110,7 @@ def test_the_split_is_bitwise_reproducible(small_tile) -> None:
 
 
 @pytest.mark.parametrize("lengths", [[3000], [0, 0, 1, 0], [1], [2000, 0, 0]], ids=["one", "empty", "single", "tail"])
-def test_every_shape_splits_correctly(lengths: list[int], small_tile) -> None:
+def test_every_shape_splits_correctly(lengths: list[int], small_tile) -> None:  # noqa: F811
     """One segment, empty segments around one value, one value, a long segment followed by empty ones (a launch
     holds at least one value: E >= 1)."""
     args = args_for(3, lengths)
@@ -132,7 +122,7 @@ def test_every_shape_splits_correctly(lengths: list[int], small_tile) -> None:
         np.testing.assert_allclose(got[name], want, rtol=1e-4, atol=1e-3, err_msg=name)
 
 
-def test_integer_folds_split_exactly(small_tile) -> None:
+def test_integer_folds_split_exactly(small_tile) -> None:  # noqa: F811
     g = torch.Generator().manual_seed(4)
     off = torch.tensor([0, *itertools.accumulate(LENGTHS)], dtype=torch.int32)
     n, m = int(off[-1]), len(LENGTHS)
@@ -146,7 +136,7 @@ def test_integer_folds_split_exactly(small_tile) -> None:
     assert got["total"].tolist() == [int(args["values"][b:e].sum()) for b, e in zip(o, o[1:])]
 
 
-def test_the_plan_verifies_after_every_pass_and_explain_shows_it(small_tile) -> None:
+def test_the_plan_verifies_after_every_pass_and_explain_shows_it(small_tile) -> None:  # noqa: F811
     args = args_for(5)
     k = stats.specialize(args)
     program, names = run_pipeline(physical.construct(k), verify_with=k)

@@ -16,16 +16,14 @@ import torch
 
 import intent
 import physical
-from emit_triton.compile import clear_emitted
 from emit_triton.targets import simulated_multiprocessors
 from intent import Out, dims, f32, i32, i64, parallel, pred
 from physical import ops as P
 from physical.lowering import run_pipeline
-from physical.passes.looped import BUDGET_VARIABLE
 from physical.passes.split_region_scan import plan_region_scans
 from physical.passes.split_segments import SegmentPlan, plan_segments
 from tests.breadth_support import three_ways
-from tests.launch_fixtures import isolated_cache  # noqa: F401  (fixture)
+from tests.launch_fixtures import isolated_cache, small_tile  # noqa: F401  (fixtures)
 
 S, E, J, JE, JD = dims("S E J JE JD")
 
@@ -281,15 +279,7 @@ def test_bounds_from_two_tensors_split_by_the_shapes() -> None:
     assert got["some"].tolist() == [bool((x > 2.0).any()) for x in segs]
 
 
-@pytest.fixture
-def small_tile(isolated_cache, monkeypatch):  # noqa: F811
-    monkeypatch.setenv(BUDGET_VARIABLE, "512")
-    clear_emitted()
-    yield
-    clear_emitted()
-
-
-def test_positions_beside_a_scan_ride_on_its_pieces(small_tile) -> None:
+def test_positions_beside_a_scan_ride_on_its_pieces(small_tile) -> None:  # noqa: F811
     """scan-folds: the argmax and all of a segment beside its running sum fold the scan's pieces."""
     lengths = [0, 6000, 1, 255, 256, 257, 0, 3, 2, 0, 700, 5]
     g = torch.Generator().manual_seed(10)

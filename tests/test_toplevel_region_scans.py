@@ -18,16 +18,14 @@ import torch
 
 import intent
 import physical
-from emit_triton.compile import clear_emitted
 from emit_triton.targets import simulated_multiprocessors
 from intent import Out, dims, f32, i32, i64, parallel
 from kir import control as KCt
 from physical.analysis import instances_independent
 from physical.lowering import run_pipeline
-from physical.passes.looped import BUDGET_VARIABLE
 from physical.verifier import check
 from tests.breadth_support import three_ways
-from tests.launch_fixtures import isolated_cache  # noqa: F401  (fixture)
+from tests.launch_fixtures import isolated_cache, small_tile  # noqa: F401  (fixtures)
 
 TE, TD, TS = dims("TE TD TS")
 
@@ -70,14 +68,6 @@ def flat_back(x: f32[TE], b: i64, e: i64, out: Out[f32[TE]]):
 @intent.kernel
 def flat_max(x: i32[TE], b: i64, e: i64, out: Out[i32[TE]]):
     out[b:e] = intent.cummax(x[b:e])
-
-
-@pytest.fixture
-def small_tile(isolated_cache, monkeypatch):  # noqa: F811
-    monkeypatch.setenv(BUDGET_VARIABLE, "512")
-    clear_emitted()
-    yield
-    clear_emitted()
 
 
 def splits(kernel, args) -> int:
@@ -140,7 +130,7 @@ def test_the_columns_of_a_top_level_region_scan_are_independent() -> None:
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(map(str, c)))
-def test_a_top_level_region_scan_splits_and_agrees_with_the_oracle(case, small_tile) -> None:
+def test_a_top_level_region_scan_splits_and_agrees_with_the_oracle(case, small_tile) -> None:  # noqa: F811
     name, rows, cols, b, e = case
     k, args = KERNELS[name], inputs(name, rows, cols, b, e)
     with simulated_multiprocessors(132):
@@ -153,7 +143,7 @@ def test_a_top_level_region_scan_splits_and_agrees_with_the_oracle(case, small_t
                                atol=1e-3 if name != "highest" else 0)
 
 
-def test_a_split_top_level_scan_is_bitwise_reproducible(small_tile) -> None:
+def test_a_split_top_level_scan_is_bitwise_reproducible(small_tile) -> None:  # noqa: F811
     """The pieces' aggregates meet in slot order: a second launch gives the same bits."""
     args = inputs("running", 1600, 4, 3, 1597, seed=4)
     with simulated_multiprocessors(132):
@@ -165,7 +155,7 @@ def test_a_split_top_level_scan_is_bitwise_reproducible(small_tile) -> None:
     assert first["out"].numpy().tobytes() == second["out"].numpy().tobytes()
 
 
-def test_bounds_read_from_a_tensor_inside_the_loop_are_shared(small_tile) -> None:
+def test_bounds_read_from_a_tensor_inside_the_loop_are_shared(small_tile) -> None:  # noqa: F811
     """`out[marks[0]:marks[2], :]`: each column's instance loads the bounds itself, from a tensor the loop does
     not write, at the same indices (not two neighbouring offsets of a segment): every instance sees the same span,
     so the columns are independent too."""
@@ -183,7 +173,7 @@ def test_bounds_read_from_a_tensor_inside_the_loop_are_shared(small_tile) -> Non
 
 
 @pytest.mark.parametrize("kernel", [flat, flat_back, flat_max], ids=["cumsum", "reverse-exclusive", "cummax"])
-def test_the_one_dimensional_form_splits_too(kernel, small_tile) -> None:
+def test_the_one_dimensional_form_splits_too(kernel, small_tile) -> None:  # noqa: F811
     g = torch.Generator().manual_seed(7)
     n, b, e = 2000, 11, 1990
     x = torch.randint(-50, 50, (n,), generator=g, dtype=torch.int32) if kernel is flat_max else \

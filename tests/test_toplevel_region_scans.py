@@ -122,7 +122,7 @@ def test_the_columns_of_a_top_level_region_scan_are_independent() -> None:
     assert [str(d) for d in program.groups[0].domain] == ["TD"] and not program.groups[0].serial
     with simulated_multiprocessors(132):
         text = running.explain(*args.values())
-    assert "group 0 (parallel at test_toplevel_region_scans.py:37): workset over (TD)" in text
+    assert "group 0 (parallel at test_toplevel_region_scans.py:35): workset over (TD)" in text
     assert "across programs: cdiv(TD, BLOCK_I0) * SPLITS_0 programs" in text
     assert "performance notes:\n  none" in text
     # every column scans the same rows: a program takes a run of neighbouring columns (whole sectors of each row)

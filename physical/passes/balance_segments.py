@@ -505,9 +505,9 @@ def delegation(w: Builder, o: Ops, program: Program, bounds: Bounds, flat: PValu
     last = search(w, program, bounds.offsets, instances,
                   o.bin(BinaryFn.mul, o.bin(BinaryFn.sub, k1, one), chunk), want, origin)
     me = o.cast(flat, DType.i64)
-    whole_block = None
     lane_part = None
-    if bounds.columns is not None and h.part is not None:
+    if bounds.columns is not None:
+        assert h.part is not None  # the (segments, columns) form always has a helper per part (`span`)
         # a helper per block of the segment: every segment may hand its chunks over; the lane's part (which of
         # its segment's blocks holds it) picks, of a chunk's helpers, the one that joins it
         inst = me
@@ -516,18 +516,6 @@ def delegation(w: Builder, o: Ops, program: Program, bounds: Bounds, flat: PValu
         lane_block = o.bin(BinaryFn.floordiv, inst, block_i, "lane_block")
         lane_part = o.bin(BinaryFn.sub, lane_block, o.bin(BinaryFn.floordiv, o.bin(BinaryFn.mul, me, bounds.columns),
                                                            block_i), "lane_part")
-    elif bounds.columns is not None:
-        # the lane's segment; a helper joins the block of the segment's first column, so only a segment whose
-        # columns all lie in one block hands chunks over (the others fold theirs whole)
-        me = o.bin(BinaryFn.floordiv, me, bounds.columns, "segment")
-        block_i = o.launch(LConstexpr(block), "block")
-
-        def whole_block(seg: PValue) -> PValue:
-            first_col = o.bin(BinaryFn.mul, seg, bounds.columns)
-            last_col = o.bin(BinaryFn.sub, o.bin(BinaryFn.add, first_col, bounds.columns), one)
-            return o.cmp(CmpFn.eq, o.bin(BinaryFn.floordiv, first_col, block_i),
-                         o.bin(BinaryFn.floordiv, last_col, block_i), "one_block")
-        want = o.bin(BinaryFn.and_, want, whole_block(me))
     delegates = o.bin(BinaryFn.and_, want, o.bin(BinaryFn.and_, o.cmp(CmpFn.eq, first, me),
                                                    o.cmp(CmpFn.eq, last, me)), "delegates")
     nd = o.select(delegates, n, zero, "delegated")
@@ -540,12 +528,6 @@ def delegation(w: Builder, o: Ops, program: Program, bounds: Bounds, flat: PValu
         assert h.part is not None
         mine = o.bin(BinaryFn.and_, o.bin(BinaryFn.and_, mine, o.cmp(CmpFn.eq, lane_part, h.part)),
                      o.cmp(CmpFn.eq, lane_block, helper_block), "joins")
-    if whole_block is not None and helper_block is not None:
-        # the owner's test as well, once per program: the block the helper decoded (of the segment's first
-        # column) holds its last column, so it holds every lane the helper joins
-        last_col = o.bin(BinaryFn.sub, o.bin(BinaryFn.mul, o.bin(BinaryFn.add, owner, one), bounds.columns), one)
-        mine = o.bin(BinaryFn.and_, mine, o.cmp(CmpFn.eq, o.bin(BinaryFn.floordiv, last_col, block_i), helper_block),
-                     "joins")
     return {"begin": b, "end": e, "first_chunk": k0, "end_chunk": k1, "delegates": delegates, "delegated": nd,
             "mine": mine, "zero": zero, "one": one, **({} if lane_part is None else {"lane_part": lane_part})}
 

@@ -23,7 +23,7 @@ from kir.reduce import identical_literal
 
 from .. import ops as P
 from ..model import Access, AccessRelation, AssumeInBounds, Guard, POp, Program, Proven, PValue, TileAxis, Trait
-from .affine import Forms, forms_of, proves
+from .affine import Forms, forms_of
 from .base import Reporter, describe, rule
 from .index import AccessSite, ProgramIndex, index_of
 
@@ -76,7 +76,8 @@ def excludes_padding(forms: Forms, member: PValue | None, tile: tuple[TileAxis, 
         return []
     fact = forms.fact(member)
     hyps = forms.base_facts() + ([fact] if fact is not None else [])
-    return [k for k in axes if not proves(hyps, PCmp("<", forms.tile_atom(tile, k), forms.extent_dim(tile[k].extent)))]
+    return [k for k in axes
+            if not forms.prover.proves(hyps, PCmp("<", forms.tile_atom(tile, k), forms.extent_dim(tile[k].extent)))]
 
 
 # ---------------------------------------------------------------------------------------------- access-complete
@@ -317,7 +318,7 @@ def _copy_in_range(forms: Forms, a: AccessRelation, copies) -> bool:
     hyps = forms.base_facts() + ([fact] if fact is not None else [])
     c = forms.form(a.copy)  # type: ignore[arg-type]
     n = forms.launch_dim(copies)
-    return c is not None and proves(hyps, PAnd((PCmp(">=", c, DConst(0)), PCmp("<", c, n))))
+    return c is not None and forms.prover.proves(hyps, PAnd((PCmp(">=", c, DConst(0)), PCmp("<", c, n))))
 
 
 def _unproven(forms: Forms, a: AccessRelation, shape: tuple, fact: Pred | None) -> list[int]:
@@ -325,7 +326,7 @@ def _unproven(forms: Forms, a: AccessRelation, shape: tuple, fact: Pred | None) 
     bad = []
     for k, (c, extent) in enumerate(zip(a.coords, shape)):
         f = forms.form(c)
-        if f is None or not proves(hyps, PAnd((PCmp(">=", f, DConst(0)), PCmp("<", f, extent)))):
+        if f is None or not forms.prover.proves(hyps, PAnd((PCmp(">=", f, DConst(0)), PCmp("<", f, extent)))):
             bad.append(k)
     return bad
 

@@ -58,6 +58,7 @@ class Forms:
     def __init__(self, index: ProgramIndex, group: Group) -> None:
         self.ix = index
         self.group = group
+        self.prover = prover_of(index)
         self.forms: dict[int, Dim | None] = {}
         self.pred_facts: dict[int, Pred | None] = {}
         self.div: dict[int, tuple[int, int]] = {}       # value id -> (source key, k): flat // S_k
@@ -71,6 +72,7 @@ class Forms:
         self.program_atom: DSym | None = None          # helper_index: tells the group's programs apart
         self.program_uniform: set[str] = set()          # atoms of values that are one per program
         self._n = itertools.count()
+        self._base: dict[str, tuple[list[Pred], int]] = {}  # tag -> (base facts of that copy, facts covered)
 
     def compute_all(self) -> None:
         """Derive every value's form and fact up front, so that the facts about atoms are complete."""
@@ -588,9 +590,19 @@ class Forms:
         return x.substitute({n: DSym(n + tag) for n in names})
 
     def base_facts(self, tag: str = "") -> list[Pred]:
-        kernel_facts = list(default_lower_bounds(self.ix.program.symbols, self.ix.program.requires))
-        kernel_facts += [p for p in self.ix.program.requires if isinstance(p, Pred)]
-        return kernel_facts + [self.rename(f, tag) for f in self.facts]  # type: ignore[misc]
+        """The kernel's facts and the group's facts about copy `tag`'s atoms (a fresh list: callers extend it).
+        Facts only grow (a form derived late may add some), so the renamed list is kept per tag with the count
+        of facts it covers and extended, never recomputed, when more arrive."""
+        kept = self._base.get(tag)
+        if kept is None:
+            kernel_facts = list(default_lower_bounds(self.ix.program.symbols, self.ix.program.requires))
+            kernel_facts += [p for p in self.ix.program.requires if isinstance(p, Pred)]
+            kept = self._base[tag] = (kernel_facts, 0)
+        renamed, covered = kept
+        if covered < len(self.facts):
+            renamed = renamed + [self.rename(f, tag) for f in self.facts[covered:]]  # type: ignore[misc]
+            self._base[tag] = (renamed, len(self.facts))
+        return list(renamed)
 
     def same_program(self, a: str = "A", b: str = "B") -> list[Pred]:
         """Copies `a` and `b` with one program index are members of one program: they see one value of everything
@@ -643,19 +655,74 @@ def _factors(e: LaunchExpr) -> tuple[Dim, ...] | None:
 # ---------------------------------------------------------------------------------------------- Z3
 
 
-def proves(hyps: Iterable[Pred], goal: Pred) -> bool:
-    """Whether `goal` holds in every model of `hyps` (an undecided query counts as not proven).
+PROVEN, REFUTED, UNDECIDED = "proven", "refuted", "undecided"
+
+
+class _Ints(dict):
+    """Symbol name -> its Z3 integer, made on first use."""
+
+    def __missing__(self, name: str) -> z3.ArithRef:
+        v = self[name] = z3.Int(name)
+        return v
+
+
+class Prover:
+    """The Z3 queries of one verification: each predicate is translated once and each query decided once.
+
+    `decide(hyps, goal)` answers PROVEN, REFUTED (Z3 found a model of the facts where the goal fails: a real
+    counterexample to the query as stated) or UNDECIDED (the resource budget ran out first: adding facts can do
+    that to a query that used to pass, so a rule reports it as such, never as a proven violation).
 
     The solver first sees only the facts near the goal: those over the goal's symbols, then those sharing a
     symbol with the facts taken so far, ring by ring, and last all of them. A goal proven from some of the facts
     is proven from all, so the rings only add proofs; they matter because a group's facts include nonlinear
     ones (a helper's block times BLOCK, divisions by launch values) on which the resource budget can run out
-    before the solver reaches the two linear facts that decide `0 <= flat < S + 1`."""
-    hyps = list(hyps)
-    for ring in _rings(hyps, goal):
-        if _decides(ring, goal):
-            return True
-    return False
+    before the solver reaches the two linear facts that decide `0 <= flat < S + 1`. The verdict of a query that
+    no ring proves is that of the whole set."""
+
+    def __init__(self) -> None:
+        self._ints = _Ints()
+        self._terms: dict[Pred, z3.BoolRef] = {}
+        self._verdicts: dict[tuple[tuple[Pred, ...], Pred], str] = {}
+        self.undecided: list[Pred] = []  # the goals of the queries the budget left undecided, in order
+
+    def proves(self, hyps: Iterable[Pred], goal: Pred) -> bool:
+        return self.decide(hyps, goal) == PROVEN
+
+    def decide(self, hyps: Iterable[Pred], goal: Pred) -> str:
+        facts = tuple(dict.fromkeys(hyps))  # a fact stated twice (the kernel's, in copies A and B) is one fact
+        key = (facts, goal)
+        verdict = self._verdicts.get(key)
+        if verdict is None:
+            verdict = UNDECIDED
+            for ring in _rings(list(facts), goal):
+                verdict = self._check(ring, goal)
+                if verdict == PROVEN:
+                    break
+            self._verdicts[key] = verdict
+        if verdict == UNDECIDED:
+            self.undecided.append(goal)
+        return verdict
+
+    def _term(self, p: Pred) -> z3.BoolRef:
+        t = self._terms.get(p)
+        if t is None:
+            t = self._terms[p] = pred_to_z3(p, self._ints)
+        return t
+
+    def _check(self, hyps: list[Pred], goal: Pred) -> str:
+        s = limited(z3.Solver())
+        for h in hyps:
+            s.add(self._term(h))
+        s.add(z3.Not(self._term(goal)))
+        answer = s.check()
+        return PROVEN if answer == z3.unsat else REFUTED if answer == z3.sat else UNDECIDED
+
+
+def proves(hyps: Iterable[Pred], goal: Pred) -> bool:
+    """Whether `goal` holds in every model of `hyps` (an undecided query counts as not proven): one query of a
+    fresh `Prover` (a rule with a group's forms at hand asks `forms.prover`, which remembers its answers)."""
+    return Prover().proves(hyps, goal)
 
 
 def _rings(hyps: list[Pred], goal: Pred) -> list[list[Pred]]:
@@ -678,13 +745,12 @@ def _rings(hyps: list[Pred], goal: Pred) -> list[list[Pred]]:
     return rings
 
 
-def _decides(hyps: list[Pred], goal: Pred) -> bool:
-    env = {name: z3.Int(name) for p in (*hyps, goal) for name in sorted(p.symbols())}
-    s = limited(z3.Solver())
-    for h in hyps:
-        s.add(pred_to_z3(h, env))
-    s.add(z3.Not(pred_to_z3(goal, env)))
-    return s.check() == z3.unsat
+def prover_of(index: ProgramIndex) -> Prover:
+    """The prover of one program's queries (kept by its index, so every rule's identical query is decided once)."""
+    prover = getattr(index, "prover", None)  # a hand-made index (tests of the forms alone) may not have one yet
+    if not isinstance(prover, Prover):
+        prover = index.prover = Prover()
+    return prover
 
 
 def forms_of(index: ProgramIndex, group: Group) -> Forms:
@@ -697,4 +763,4 @@ def forms_of(index: ProgramIndex, group: Group) -> Forms:
     return hit
 
 
-__all__ = ["Forms", "FlatSource", "forms_of", "proves"]
+__all__ = ["Forms", "FlatSource", "forms_of", "prover_of", "proves", "Prover", "PROVEN", "REFUTED", "UNDECIDED"]

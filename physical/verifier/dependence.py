@@ -21,7 +21,7 @@ from kir.region import RegionScan
 
 from .. import ops as P
 from ..model import Access, BufferScope, POp, PRegion, Program
-from .affine import Forms, forms_of, proves
+from .affine import Forms, forms_of
 from .base import Reporter, describe, rule
 from .index import AccessSite, ProgramIndex, index_of
 from .ownership import lane_source
@@ -59,7 +59,7 @@ def _touch_apart(forms: Forms, x: AccessSite, y: AccessSite, hyps: list[Pred]) -
             return False
         pairs.append(PCmp("!=", forms.rename(fa, "A"), forms.rename(fb, "B")))  # type: ignore[arg-type]
     goal: Pred = POr(tuple(pairs))
-    return proves(hyps, goal)
+    return forms.prover.proves(hyps, goal)
 
 
 def _concurrent_pairs(ix: ProgramIndex, want: tuple[Access, ...], other: tuple[Access, ...],

@@ -92,6 +92,7 @@ class ProgramIndex:
         self.buffers: dict[int, Buffer] = {}
         self.duplicate_buffers: list[Buffer] = []
         self.forms: dict[int, object] = {}  # group id -> its affine forms (affine.forms_of), built on first use
+        self.prover: object | None = None  # the Z3 queries of this program's rules (affine.prover_of)
         for b in program.buffers:
             if b.id in self.buffers:
                 self.duplicate_buffers.append(b)

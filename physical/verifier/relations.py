@@ -20,7 +20,7 @@ from kir.dims import Dim, DSym, PCmp, dim_bin
 
 from .. import ops as P
 from ..model import Group, PRegion
-from .affine import Forms, forms_of, proves
+from .affine import Forms, forms_of
 from .index import AccessSite, ProgramIndex
 
 
@@ -144,7 +144,7 @@ def relation_mismatches(ix: ProgramIndex, kernel: K.Kernel, access_tile) -> list
             if want.symbols() - set(ix.program.symbols) - {v.name for v in env.values() if isinstance(v, DSym)}:
                 continue  # a KIR index over values this group does not decode (a rebuilt or nested workset)
             mapped = got.substitute(env)
-            if mapped != want and not proves(_facts(ix), PCmp("==", mapped, want)):
+            if mapped != want and not forms.prover.proves(_facts(ix), PCmp("==", mapped, want)):
                 out.append(Mismatch(site, axis, mapped, want))
     return out
 

@@ -73,7 +73,7 @@ def owned_tile_ops(group: Group) -> list[P.OwnedTile]:
 
 def check_tile_group(ix: ProgramIndex, group: Group) -> list[tuple[str, POp | None]]:
     """Problems of a tile group's ownership: its one owned_tile, and effects masked to the domain."""
-    from .affine import forms_of, proves
+    from .affine import forms_of
 
     top = owned_tile_ops(group)
     nested = [pl.op for pl in ix.group_ops(group.id) if isinstance(pl.op, P.OwnedTile) and pl.parents]
@@ -116,7 +116,7 @@ def check_tile_group(ix: ProgramIndex, group: Group) -> list[tuple[str, POp | No
                 continue
             coord: Dim = DBin("+", DBin("*", DSym(src.atoms[lead + j]), DConst(block)),
                               forms.tile_atom(tile, where[0]))
-            if not proves(hyps, PCmp("<", coord, group.domain[lead + j])):
+            if not forms.prover.proves(hyps, PCmp("<", coord, group.domain[lead + j])):
                 out.append((f"{op.NAME} in tile group {group.id} is not masked by {axis.block} positions below "
                             f"{group.domain[lead + j]}: positions past the domain would perform it", op))
     return out

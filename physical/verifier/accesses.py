@@ -162,7 +162,7 @@ def check_provenance(program: Program, kernel: Kernel | None, report: Reporter) 
         for m in relation_mismatches(ix, kernel, access_tile):
             buf = ix.buffers[m.site.access.buffer]
             report(f"{describe(program, m.site.op)} on {buf.name}: coordinate {m.axis} is {m.physical}, but the KIR "
-                   f"access names {m.kir}", m.site.op, m.site.placed.group)
+                   f"access names {m.kir}{m.undecided}", m.site.op, m.site.placed.group)
 
 
 def _foreign_root(ix: ProgramIndex, v: PValue, banned: set[int]) -> str | None:
@@ -220,10 +220,12 @@ def check_narrowing(program: Program, kernel: Kernel | None, report: Reporter) -
         g = ix.groups.get(site.placed.group)
         if g is None or a.buffer not in ix.buffers:
             continue
-        missing = excludes_padding(forms_of(ix, g), a.mask, tile, padded_axes(ix, tile))
+        forms = forms_of(ix, g)
+        mark = forms.prover.mark()
+        missing = excludes_padding(forms, a.mask, tile, padded_axes(ix, tile))
         for k in missing:
             report(f"{describe(program, op)} on {ix.buffers[a.buffer].name}: its mask does not exclude the padding "
-                   f"of tile axis {k} ({tile[k]})", op, site.placed.group)
+                   f"of tile axis {k} ({tile[k]}){forms.prover.note(mark)}", op, site.placed.group)
     for op, member, tile, axes, gid in _member_sites(ix):
         problem = _mask_shape(ix, member, tile)
         if problem is not None:
@@ -232,12 +234,13 @@ def check_narrowing(program: Program, kernel: Kernel | None, report: Reporter) -
         if axes is None:
             continue
         forms = forms_of(ix, ix.groups[gid])
+        mark = forms.prover.mark()
         missing = excludes_padding(forms, member, tile, padded_axes(ix, tile, tuple(axes)))
         for k in missing:
             if _identity_padding(ix, forms, op, k):
                 continue
             report(f"{describe(program, op)} would fold the padding of tile axis {k} ({tile[k]}): its member set "
-                   f"does not exclude positions past the extent", op, gid)
+                   f"does not exclude positions past the extent{forms.prover.note(mark)}", op, gid)
 
 
 def _identity_padding(ix: ProgramIndex, forms: Forms, op: POp, axis: int) -> bool:
@@ -284,6 +287,7 @@ def check_bounds(program: Program, kernel: Kernel | None, report: Reporter) -> N
         if buf is None or g is None or len(a.coords) != buf.rank:
             continue
         forms = forms_of(ix, g)
+        mark = forms.prover.mark()
         if isinstance(a.bounds, Guard):
             if not ix.is_conjunct(a.mask, a.bounds.mask):
                 report(f"{describe(program, op)} on {buf.name}: guard %{a.bounds.mask.id} is not part of the access "
@@ -293,13 +297,14 @@ def check_bounds(program: Program, kernel: Kernel | None, report: Reporter) -> N
             bad = _unproven(forms, a, buf.shape, fact)
             if bad:
                 report(f"{describe(program, op)} on {buf.name}: guard %{a.bounds.mask.id} does not keep coordinate "
-                       f"{', '.join(map(str, bad))} within [0, extent)", op, site.placed.group)
+                       f"{', '.join(map(str, bad))} within [0, extent){forms.prover.note(mark)}", op,
+                       site.placed.group)
         elif isinstance(a.bounds, Proven):
             bad = _unproven(forms, a, buf.shape, forms.fact(a.mask))
             if bad:
                 report(f"{describe(program, op)} on {buf.name}: the bounds proof '{a.bounds.predicate}' does not hold "
-                       f"for coordinate {', '.join(map(str, bad))} (re-proving from the mask failed)", op,
-                       site.placed.group)
+                       f"for coordinate {', '.join(map(str, bad))} (re-proving from the mask failed)"
+                       f"{forms.prover.note(mark)}", op, site.placed.group)
         elif isinstance(a.bounds, AssumeInBounds):
             if not a.bounds.reason.strip():
                 report(f"{describe(program, op)} on {buf.name}: assume_in_bounds without a stated reason", op,
@@ -308,9 +313,11 @@ def check_bounds(program: Program, kernel: Kernel | None, report: Reporter) -> N
             report(f"{describe(program, op)} on {buf.name} has no bounds justification ({a.bounds!r:.40})", op,
                    site.placed.group)
             continue
+        mark = forms.prover.mark()
         if a.copy is not None and buf.copies is not None and not _copy_in_range(forms, a, buf.copies):
             report(f"{describe(program, op)} on {buf.name}: copy index %{a.copy.name or 'p'}{a.copy.id} is not "
-                   f"proven within the {buf.copies} copies of its workspace", op, site.placed.group)
+                   f"proven within the {buf.copies} copies of its workspace{forms.prover.note(mark)}", op,
+                   site.placed.group)
 
 
 def _copy_in_range(forms: Forms, a: AccessRelation, copies) -> bool:

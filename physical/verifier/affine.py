@@ -689,6 +689,20 @@ class Prover:
     def proves(self, hyps: Iterable[Pred], goal: Pred) -> bool:
         return self.decide(hyps, goal) == PROVEN
 
+    def mark(self) -> int:
+        """A point in this prover's queries, for `note` to tell what the queries after it left undecided."""
+        return len(self.undecided)
+
+    def note(self, mark: int) -> str:
+        """The suffix of a violation found by the queries since `mark`: empty when Z3 decided each of them (a
+        refuted query has a counterexample), else it says that the budget ran out, so the violation may be none:
+        facts added for another rule can make a query that used to pass exhaust the budget."""
+        goals = self.undecided[mark:]
+        if not goals:
+            return ""
+        more = f" and {len(goals) - 1} more" if len(goals) > 1 else ""
+        return f" (undecided: Z3 ran out of its resource budget on `{goals[0]}`{more}; no counterexample was found)"
+
     def decide(self, hyps: Iterable[Pred], goal: Pred) -> str:
         facts = tuple(dict.fromkeys(hyps))  # a fact stated twice (the kernel's, in copies A and B) is one fact
         key = (facts, goal)

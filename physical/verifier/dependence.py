@@ -21,7 +21,7 @@ from kir.region import RegionScan
 
 from .. import ops as P
 from ..model import Access, BufferScope, POp, PRegion, Program
-from .affine import Forms, forms_of
+from .affine import Forms, forms_of, prover_of
 from .base import Reporter, describe, rule
 from .index import AccessSite, ProgramIndex, index_of
 from .ownership import lane_source
@@ -105,11 +105,14 @@ def check_ordered_dependence(program: Program, kernel: Kernel | None, report: Re
     """ordered dependences are not broken across independent program instances (no instance reads what another instance
     or group writes)"""
     ix = index_of(program)
+    prover = prover_of(ix)
     for source, w, r in _concurrent_pairs(ix, (Access.WRITE,), (Access.READ,)):
+        mark = prover.mark()
         if not disjoint_across_instances(ix, r, w, source):
             name = ix.buffers[w.access.buffer].name if w.access.buffer in ix.buffers else "?"
             report(f"{describe(program, r.op)} may read {name} where another instance's {describe(program, w.op)} "
-                   f"writes: instances of group {w.placed.group} would depend on each other", r.op, r.placed.group)
+                   f"writes: instances of group {w.placed.group} would depend on each other{prover.note(mark)}",
+                   r.op, r.placed.group)
     _across_groups(program, ix, report)
 
 
@@ -146,16 +149,19 @@ def _atomic_kind(op: POp) -> str:
 def check_unordered_conflict(program: Program, kernel: Kernel | None, report: Reporter) -> None:
     """unordered conflicts (two instances writing one element) are resolved by unique, reduction or atomic semantics"""
     ix = index_of(program)
+    prover = prover_of(ix)
     for source, x, y in _concurrent_pairs(ix, (Access.WRITE,), (Access.WRITE, Access.READ_WRITE), True):
         if x is y and isinstance(x.op, P.Store) and x.op.unique:
             continue
         if _parts_of_one_unique_write(x.op, y.op):
             continue
+        mark = prover.mark()
         if not disjoint_across_instances(ix, x, y, source):
             name = ix.buffers[x.access.buffer].name if x.access.buffer in ix.buffers else "?"
             same = "it" if x is y else describe(program, y.op)
             report(f"{describe(program, x.op)} may write the element of {name} that {same} writes in another "
-                   f"instance, with neither unique, reduction nor atomic semantics", x.op, x.placed.group)
+                   f"instance, with neither unique, reduction nor atomic semantics{prover.note(mark)}", x.op,
+                   x.placed.group)
     _helper_slot_conflicts(program, ix, report)
     if kernel is not None:
         _unique_preserved(program, ix, kernel, report)
@@ -166,16 +172,18 @@ def _helper_slot_conflicts(program: Program, ix: ProgramIndex, report: Reporter)
     programs (other instances, or one instance in other programs) never write one element. A helper writes its
     slot for the one lane it joins: its mask equates the lane's instance with a value computed once per program
     (the owner whose block the helper decoded), so two lanes of one helper cannot both write."""
+    prover = prover_of(ix)
     for bid in sorted(_helper_slot_arrays(ix)):
         writes = [s for s in ix.accesses if s.access.buffer == bid and s.kind is not Access.READ]
         for n, x in enumerate(writes):
             for y in writes[n:]:
+                mark = prover.mark()
                 if x.placed.group == y.placed.group and not _members_write_apart(ix, x, y):
                     same = "it" if x is y else describe(program, y.op)
                     report(f"{describe(program, x.op)} may write the element of helper slot array "
                            f"{ix.buffers[bid].name} that {same} writes for another member (another lane of the "
                            f"same helper, or another participant): a helper writes its slot only for the one "
-                           f"lane it joins", x.op, x.placed.group)
+                           f"lane it joins{prover.note(mark)}", x.op, x.placed.group)
 
 
 def _members_write_apart(ix: ProgramIndex, x: AccessSite, y: AccessSite) -> bool:

@@ -30,6 +30,7 @@ class Mismatch:
     axis: int
     physical: Dim
     kir: Dim
+    undecided: str = ""  # the prover's note when Z3 left the equality undecided (no counterexample)
 
 
 class KirForms:
@@ -144,8 +145,9 @@ def relation_mismatches(ix: ProgramIndex, kernel: K.Kernel, access_tile) -> list
             if want.symbols() - set(ix.program.symbols) - {v.name for v in env.values() if isinstance(v, DSym)}:
                 continue  # a KIR index over values this group does not decode (a rebuilt or nested workset)
             mapped = got.substitute(env)
+            mark = forms.prover.mark()
             if mapped != want and not forms.prover.proves(_facts(ix), PCmp("==", mapped, want)):
-                out.append(Mismatch(site, axis, mapped, want))
+                out.append(Mismatch(site, axis, mapped, want, forms.prover.note(mark)))
     return out
 
 

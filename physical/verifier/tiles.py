@@ -116,9 +116,11 @@ def check_tile_group(ix: ProgramIndex, group: Group) -> list[tuple[str, POp | No
                 continue
             coord: Dim = DBin("+", DBin("*", DSym(src.atoms[lead + j]), DConst(block)),
                               forms.tile_atom(tile, where[0]))
+            mark = forms.prover.mark()
             if not forms.prover.proves(hyps, PCmp("<", coord, group.domain[lead + j])):
                 out.append((f"{op.NAME} in tile group {group.id} is not masked by {axis.block} positions below "
-                            f"{group.domain[lead + j]}: positions past the domain would perform it", op))
+                            f"{group.domain[lead + j]}: positions past the domain would perform it"
+                            f"{forms.prover.note(mark)}", op))
     return out
 
 

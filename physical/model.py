@@ -190,7 +190,13 @@ class POp:
     TRAITS: ClassVar[Trait] = Trait(0)
 
     def fields(self) -> list[dataclasses.Field]:
-        return [f for f in dataclasses.fields(self) if f.name not in ("results", "origin")]
+        # a class's fields never change: found once per op class (every walk over a program asks for them)
+        cls = type(self)
+        found = cls.__dict__.get("_op_fields")
+        if found is None:
+            found = tuple(f for f in dataclasses.fields(cls) if f.name not in ("results", "origin"))
+            cls._op_fields = found  # type: ignore[attr-defined]
+        return list(found)
 
     def operands(self) -> tuple[PValue, ...]:
         out: list[PValue] = []

@@ -93,6 +93,7 @@ class ProgramIndex:
         self.duplicate_buffers: list[Buffer] = []
         self.forms: dict[int, object] = {}  # group id -> its affine forms (affine.forms_of), built on first use
         self.prover: object | None = None  # the Z3 queries of this program's rules (affine.prover_of)
+        self._values: dict[LaunchExpr | Dim, tuple[int | None, ...]] = {}  # expression -> its sample values
         for b in program.buffers:
             if b.id in self.buffers:
                 self.duplicate_buffers.append(b)
@@ -197,8 +198,12 @@ class ProgramIndex:
         return out
 
     def values(self, e: LaunchExpr | Dim) -> list[int | None]:
-        """The expression on every sample binding (None where it cannot be evaluated)."""
-        return [evaluate(e, env) for env in self.envs]
+        """The expression on every sample binding (None where it cannot be evaluated); each expression is evaluated
+        once per program (the rules ask for the same extents and split counts again and again)."""
+        got = self._values.get(e)
+        if got is None:
+            got = self._values[e] = tuple(evaluate(e, env) for env in self.envs)
+        return list(got)
 
     def runs_form(self, group: Group, form: PRegion, env: Mapping[str, int]) -> bool:
         """Whether the launch `env` runs `form` of the group's body (one of `P.forms(group.body)`): the split form

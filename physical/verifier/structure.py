@@ -30,36 +30,59 @@ def _is_model(x: object) -> bool:
         type(x).__module__.split(".")[0] == "physical" and not isinstance(x, LE.LaunchExpr)
 
 
-def _items(x: object, path: str) -> Iterator[tuple[str, object]]:
-    if isinstance(x, tuple):
-        for k, y in enumerate(x):
-            yield from _items(y, f"{path}[{k}]")
-        return
-    yield path, x
-    if _is_model(x):
-        for f in dataclasses.fields(x):  # type: ignore[arg-type]
-            yield from _items(getattr(x, f.name), f"{path}.{f.name}")
-
-
 @rule("self-contained")
 def check_self_contained(program: Program, kernel: Kernel | None, report: Reporter) -> None:
     """the physical program needs neither KIR nor side records to interpret execution; origins hold integers only"""
     physical_ops = set(P.OP_CLASSES.values())
-    for path, x in _items(program, "program"):
+    fields: dict[type, tuple[str, ...] | None] = {}  # a model dataclass type -> its field names (None: no model)
+    clean: set[int] = set()  # model objects met before with nothing to report inside (a value has many uses)
+
+    def where(path: tuple) -> str:  # (parent path, step) pairs, written out only for a report
+        steps: list[str] = []
+        while path:
+            path, step = path
+            steps.append(step)
+        return "".join(reversed(steps))
+
+    def visit(x: object, path: tuple) -> bool:
+        """Report what `x` and everything it holds break (`path` names it); whether nothing was reported."""
+        if isinstance(x, tuple):
+            ok = True
+            for k, y in enumerate(x):
+                ok = visit(y, (path, f"[{k}]")) and ok
+            return ok
+        if id(x) in clean:
+            return True
+        before = len(report.found)
         if isinstance(x, _KIR_IR):
-            report(f"{path} holds a KIR {type(x).__name__}; a physical program carries its own SSA and "
+            report(f"{where(path)} holds a KIR {type(x).__name__}; a physical program carries its own SSA and "
                    f"attributes, and refers to KIR by integer origins only")
         elif isinstance(x, POp):
             if type(x) not in physical_ops:
-                report(f"{path} is a {type(x).__name__}, not a registered physical op")
+                report(f"{where(path)} is a {type(x).__name__}, not a registered physical op")
         elif isinstance(x, Origin):
             for f in dataclasses.fields(x):
                 val = getattr(x, f.name)
                 if val is not None and (not isinstance(val, int) or isinstance(val, bool)):
-                    report(f"{path}.{f.name} is a {type(val).__name__}; origins are KIR identities (integers) "
-                           f"only")
-        elif not isinstance(x, _PLAIN) and not _is_model(x):
-            report(f"{path} holds a {type(x).__name__}, which is no part of the physical program model")
+                    report(f"{where(path)}.{f.name} is a {type(val).__name__}; origins are KIR identities "
+                           f"(integers) only")
+        t = type(x)
+        if t not in fields:
+            fields[t] = tuple(f.name for f in dataclasses.fields(x)) if _is_model(x) else None  # type: ignore
+        names = fields[t]
+        if names is None:
+            if not isinstance(x, (*_PLAIN, *_KIR_IR, POp, Origin)):
+                report(f"{where(path)} holds a {t.__name__}, which is no part of the physical program model")
+            return len(report.found) == before
+        ok = True
+        for name in names:
+            ok = visit(getattr(x, name), (path, f".{name}")) and ok
+        if ok and len(report.found) == before:
+            clean.add(id(x))
+            return True
+        return False
+
+    visit(program, ((), "program"))
 
 
 # ---------------------------------------------------------------------------------------------- ssa-defined
@@ -173,31 +196,47 @@ def check_launch_extents(program: Program, kernel: Kernel | None, report: Report
     symbols = set(program.symbols)
     params = {q.name: q for q in program.params}
     constexprs = set(ix.constexprs)
+    clean: set[tuple[int, bool]] = set()  # (expression, host) met before with nothing to report inside
+
+    def visit(node: LE.LaunchExpr, where: str, host: bool, op: POp | None) -> bool:
+        """Report what `node` and its operands break; whether nothing was. The launch expressions of a program
+        share their operands (a split count in every extent built on it): each is checked once."""
+        if (id(node), host) in clean:
+            return True
+        before = len(report.found)
+        if type(node).__module__ != LE.__name__:
+            report(f"{where} holds {type(node).__name__}, not a launch expression", op)
+        elif isinstance(node, LE.LScalar):
+            q = params.get(node.name)
+            if q is None:
+                report(f"{where} reads {node.name}, which is no ABI parameter", op)
+            elif q.kind.value == "tensor":
+                report(f"{where} reads tensor parameter {node.name}: device data may not set a launch extent",
+                       op)
+            elif not q.dtype.is_int:
+                report(f"{where} reads {q.dtype} scalar {node.name}; launch expressions are integer", op)
+        elif isinstance(node, LE.LConstexpr):
+            if host:
+                report(f"{where} reads constexpr {node.name}; host-side extents are written out, not "
+                       f"referenced", op)
+            elif node.name not in constexprs:
+                report(f"{where} reads unknown constexpr {node.name}", op)
+        elif isinstance(node, LE.LDim):
+            for s in sorted(node.dim.symbols() - symbols):
+                report(f"{where} reads {s}, which is not a shape symbol of the kernel", op)
+        ok = True
+        for c in node.children():
+            ok = visit(c, where, host, op) and ok
+        if ok and len(report.found) == before:
+            clean.add((id(node), host))
+            return True
+        return False
+
     for where, e, host, op in launch_expressions(program):
         if not isinstance(e, LE.LaunchExpr):
             report(f"{where} is {e!r:.60}, not a launch expression", op)
             continue
-        for node in LE.walk(e):
-            if type(node).__module__ != LE.__name__:
-                report(f"{where} holds {type(node).__name__}, not a launch expression", op)
-            elif isinstance(node, LE.LScalar):
-                q = params.get(node.name)
-                if q is None:
-                    report(f"{where} reads {node.name}, which is no ABI parameter", op)
-                elif q.kind.value == "tensor":
-                    report(f"{where} reads tensor parameter {node.name}: device data may not set a launch extent",
-                           op)
-                elif not q.dtype.is_int:
-                    report(f"{where} reads {q.dtype} scalar {node.name}; launch expressions are integer", op)
-            elif isinstance(node, LE.LConstexpr):
-                if host:
-                    report(f"{where} reads constexpr {node.name}; host-side extents are written out, not "
-                           f"referenced", op)
-                elif node.name not in constexprs:
-                    report(f"{where} reads unknown constexpr {node.name}", op)
-            elif isinstance(node, LE.LDim):
-                for s in sorted(node.dim.symbols() - symbols):
-                    report(f"{where} reads {s}, which is not a shape symbol of the kernel", op)
+        visit(e, where, host, op)
     for g in program.groups:
         for d in g.domain:
             for s in sorted(d.symbols() - symbols):

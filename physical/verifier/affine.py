@@ -682,8 +682,13 @@ class Prover:
 
     def __init__(self) -> None:
         self._ints = _Ints()
-        self._terms: dict[Pred, z3.BoolRef] = {}
-        self._verdicts: dict[tuple[tuple[Pred, ...], Pred], str] = {}
+        # Facts are mostly the same objects query after query (a group's base facts are kept per copy), and a
+        # deep predicate hashes slowly: they are known by identity, each kept alive with what is known of it
+        # (so that its id stays its own). A goal, built afresh for each query, is known by value.
+        self._known: dict[int, tuple[Pred, frozenset[str], z3.BoolRef | None]] = {}
+        self._goals: dict[Pred, z3.BoolRef] = {}
+        self._verdicts: dict[tuple[tuple[int, ...], Pred], str] = {}
+        self._same: dict[tuple[tuple[Pred, ...], Pred], str] = {}  # the verdicts by value
         self.undecided: list[Pred] = []  # the goals of the queries the budget left undecided, in order
 
     def proves(self, hyps: Iterable[Pred], goal: Pred) -> bool:
@@ -704,24 +709,38 @@ class Prover:
         return f" (undecided: Z3 ran out of its resource budget on `{goals[0]}`{more}; no counterexample was found)"
 
     def decide(self, hyps: Iterable[Pred], goal: Pred) -> str:
-        facts = tuple(dict.fromkeys(hyps))  # a fact stated twice (the kernel's, in copies A and B) is one fact
-        key = (facts, goal)
+        facts = list(hyps)
+        for p in facts:
+            if id(p) not in self._known:
+                self._known[id(p)] = (p, p.symbols(), None)
+        key = (tuple(id(p) for p in facts), goal)
         verdict = self._verdicts.get(key)
-        if verdict is None:
-            verdict = UNDECIDED
-            for ring in _rings(list(facts), goal):
-                verdict = self._check(ring, goal)
-                if verdict == PROVEN:
-                    break
+        if verdict is None:  # the same query may come with facts built afresh (two rules ask about one pair)
+            same = (tuple(facts), goal)
+            verdict = self._same.get(same)
+            if verdict is None:
+                verdict = UNDECIDED
+                for ring in _rings(facts, goal, [self._known[id(p)][1] for p in facts]):
+                    verdict = self._check(ring, goal)
+                    if verdict == PROVEN:
+                        break
+                self._same[same] = verdict
             self._verdicts[key] = verdict
         if verdict == UNDECIDED:
             self.undecided.append(goal)
         return verdict
 
     def _term(self, p: Pred) -> z3.BoolRef:
-        t = self._terms.get(p)
+        p_, names, t = self._known[id(p)]
         if t is None:
-            t = self._terms[p] = pred_to_z3(p, self._ints)
+            t = pred_to_z3(p, self._ints)
+            self._known[id(p)] = (p, names, t)
+        return t
+
+    def _goal(self, p: Pred) -> z3.BoolRef:
+        t = self._goals.get(p)
+        if t is None:
+            t = self._goals[p] = pred_to_z3(p, self._ints)
         return t
 
     def _check(self, hyps: list[Pred], goal: Pred) -> str:
@@ -731,7 +750,7 @@ class Prover:
         s = limited(z3.SimpleSolver())
         for h in hyps:
             s.add(self._term(h))
-        s.add(z3.Not(self._term(goal)))
+        s.add(z3.Not(self._goal(goal)))
         answer = s.check()
         return PROVEN if answer == z3.unsat else REFUTED if answer == z3.sat else UNDECIDED
 
@@ -742,9 +761,9 @@ def proves(hyps: Iterable[Pred], goal: Pred) -> bool:
     return Prover().proves(hyps, goal)
 
 
-def _rings(hyps: list[Pred], goal: Pred) -> list[list[Pred]]:
-    """Growing subsets of `hyps` around `goal`'s symbols, ending with `hyps` itself (each subset once)."""
-    symbols = [p.symbols() for p in hyps]
+def _rings(hyps: list[Pred], goal: Pred, symbols: list[frozenset[str]]) -> list[list[Pred]]:
+    """Growing subsets of `hyps` (whose symbols are `symbols`) around `goal`'s symbols, ending with `hyps` itself
+    (each subset once)."""
     near = set(goal.symbols())
     rings: list[list[Pred]] = []
     taken = [bool(s) and s <= near for s in symbols]

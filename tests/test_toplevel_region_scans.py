@@ -191,6 +191,27 @@ def test_the_one_dimensional_form_splits_too(kernel, small_tile) -> None:  # noq
     np.testing.assert_allclose(got["out"], want, rtol=0 if exact else 1e-4, atol=0 if exact else 1e-3)
 
 
+def test_one_column_loads_and_stores_whole_sectors() -> None:
+    """A span of a single column: the instance's column enters the addresses as `flat % TD`, which Triton folds to
+    0 at TD = 1 (a constant), so the rows of a chunk are contiguous and 16-byte aligned in its analysis and the
+    sm_90 loads and stores are 128 bits wide. The bare program-derived flat index had no divisibility Triton could
+    see: every access was 32 bits. The program still verifies after every pass."""
+    from bench.ptx import global_accesses  # (imported here: the kernels above keep their line numbers)
+
+    args = inputs("running", 4096, 1, 0, 4096)
+    k = running.specialize(args)
+    run_pipeline(physical.construct(k), verify_with=k)
+    with simulated_multiprocessors(132):
+        source = running.triton_source(*args.values())
+        ptx = running.ptx(*args.values(), arch=90)
+    assert re.search(r"v_column = v_flat % v_total\n", source)
+    assert "v_flat[:, None] * p_values_stride_1" not in source and "v_column[:, None] * p_values_stride_1" in source
+    widths = global_accesses(ptx)
+    assert widths.count("ld", 128) > 0 and widths.count("st", 128) > 0, dict(widths.widths)
+    # only the workspace's flags and slots and the bounds stay scalar-wide; the column's values are all 128-bit
+    assert widths.count("ld", 128) >= widths.count("ld", 32), dict(widths.widths)
+
+
 @intent.kernel
 def every_one_alike(x: f32[TE], y: f32[TS], b: i64, e: i64, out: Out[f32[TE]]):
     for _s in parallel(TS):

@@ -46,10 +46,38 @@ def _positions(lw: Lowerer, begin: PValue, end: PValue, start: PValue, reverse: 
     return pos, member
 
 
+def _lane_columns(lw: Lowerer, *indices: K.Index) -> dict[int, PValue]:
+    """The index items of `indices` that are a one-axis instance's own coordinate (its flat index), each as
+    `flat % N`: the same value in every valid lane, but a term whose divisibility Triton sees (at N = 1 it folds
+    to 0), where the bare program-derived flat index left a chunk's contiguous positions beside a column of
+    unknown alignment (32-bit loads). Computed once, outside the chunk loop; the per-lane remainder is paid once
+    per instance, against a chunk of elements."""
+    flat = lw.instance_flat
+    found: dict[int, PValue] = {}
+    for index in indices:
+        for it in index:
+            if flat is None or not isinstance(it, K.Value) or it.id in found or it.id not in lw.env:
+                continue
+            v = lw.get(it)
+            if v.id != flat.id:
+                continue
+            col = lw.binary(BinaryFn.mod, v, lw.shape_value(lw.instance_count), name="column")
+            lw.set_form(col, lw.affine_of(v))  # the lane's coordinate wherever the lane is valid
+            found[it.id] = col
+    return found
+
+
+def _coord(lw: Lowerer, it: object, columns: dict[int, PValue]) -> PValue:
+    assert isinstance(it, K.Value)
+    return columns[it.id] if it.id in columns else lw.get(it)
+
+
 def _source(lw: Lowerer, src: K.Value, index: K.Index, begin: PValue, end: PValue, reverse: bool,
-            map_region: K.Region | None, position: bool = False) -> tuple[PRegion, tuple[DType, ...], PValue | None]:
+            map_region: K.Region | None, position: bool = False, columns: dict[int, PValue] | None = None
+            ) -> tuple[PRegion, tuple[DType, ...], PValue | None]:
     """The slicing relation + summariser: chunk start -> (components..., member). With `position`, the
-    element's position relative to `begin` (i64) follows the components (argmax/argmin)."""
+    element's position relative to `begin` (i64) follows the components (argmax/argmin). `columns`: index items
+    read as their `_lane_columns` value."""
     buf = lw.buffer_of(src)
     note_read(lw, buf)
     axis, _ = _dyn(index)
@@ -58,7 +86,7 @@ def _source(lw: Lowerer, src: K.Value, index: K.Index, begin: PValue, end: PValu
     member = lw.and_(member, lw.lane_valid if pos.type.lanes else None)
     coords = []
     for ax, it in enumerate(index):
-        coords.append(pos if ax == axis else lw.get(it))  # type: ignore[arg-type]
+        coords.append(pos if ax == axis else _coord(lw, it, columns or {}))
     acc = lw.access(buf, tuple(coords), pos.type.tile, pos.type.lanes, data_dependent=True, fill=fill_for(buf),
                     effect=False, copy=lw.copy_index(buf, pos.type.lanes))
     acc = type(acc)(acc.buffer, acc.coords, lw.and_(acc.mask, member), acc.bounds, acc.fill, acc.copy)
@@ -110,7 +138,8 @@ def _lane_bounds(lw: Lowerer, op: KG.RegionFold | KG.RegionScan, index: K.Index)
 def lower_region_fold(lw: Lowerer, op: KG.RegionFold) -> None:
     begin, end = _lane_bounds(lw, op, op.index)
     arg = op.kind in (KG.ReduceKind.argmax, KG.ReduceKind.argmin)
-    source, dtypes, _ = _source(lw, op.src, op.index, begin, end, False, op.map, position=arg)
+    columns = _lane_columns(lw, op.index)
+    source, dtypes, _ = _source(lw, op.src, op.index, begin, end, False, op.map, position=arg, columns=columns)
     lanes = begin.type.lanes or end.type.lanes
     if op.kind is KG.ReduceKind.custom:
         assert op.combine is not None and op.identity is not None
@@ -144,7 +173,8 @@ def lower_region_scan(lw: Lowerer, op: KG.RegionScan) -> None:
     daxis, ddyn = _dyn(op.dst_index)
     begin, end = _lane_bounds(lw, op, op.src_index)
     dbegin = begin if ddyn.begin.id == dyn.begin.id else lw.get(ddyn.begin)
-    source, dtypes, _ = _source(lw, op.src, op.src_index, begin, end, op.reverse, None)
+    columns = _lane_columns(lw, op.src_index, op.dst_index)
+    source, dtypes, _ = _source(lw, op.src, op.src_index, begin, end, op.reverse, None, columns=columns)
     if op.kind is KG.ScanKind.custom:
         assert op.combine is not None and op.identity is not None
         accs = dtypes
@@ -168,7 +198,7 @@ def lower_region_scan(lw: Lowerer, op: KG.RegionScan) -> None:
     pos, _ = _positions(lw, begin, end, start, op.reverse)
     dpos = pos if shift is None else \
         lw.binary(BinaryFn.add, pos, lw.broadcast_to(shift, pos.type.with_dtype(shift.type.dtype, shift.type.index)))
-    coords = tuple(dpos if ax == daxis else lw.get(it) for ax, it in enumerate(op.dst_index))  # type: ignore
+    coords = tuple(dpos if ax == daxis else _coord(lw, it, columns) for ax, it in enumerate(op.dst_index))
     acc = lw.access(buf, coords, tile, lanes, data_dependent=True, fill=None, effect=True,
                     copy=lw.copy_index(buf, lanes))
     acc = type(acc)(acc.buffer, acc.coords, lw.and_(acc.mask, vals[-1]), acc.bounds, acc.fill, acc.copy)

@@ -265,6 +265,15 @@ def launch_latency(device: torch.device, hand_written: Any, calls: int) -> str:
     return markdown_table(("tiny vector add (1024)", "us per call", "notes"), rows)
 
 
+def timed_cases(dry_run: bool) -> list[BenchCase]:
+    """What a run times: the large GPU sizes and every kernel of the whole-device model (`bench/model.py`) at the
+    model's sizes (the skewed segment, jagged and argmax kernels among them), so the first GPU run checks the model;
+    a dry run, the tiny sizes of both sets."""
+    if dry_run:
+        return traffic_cases("tiny") + model_cases("tiny")
+    return gpu_cases() + model_cases("full")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", nargs="*", metavar="FAMILY")
@@ -283,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.monotonic()
     if opts.dry_run:
         device = torch.device("cpu")
-        cases = traffic_cases("tiny") + model_cases("tiny")
+        cases = timed_cases(dry_run=True)
         peaks = Peaks("cpu (dry run)", None, None)
         use_compile = False
     else:
@@ -293,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         if opts.tests:
             return run_gpu_tests()
         device = torch.device("cuda")
-        cases = gpu_cases() + model_cases("full")  # the whole-device model's kernels at its sizes
+        cases = timed_cases(dry_run=False)
         peaks = device_peaks(torch.cuda.get_device_name(device), opts.peak_gbs)
         use_compile = not (opts.no_compile or opts.quick)
     if opts.only:

@@ -32,6 +32,22 @@ def test_without_cuda_it_says_so_and_exits_0(monkeypatch, capsys):
     assert capsys.readouterr().out == "no CUDA device; nothing to time\n"
 
 
+def test_a_gpu_run_times_every_kernel_of_the_device_model():
+    """The first GPU run checks the model: every kernel `bench/model.py` reports is timed at the model's sizes,
+    the skewed argmax, segment and jagged kernels among them."""
+    from bench.kernels import model_cases
+
+    timed = {(c.family, c.label) for c in gpu.timed_cases(dry_run=False)}
+    assert {(c.family, c.label) for c in model_cases("full")} <= timed
+    for family, label in (("segment_argmax_skewed", "64seg/2M"), ("segment_argmax_skewed", "65536seg/2M"),
+                          ("jagged_argmax_skewed", "64seg/131072x16"), ("jagged_mean_skewed", "64seg/131072x16"),
+                          ("jagged_cumsum_skewed", "64seg/131072x16"), ("span_cumsum", "2097152x1"),
+                          ("segment_cumsum_skewed", "64seg/2M")):
+        assert (family, label) in timed, (family, label)
+    dry = {c.family for c in gpu.timed_cases(dry_run=True)}
+    assert {"segment_argmax_skewed", "jagged_argmax_skewed", "jagged_mean_skewed"} <= dry
+
+
 def test_compare_names_the_first_mismatch():
     got = {"out": torch.tensor([1.0, 2.0]), "n": torch.tensor([1, 2])}
     assert gpu.compare(got, {"out": torch.tensor([1.0, 2.0])}, {"atol": 0, "rtol": 0}) is None

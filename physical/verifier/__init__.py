@@ -51,7 +51,9 @@ from . import (
     tiles,
     workspace,
 )
+from .affine import Prover
 from .base import RULE_DOCS, RULES, PhysicalVerifyError, Violation, locate
+from .index import index_of
 
 _ORDER = ["self-contained", "ssa-defined", "fragment-types", "launch-extent", "segments-partition", "ownership",
           "loop-invariant",
@@ -75,16 +77,28 @@ def run_rule(name: str, program: Program, kernel: Kernel | None = None) -> list[
         return [Violation(name, f"the rule could not be checked on this program: {type(exc).__name__}: {exc}")]
 
 
-def check(program: Program, kernel: Kernel | None = None) -> list[Violation]:
-    """Every violation of every rule, in rule order."""
+def _share(program: Program, prover: Prover | None) -> None:
+    """Let the rules of `program` ask `prover` (one that verified earlier programs of the same kernel remembers
+    its verdicts: a pass changes some groups, and the queries about the others come again)."""
+    if prover is not None:
+        ix = index_of(program)
+        if ix.prover is None:
+            ix.prover = prover
+
+
+def check(program: Program, kernel: Kernel | None = None, prover: Prover | None = None) -> list[Violation]:
+    """Every violation of every rule, in rule order (the Z3 queries asked of `prover` where given)."""
+    _share(program, prover)
     out: list[Violation] = []
     for name in RULES:
         out.extend(run_rule(name, program, kernel))
     return out
 
 
-def verify(program: Program, kernel: Kernel | None = None) -> None:
-    """Raise `PhysicalVerifyError` for the first rule the program breaks (None when it keeps them all)."""
+def verify(program: Program, kernel: Kernel | None = None, prover: Prover | None = None) -> None:
+    """Raise `PhysicalVerifyError` for the first rule the program breaks (None when it keeps them all; the Z3
+    queries asked of `prover` where given)."""
+    _share(program, prover)
     for name in RULES:
         found = run_rule(name, program, kernel)
         if found:
@@ -93,6 +107,6 @@ def verify(program: Program, kernel: Kernel | None = None) -> None:
                                       tuple(found[1:]))
 
 
-__all__ = ["verify", "check", "run_rule", "RULES", "RULE_DOCS", "PhysicalVerifyError", "Violation", "structure",
-           "fragments", "ownership", "structured", "buffers", "accesses", "dependence", "atomics", "tiles",
+__all__ = ["verify", "check", "run_rule", "Prover", "RULES", "RULE_DOCS", "PhysicalVerifyError", "Violation",
+           "structure", "fragments", "ownership", "structured", "buffers", "accesses", "dependence", "atomics", "tiles",
            "persistent", "workspace", "splits"]

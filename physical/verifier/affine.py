@@ -687,6 +687,7 @@ class Prover:
         # (so that its id stays its own). A goal, built afresh for each query, is known by value.
         self._known: dict[int, tuple[Pred, frozenset[str], z3.BoolRef | None]] = {}
         self._goals: dict[Pred, z3.BoolRef] = {}
+        self._terms: dict[Pred, z3.BoolRef] = {}  # by value: a fact built again (the next program of a pipeline)
         self._verdicts: dict[tuple[tuple[int, ...], Pred], str] = {}
         self._same: dict[tuple[tuple[Pred, ...], Pred], str] = {}  # the verdicts by value
         self.undecided: list[Pred] = []  # the goals of the queries the budget left undecided, in order
@@ -733,7 +734,9 @@ class Prover:
     def _term(self, p: Pred) -> z3.BoolRef:
         p_, names, t = self._known[id(p)]
         if t is None:
-            t = pred_to_z3(p, self._ints)
+            t = self._terms.get(p)
+            if t is None:
+                t = self._terms[p] = pred_to_z3(p, self._ints)
             self._known[id(p)] = (p, names, t)
         return t
 

@@ -149,10 +149,18 @@ def lowered(args):
     return k, program, names
 
 
-def test_the_plan_uses_helpers_and_verifies() -> None:
-    args = args_for(skewed(17), 4)
+@pytest.fixture(scope="module")
+def plan():
+    """The kernel lowered once for the tests of the plan and of the verifier: the program depends on the
+    arguments' dtypes only (the segments, the columns and the device are launch values)."""
     with simulated_multiprocessors(132):
-        k, program, names = lowered(args)
+        return lowered(args_for(skewed(17), 4))
+
+
+def test_the_plan_uses_helpers_and_verifies(plan) -> None:
+    args = args_for(skewed(17), 4)
+    k, program, names = plan
+    with simulated_multiprocessors(132):
         text = jagged.explain(*args.values())
     assert "split-segments" in names
     ops = list(program.walk())
@@ -162,13 +170,11 @@ def test_the_plan_uses_helpers_and_verifies() -> None:
     assert re.search(r"chunk0: f32\[JD\] invocation_workspace.*\(HELPERS_0 copies\)", text)
 
 
-def test_verifier_refuses_a_helper_joining_lanes_outside_its_block() -> None:
+def test_verifier_refuses_a_helper_joining_lanes_outside_its_block(plan) -> None:
     """Without the test that a lane lies in the block its helper decodes (`flat // BLOCK_I0 == helper_block`), the
     helpers of a segment whose columns span two blocks (D = 3 in blocks of 4) could join lanes of another block:
     they would wait for a participant that never comes."""
-    args = args_for(skewed(17), 3)
-    with simulated_multiprocessors(132):
-        k, program, _ = lowered(args)
+    k, program, _ = plan
     helper_block = next(op.helper_block for op in program.walk() if isinstance(op, P.OwnedInstances))
 
     def loose(op):
@@ -186,13 +192,11 @@ def test_verifier_refuses_a_helper_joining_lanes_outside_its_block() -> None:
         r"and the lane's last participant would never come", found[0])
 
 
-def test_verifier_refuses_a_chunk_shared_by_helpers_without_the_part_test() -> None:
+def test_verifier_refuses_a_chunk_shared_by_helpers_without_the_part_test(plan) -> None:
     """A chunk of a segment whose columns span blocks has a helper per block; without the test that a lane joins
     the helper of its own part, nothing shows that only one of a chunk's helpers joins each lane, so the last
     participant's count (its segment's chunks) is not proven."""
-    args = args_for(skewed(2, big=1500), 40)
-    with simulated_multiprocessors(132):
-        k, program, _ = lowered(args)
+    k, program, _ = plan
 
     def producer(v):
         return next((x for x in program.walk() if any(r.id == v.id for r in x.results)), None)

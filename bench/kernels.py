@@ -95,6 +95,13 @@ def segment_stats(values: f32[E], offsets: i64[S + 1], out: Out[f32[E]], total: 
 
 
 @intent.kernel
+def segment_cumsums(values: f32[E], offsets: i64[S + 1], fwd: Out[f32[E]], rev: Out[f32[E]]):
+    for s in parallel(S):
+        fwd[offsets[s]:offsets[s + 1]] = intent.cumsum(values[offsets[s]:offsets[s + 1]])
+        rev[offsets[s]:offsets[s + 1]] = intent.cumsum(values[offsets[s]:offsets[s + 1]], reverse=True)
+
+
+@intent.kernel
 def jagged_cumsum(values: f32[E, N], offsets: i64[S + 1], out: Out[f32[E, N]]):
     for s in parallel(S):
         out[offsets[s]:offsets[s + 1], :] = intent.cumsum(values[offsets[s]:offsets[s + 1], :], axis=0)
@@ -574,6 +581,32 @@ def skewed_segment_stats_case(e: int, segments: int = 64) -> BenchCase:
                      tol={"atol": 1e-1, "rtol": 1e-3}, contiguous_f32=False)
 
 
+def skewed_segment_cumsums_case(e: int, segments: int = 64) -> BenchCase:
+    """A segment's running sum from its begin and from its end in one body (scans in both directions over the same
+    segments); segment 0 holds half of the `e` values."""
+
+    def build(dev: torch.device, g: torch.Generator) -> Args:
+        return {"values": _randn((e,), dev, g), "offsets": _skewed_offsets(e, segments).to(dev),
+                "fwd": torch.empty(e, device=dev), "rev": torch.empty(e, device=dev)}
+
+    def eager(a: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+        v, offsets = a["values"].double(), a["offsets"]
+        run = torch.cumsum(v, 0)
+
+        def before(at: torch.Tensor) -> torch.Tensor:  # the sum of values[:at]
+            return torch.where(at > 0, run[(at - 1).clamp(min=0)], torch.zeros_like(run[:1]))
+
+        starts, ends = offsets[:-1], offsets[1:]
+        lengths = ends - starts
+        fwd = run - torch.repeat_interleave(before(starts), lengths)
+        # from the end: the segment's total less what precedes each value within the segment
+        rev = torch.repeat_interleave(before(ends), lengths) - run + v
+        return {"fwd": fwd.float(), "rev": rev.float()}
+
+    return BenchCase("segment_cumsums_skewed", f"{segments}seg/{_count(e)}", segment_cumsums, build, eager,
+                     tol={"atol": 1e-1, "rtol": 1e-3}, contiguous_f32=False)
+
+
 def skewed_jagged_cumsum_case(rows: int, width: int, segments: int = 64) -> BenchCase:
     """A jagged cumsum over `rows` x `width` values; segment 0 holds half of the rows."""
 
@@ -703,7 +736,8 @@ def model_cases(scale: str) -> list[BenchCase]:
                 subtract_row_max_case(20, 30), skewed_segment_sum_case(4000, 8), skewed_segment_cumsum_case(4000, 8),
                 histogram_case(5000, 16), skewed_segment_stats_case(4000, 8), skewed_jagged_cumsum_case(1000, 4, 8),
                 skewed_jagged_mean_case(1000, 4, 8), span_cumsum_case(1000, 4), span_cumsum_case(3000, 1),
-                skewed_segment_argmax_case(4000, 8), skewed_jagged_argmax_case(1000, 4, 8)]
+                skewed_segment_argmax_case(4000, 8), skewed_jagged_argmax_case(1000, 4, 8),
+                skewed_segment_cumsums_case(4000, 8)]
     if scale == "quick":
         return [total_sum_case(1 << 18), total_max_case(1 << 18), total_argmax_case(1 << 18),
                 scan_1d_case("cumsum", 1 << 18), scan_1d_case("cumsum_exclusive", 1 << 18),
@@ -718,7 +752,8 @@ def model_cases(scale: str) -> list[BenchCase]:
                 skewed_jagged_mean_case(1 << 13, 16), skewed_jagged_mean_case(1 << 11, 40),
                 skewed_jagged_mean_case(1 << 12, 7, big=2), span_cumsum_case(1 << 13, 16),
                 span_cumsum_case(1 << 17, 1),
-                skewed_segment_argmax_case(1 << 17), skewed_jagged_argmax_case(1 << 13, 16)]
+                skewed_segment_argmax_case(1 << 17), skewed_jagged_argmax_case(1 << 13, 16),
+                skewed_segment_cumsums_case(1 << 17)]
     if scale == "full":
         return [total_sum_case(1 << 22), total_max_case(1 << 22), total_argmax_case(1 << 22),
                 scan_1d_case("cumsum", 1 << 22), scan_1d_case("cumsum_exclusive", 1 << 22),
@@ -735,7 +770,7 @@ def model_cases(scale: str) -> list[BenchCase]:
                 skewed_jagged_mean_case(1 << 15, 40), skewed_jagged_mean_case(1 << 16, 7, big=2),
                 span_cumsum_case(1 << 17, 16), span_cumsum_case(1 << 21, 1),
                 skewed_segment_argmax_case(1 << 21), skewed_segment_argmax_case(1 << 21, 1 << 16),
-                skewed_jagged_argmax_case(1 << 17, 16)]
+                skewed_jagged_argmax_case(1 << 17, 16), skewed_segment_cumsums_case(1 << 21)]
     raise ValueError(f"scale: expected one of {', '.join(SCALES[:3])}, got {scale!r}")
 
 

@@ -37,7 +37,8 @@ def test_scales_hold_the_issue_sizes():
         "segment_stats_skewed 64seg/2M", "jagged_cumsum_skewed 64seg/32768x40", "jagged_cumsum_skewed 64seg/131072x16",
         "jagged_mean_skewed 64seg/131072x16", "jagged_mean_skewed 64seg/32768x40",
         "jagged_mean_skewed 64seg/65536x7/big2", "span_cumsum 131072x16", "span_cumsum 2097152x1",
-        "segment_argmax_skewed 64seg/2M", "segment_argmax_skewed 65536seg/2M", "jagged_argmax_skewed 64seg/131072x16"]
+        "segment_argmax_skewed 64seg/2M", "segment_argmax_skewed 65536seg/2M", "jagged_argmax_skewed 64seg/131072x16",
+        "segment_cumsums_skewed 64seg/2M"]
 
 
 def test_skewed_segment_case_puts_half_the_values_in_segment_zero():

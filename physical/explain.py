@@ -306,7 +306,12 @@ def _lookback_lines(p: Program, g: Group, f: _Formulas, body: PRegion | None = N
              f"for lower tickets)"]
     for op in body.ops:
         if ticket.helper_block is not None and isinstance(op, P.PublishSlot):
-            names = ", ".join(p.buffer(b).name for b in op.slots)
+            names = ", ".join(p.buffer(b).name for b in op.slots if not _fold_slots(p, b))
+            folds = [p.buffer(b).name for b in op.slots if _fold_slots(p, b)]
+            if folds:  # region folds beside the scans, balanced with them (passes/balance_scan_folds.py)
+                names += (f", and beside it its partial of each region fold beside the scans (its lanes' partials, "
+                          f"each of the range the lane scans, folded across the lanes in lane order) in the same "
+                          f"slot of {', '.join(folds)}")
             where = (f"(its lanes' runs folded across the lanes in lane order, each run its held tile, then its "
                      f"rest) in slot = blocks * {ticket.block} + its position among the helpers" if not columns else
                      f"per column (its held tile, then its rest) in slot = blocks * {ticket.block} + column * "
@@ -314,6 +319,18 @@ def _lookback_lines(p: Program, g: Group, f: _Formulas, body: PRegion | None = N
             lines.append(f"  each helper publishes its chunk's aggregate {where} of {names}, then raises the flag "
                          f"of its ticket, {sync.name}[{P.SYNC_FLAGS} + ticket] (release); the blocks need no "
                          f"aggregate (a subregion they scan is theirs alone) and write no slot, only their flag")
+            continue
+        if ticket.helper_block is not None and isinstance(op, P.FoldSlots) and all(
+                _fold_slots(p, b) for b in op.slots):
+            names = ", ".join(p.buffer(b).name for b in op.slots)
+            lines.append(f"  then the last helper of each subregion handed over (the highest ticket among its "
+                         f"helpers) waits for the same flags and folds the slots of {names} of its subregion's "
+                         f"earlier helpers in index order, {op.block} slots a step, and joins its own partial in "
+                         f"position order (a fixed combine order: the same bits every run): the fold's result, "
+                         f"which that helper stores with the work that needs it; a block folds and stores a "
+                         f"subregion it keeps whole itself" + (
+                             " (a fold that is a scan's total takes that scan's aggregate of each range as its "
+                             "partial: the subregion is read once, by the scan)" if _totals_taken(g) else ""))
             continue
         if ticket.helper_block is not None and isinstance(op, P.FoldSlots):
             lines.append(f"  then every lane of a helper waits for the flags of the lower tickets of its subregion's "
@@ -358,6 +375,18 @@ def _lookback_lines(p: Program, g: Group, f: _Formulas, body: PRegion | None = N
             lines.append(f"  the last program to finish ({sync.name}[{P.SYNC_DONE}], acq_rel) restores the ticket, "
                          f"the counter and the flags to zero: the workspace is self-resetting, no launch clears it")
     return lines
+
+
+def _fold_slots(p: Program, buffer: int) -> bool:
+    """Whether look-back slot buffer `buffer` holds a region fold's partials (passes/balance_scan_folds.py)."""
+    return p.buffer(buffer).name.startswith("fold")
+
+
+def _totals_taken(g: Group) -> bool:
+    """Whether a fold of the group takes a scan's aggregate as its partial (an `if` on the split flag whose
+    partial comes from its then-branch as it is)."""
+    return any(isinstance(op, P.If) and op.flag and op.results and op.results[0].name == "partial"
+               and len(op.then_.ops) == 1 for op in g.body.walk())
 
 
 def _folds_beside_scans(p: Program, g: Group, splits: str) -> list[str]:

@@ -118,13 +118,14 @@ class LookbackBuffers:
 
 
 def lookback_buffers(program: Program, group: int, slots: Dim, count: LaunchExpr,
-                     accs: list[tuple[DType, ...]], values: tuple[Dim, LaunchExpr] | None = None
-                     ) -> LookbackBuffers:
+                     accs: list[tuple[DType, ...]], values: tuple[Dim, LaunchExpr] | None = None,
+                     labels: list[str] | None = None) -> LookbackBuffers:
     """The look-back workspace of `group` (not yet added to `program`): a self-resetting i32 sync buffer of
     `slots` flags after the two counters and, per scan, a slot buffer per accumulator (`accs`), `slots`
     elements each; `count` is the flags' count as the launcher evaluates it (shape symbols). `values`: the slot
     buffers' elements instead (as a dim and as the launcher evaluates it), where a program publishes one value
-    per lane of its block under one flag."""
+    per lane of its block under one flag. `labels`: each row's name (`scan<n>` by default; a region fold's
+    partials published beside the scans' aggregates are `fold<n>`)."""
     next_bid = _fresh_buffer_id(program)
     taken = {w.name for w in program.workspaces}
 
@@ -153,7 +154,7 @@ def lookback_buffers(program: Program, group: int, slots: Dim, count: LaunchExpr
     for n, dts in enumerate(accs):
         row = []
         for k, dt in enumerate(dts):
-            b, ws = buffer(f"scan{n}_slot{k}", P.slot_dtype(dt), *((slots, count) if values is None else values),
+            b, ws = buffer(f"{labels[n] if labels else f'scan{n}'}_slot{k}", P.slot_dtype(dt), *((slots, count) if values is None else values),
                            M.BufferInit.UNINITIALISED)
             row.append(b)
             wss.append(ws)

@@ -3,9 +3,12 @@ whichever segments hold them.
 
 Where every region scan of a group takes its subregion from `offsets[i]`, `offsets[i + 1]` of one integer tensor
 that nothing in the launch writes (a segmented cumsum over CSR offsets), all of them run the same way (forward, or
-all reverse) and no region fold sits beside them, split-region-scans does not cut each segment into `SPLITS_g`
-pieces decided from the shapes: the data decides, as balance_segments does for region folds (and with its search,
-chunks and delegation test):
+all reverse) and every region fold beside them takes the same subregions (a segment's total next to its running
+sum: its partials ride on the same ranges and slots, physical/passes/balance_scan_folds.py), split-region-scans does
+not cut each segment into `SPLITS_g` pieces decided from the shapes: the data decides, as balance_segments does for
+region folds (and with its search, chunks and delegation test). Scans in both directions over the same segments keep
+the shapes' pieces: one ticket order cannot take the chunks both from the first and from the last (see
+`data_bounds`):
 
 * the group's segment ends in H = `HELPERS_g` helper programs past its blocks (`balance_segments.helper_count`:
   0 under Triton's interpreter), and the scanned tensor's positions [0, H * C) are cut into H chunks of C whole
@@ -83,6 +86,7 @@ from ..launch_expr import (
 )
 from ..model import Fragment, Program, PValue, TileAxis
 from ..workspace import INDEX, lookback_buffers
+from .balance_scan_folds import finish_folds, fold_dtypes, fold_partials, last_helper, refusal, wants_rest
 from .balance_segments import (
     Bounds,
     HelperValues,
@@ -99,18 +103,29 @@ from .split_region_scan import CHUNK, RegionScanPlan, _chunk_axis, _flat, _hold,
 
 
 def data_bounds(program: Program, plan: RegionScanPlan) -> Bounds | None:
-    """The offsets tensor the plan's scans all take their subregions from, if the data may balance them: a group
-    of instances whose scans all run one way, with no region fold beside them."""
+    """The offsets tensor the plan's scans (and the region folds beside them) all take their subregions from, if
+    the data may balance them: a group of instances whose scans all run one way, over one axis where folds sit
+    beside them, none of them with pred accumulators (`balance_scan_folds.refusal`).
+
+    Scans in both directions keep the shapes' pieces (split_region_scan.py): their helpers would have to take
+    the chunks in two orders at once (a forward scan's look-back waits for the chunks before a helper's, a reverse
+    scan's for those after it; programs may wait only for lower tickets), and the shapes' pieces already serve
+    both (ticket t scans the t-th piece from each end), at the model's 0.80 where one segment holds half of 2M
+    values (bench/README.md)."""
     g = plan.group
     ops = g.body.ops
     if g.single_instance or len({ops[n].reverse for n in plan.scans}) != 1:  # type: ignore[attr-defined]
         return None
-    if plan.folds is not None:  # region folds beside the scans combine over the shapes' pieces (scan_folds.py)
-        return None
+    if plan.folds is not None and refusal(ops, plan.folds) is not None:
+        return None  # such region folds beside the scans combine over the shapes' pieces (scan_folds.py)
     found = lane_test(ops)
     if isinstance(found, str):
         return None
-    return bounds_of(program, ops, found[0], plan.scans, g.domain)
+    folds = plan.folds.folds if plan.folds is not None else ()
+    bounds = bounds_of(program, ops, found[0], plan.scans + folds, g.domain)
+    if bounds is not None and folds and bounds.columns is not None:
+        return None  # folds beside the scans of a (segments, columns) workset keep the shapes' pieces
+    return bounds
 
 
 def balanced_scan_split(program: Program, plan: RegionScanPlan, tile: int, bounds: Bounds) -> Program:
@@ -161,7 +176,10 @@ def balanced_scan_split(program: Program, plan: RegionScanPlan, tile: int, bound
     block_dim = dim_bin("//", dim_bin("+", _flat(g), dim_bin("-", lanes, 1)), lanes)
     flags_dim = dim_bin("+", block_dim, DSym(helpers))
     values = (dim_bin("*", flags_dim, lanes), lmul(programs, consts[g.block]))
-    ws = lookback_buffers(program, gid, flags_dim, programs, [s.acc_dtypes for s in scans], values)  # type: ignore
+    # a row of slots per scan and, beside them, per region fold (its helpers' partials: balance_scan_folds.py)
+    fold_rows = fold_dtypes(ops, plan.folds) if plan.folds is not None else []
+    ws = lookback_buffers(program, gid, flags_dim, programs, [s.acc_dtypes for s in scans] + fold_rows,  # type: ignore
+                          values, [f"scan{n}" for n in range(len(scans))] + [f"fold{n}" for n in range(len(fold_rows))])
     program = dataclasses.replace(program, buffers=program.buffers + (ws.sync,) + tuple(b for row in ws.slots
                                                                                           for b in row),
                                   workspaces=program.workspaces + tuple(ws.workspaces))
@@ -184,8 +202,9 @@ def balanced_scan_split(program: Program, plan: RegionScanPlan, tile: int, bound
     helper_block, owner = join_block(w, program, bounds, g, chunk_of, cond, fast, origin)
     s: PValue | None = None
     flat: PValue | None = None
-    for op in ops:
-        if isinstance(op, P.RegionScan) or op.TERMINATOR:
+    moved = plan.folds.moved if plan.folds is not None else frozenset()
+    for n, op in enumerate(ops):
+        if isinstance(op, P.RegionScan) or op.TERMINATOR or n in moved:
             continue
         if isinstance(op, P.OwnedInstances):
             op = dataclasses.replace(op, splits=splits, ticket=ws.sync.id, helper_block=helper_block)
@@ -250,11 +269,13 @@ def balanced_scan_split(program: Program, plan: RegionScanPlan, tile: int, bound
     zero = izero
 
     pieces = []
-    for scan in scans:
+    for at, scan in zip(plan.scans, scans):
         assert isinstance(scan, P.RegionScan)
         dt = scan.begin.type.dtype
         piece = (o.cast(begin_v, dt), o.cast(end_v, dt))
-        pieces.append(_hold(w, scan, s, (splits, held, fast), split, zero, piece, h.is_helper))
+        # a fold that is this scan's total takes its aggregate: the blocks' subregions are then folded whole too
+        wanted = None if wants_rest(plan.folds, at) else h.is_helper
+        pieces.append(_hold(w, scan, s, (splits, held, fast), split, zero, piece, wanted))
     # a helper's aggregate: its lanes' runs in lane order (one value, published by the joined lane); each lane's
     # runs before its own in traversal order (the lanes before it, or after it in a reverse scan)
     published, before = [], []
@@ -266,8 +287,27 @@ def balanced_scan_split(program: Program, plan: RegionScanPlan, tile: int, bound
         published += [o.select(h.is_helper, x, a) for x, a in zip(total, p.aggregate)]
         before.append(_lanes_op(w, P.LaneScan, p.aggregate, scan, kind=scan.kind, reverse=scan.reverse,
                                 exclusive=True))
+    parts = None
+    if plan.folds is not None:  # the folds' partials of the same ranges, published beside the aggregates
+        begin_of = o.select(h.is_helper, _pick(w, o, mine, b, "joined_subregion"), b, "subregion_begin")
+        aggregates = {at: p.aggregate for at, p in zip(plan.scans, pieces)}
+        parts = fold_partials(w, ops, plan.folds, aggregates, (begin_v, end_v), begin_of, h.is_helper, (split, fast))
+        published += [v for row in parts.published for v in row]
     w.put(P.PublishSlot(origin=origin, sync=ws.sync.id, slots=tuple(x.id for row in ws.slots for x in row),
                         slot=my_slot, values=tuple(published), active=publishes))
+    finish = None
+    if plan.folds is not None and parts is not None:
+        folds_plan, fold_parts = plan.folds, parts
+        # (the lane-validity and delegation tests stated: `mine` implies them, but the verifier reads them here:
+        # lanes past the instances perform nothing, and a block stores a subregion no helper joins)
+        last = o.bin(BinaryFn.and_, o.bin(BinaryFn.and_, lane_ok, delegates),
+                     last_helper(o, h, mine, (k0, k1), reverse), "last_helper")
+        # the lanes that hold a complete result: a block's kept subregion, the last helper's joined lane
+        final = o.select(h.is_helper, last, o.bin(BinaryFn.and_, lane_ok, o.not_(delegates)), "final")
+
+        def finish() -> None:
+            finish_folds(w, ops, folds_plan, fold_parts, ws.slots[len(scans):], ws.sync.id, (my_first, my_slot),
+                         last, final, reverse)
     runs_before = {id(p): r for p, r in zip(pieces, before)}
 
     def in_chunk(p, prefix: list[PValue]) -> tuple[list[PValue], PValue]:
@@ -283,7 +323,7 @@ def balanced_scan_split(program: Program, plan: RegionScanPlan, tile: int, bound
                 o.select(h.is_helper, mine_first, leading, "writes_own_scan"))
 
     return look_back(w, program, g, pieces, ws, (my_first, my_slot, lane_ok), (leading, zero), origin,
-                     (programs, segments, lengths), in_chunk)
+                     (programs, segments, lengths), in_chunk, finish)
 
 
 def _by_columns(w: RowBuilder, o: Ops, program: Program, g, scans: list, lanes: tuple, columns: PValue, h,

@@ -317,14 +317,16 @@ def _split(program: Program, plan: RegionScanPlan, tile: int) -> Program:
 def look_back(w: RowBuilder, program: Program, g: Group, pieces: list[_Piece], ws: LookbackBuffers,
               slots: tuple[PValue, PValue, PValue | None], first_piece: tuple[PValue, PValue], origin: Origin,
               launch: tuple[LaunchExpr, tuple[Segment, ...], list[LaunchExpr]],
-              in_chunk: Callable[[_Piece, list[PValue]], tuple[list[PValue], PValue]] | None = None) -> Program:
+              in_chunk: Callable[[_Piece, list[PValue]], tuple[list[PValue], PValue]] | None = None,
+              finish: Callable[[], None] | None = None) -> Program:
     """The end of a split region-scan body, shared by the shapes' pieces and the data's helpers: each piece
     folds the aggregates of the slots `first` up to its own `slot` in index order (a lane out of `lane_ok` or
     with an empty piece folds nothing), writes itself with that prefix (`leading`: the first piece writes its
     own scan), and the program retires its ticket; returns the program with the group's body so built and the
     launch's `programs`, `segments` and `lengths` in place. `in_chunk` (a helper whose lanes hold runs of one
     chunk) gives, from a piece and that prefix, what precedes each lane's run and whether the run writes its
-    own scan."""
+    own scan. `finish` writes what follows the look-back before the ticket retires (region folds beside the scans
+    balanced by the data: their last helpers' look-back and the stores of their results)."""
     first, slot, lane_ok = slots
     leading, zero = first_piece
     programs, segments, lengths = launch
@@ -345,6 +347,8 @@ def look_back(w: RowBuilder, program: Program, g: Group, pieces: list[_Piece], w
                           active=active))
         before, own = (prefix, leading) if in_chunk is None else in_chunk(p, prefix)
         _write(w, p, before, own, zero)
+    if finish is not None:
+        finish()
     w.put(P.RetireTicket(origin=origin, sync=ws.sync.id, programs=programs))
     w.put(P.Yield(values=()))
     group = dataclasses.replace(g, body=dataclasses.replace(g.body, ops=tuple(w.ops)))

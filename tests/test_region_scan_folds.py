@@ -1,6 +1,8 @@
 """Region folds beside region scans (physical/passes/scan_folds.py): a `parallel` body that both scans and folds
 its segment (`run[b:e] = intent.cumsum(values[b:e])` and `total[s] = intent.sum(values[b:e])`) splits each segment
-over the pieces of split-region-scans; each fold's pieces meet in slot order in the last ticket's holder. Launches
+over the pieces of split-region-scans; each fold's pieces meet in slot order in the last ticket's holder (`stats`
+scans in both directions, so the shapes' pieces serve it; scans of one direction beside folds balance by the data,
+tests/test_balance_scan_folds.py). Launches
 are sized as for a 132-multiprocessor device (Triton's interpreter runs the programs one at a time in order); the
 held tile is lowered (`INTENT_LOOP_BUDGET`) so that the long segment's pieces are several and the run stays quick."""
 
@@ -122,15 +124,18 @@ def test_every_shape_splits_correctly(lengths: list[int], small_tile) -> None:  
         np.testing.assert_allclose(got[name], want, rtol=1e-4, atol=1e-3, err_msg=name)
 
 
-def test_integer_folds_split_exactly(small_tile) -> None:  # noqa: F811
+def test_integer_folds_balance_exactly(small_tile) -> None:  # noqa: F811
+    """A forward scan and folds over i32 offsets: the data balances them (balance_scan_folds.py), the long segment's
+    helpers carrying the folds' partials beside the scan's aggregates."""
     g = torch.Generator().manual_seed(4)
-    off = torch.tensor([0, *itertools.accumulate(LENGTHS)], dtype=torch.int32)
-    n, m = int(off[-1]), len(LENGTHS)
+    lengths = [0, 14000, *LENGTHS[2:]]  # three helpers' chunks of 5376 values: two of them whole in segment 1
+    off = torch.tensor([0, *itertools.accumulate(lengths)], dtype=torch.int32)
+    n, m = int(off[-1]), len(lengths)
     args = {"values": torch.randint(-50, 50, (n,), generator=g, dtype=torch.int32), "offsets": off,
             "run": torch.zeros(n, dtype=torch.int32), "total": torch.zeros(m, dtype=torch.int32),
             "low": torch.zeros(m, dtype=torch.int32)}
     with simulated_multiprocessors(132):
-        assert constexpr(counts, args, "SPLITS_0") > 1
+        assert constexpr(counts, args, "SPLITS_0") == 1 and constexpr(counts, args, "HELPERS_0") == 3
         got = three_ways(counts, args, ("run", "total", "low"), rtol=0, atol=0, stablehlo=False)
     o = off.tolist()
     assert got["total"].tolist() == [int(args["values"][b:e].sum()) for b, e in zip(o, o[1:])]
@@ -234,9 +239,10 @@ def with_total(values: f32[E], offsets: i64[S + 1], run: Out[f32[E]], total: Out
 
 
 def test_a_fold_that_is_a_scans_total_takes_its_piece_aggregates(isolated_cache) -> None:  # noqa: F811
-    """`total[s] = intent.sum(values[b:e])` beside `run[b:e] = intent.cumsum(values[b:e])`: split, its partial is
-    the scan's piece aggregate, so the values are read by the scan and the max only; unsplit (SPLITS_0 = 1) the fold
-    reads its subregion itself."""
+    """`total[s] = intent.sum(values[b:e])` beside `run[b:e] = intent.cumsum(values[b:e])`: balanced by the data
+    (the bounds are one offsets tensor's: balance_scan_folds.py), its partial is the scan's aggregate of each
+    range, so the values are read by the scan and the max only; without helpers the fold reads its subregion
+    itself."""
     from bench.traffic import counting
 
     lengths = [0, 40000, 1, 255, 256, 0, 3]  # the default held tile holds each piece: the scan reads each once
@@ -250,10 +256,10 @@ def test_a_fold_that_is_a_scans_total_takes_its_piece_aggregates(isolated_cache)
     for sms, reads in ((132, 2), (0, 3)):
         out = {k: v.clone() for k, v in args.items()}
         with simulated_multiprocessors(sms):
-            assert (constexpr(with_total, out, "SPLITS_0") > 1) == (sms == 132)
+            assert (constexpr(with_total, out, "HELPERS_0") > 1) == (sms == 132)
             if sms == 132:
-                assert "a fold that is a scan's total takes that scan's piece aggregate as its partial where " \
-                       "SPLITS_0 > 1 (its subregion is read once, by the scan)" in with_total.explain(*out.values())
+                assert "(a fold that is a scan's total takes that scan's aggregate of each range as its partial: " \
+                       "the subregion is read once, by the scan)" in with_total.explain(*out.values())
             with counting(out) as traffic:
                 with_total(**out)
         assert traffic.read_by["values"] == reads * 4 * n, sms

@@ -7,7 +7,7 @@ all reverse) and every region fold beside them takes the same subregions (a segm
 sum: its partials ride on the same ranges and slots, physical/passes/balance_scan_folds.py), split-region-scans does
 not cut each segment into `SPLITS_g` pieces decided from the shapes: the data decides, as balance_segments does for
 region folds (and with its search, chunks and delegation test). Scans in both directions over the same segments keep
-the shapes' pieces: one ticket order cannot take the chunks both from the first and from the last (see
+the shapes' pieces: one ticket order cannot serve a helper's chunk from the first and from the last (see
 `data_bounds`):
 
 * the group's segment ends in H = `HELPERS_g` helper programs past its blocks (`balance_segments.helper_count`:
@@ -107,11 +107,13 @@ def data_bounds(program: Program, plan: RegionScanPlan) -> Bounds | None:
     the data may balance them: a group of instances whose scans all run one way, over one axis where folds sit
     beside them, none of them with pred accumulators (`balance_scan_folds.refusal`).
 
-    Scans in both directions keep the shapes' pieces (split_region_scan.py): their helpers would have to take
-    the chunks in two orders at once (a forward scan's look-back waits for the chunks before a helper's, a reverse
-    scan's for those after it; programs may wait only for lower tickets), and the shapes' pieces already serve
-    both (ticket t scans the t-th piece from each end), at the model's 0.80 where one segment holds half of 2M
-    values (bench/README.md)."""
+    Scans in both directions keep the shapes' pieces (split_region_scan.py): a forward scan's look-back waits for
+    the chunks before a helper's, a reverse scan's for those after it, and programs may wait only for lower
+    tickets (no co-residency), so one helper cannot scan one chunk both ways; a helper would take chunk j forward
+    and chunk H - 1 - j backward (what the shapes' pieces do: ticket t scans the t-th piece from each end), and
+    each value is then read twice, once per direction, either way. That caps both forms at 0.75 of the ideal
+    (every value read once, both results written once: 12 bytes a value for at least 16 moved), so the data
+    would remove only the empty pieces' overhead (bench/README.md has the model's numbers)."""
     g = plan.group
     ops = g.body.ops
     if g.single_instance or len({ops[n].reverse for n in plan.scans}) != 1:  # type: ignore[attr-defined]

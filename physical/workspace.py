@@ -154,7 +154,8 @@ def lookback_buffers(program: Program, group: int, slots: Dim, count: LaunchExpr
     for n, dts in enumerate(accs):
         row = []
         for k, dt in enumerate(dts):
-            b, ws = buffer(f"{labels[n] if labels else f'scan{n}'}_slot{k}", P.slot_dtype(dt), *((slots, count) if values is None else values),
+            label = labels[n] if labels else f"scan{n}"
+            b, ws = buffer(f"{label}_slot{k}", P.slot_dtype(dt), *((slots, count) if values is None else values),
                            M.BufferInit.UNINITIALISED)
             row.append(b)
             wss.append(ws)

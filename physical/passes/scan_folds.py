@@ -4,7 +4,8 @@ A segment's running sum and its total written in one `parallel` body (`out[b:e] 
 and `total[s] = intent.sum(values[b:e])`) is one group holding a `P.RegionScan` and a `P.RegionFold`. The scans
 split over the pieces of split-region-scans (physical/passes/split_region_scan.py: ticket t runs piece t % S of
 the instances of block t // S, passing piece aggregates on by look-back); the folds ride on the same pieces with
-split-segments' combine (physical/passes/partials.py, the invocation-workspace protocol of physical/workspace.py):
+split-segments' combine (physical/passes/partials.py, the invocation-workspace protocol of physical/workspace.py;
+where the data balances the scans, the folds ride on the helpers' ranges: physical/passes/balance_scan_folds.py):
 
 * piece s of a fold's subregion [b, e) is split-segments' cut (`partials.piece`: the s-th run of whole
   chunks, the pieces of a long segment equal to within a chunk, the later pieces of a short one empty), folded

@@ -35,11 +35,13 @@ piece is read twice (its fold, then its scan). It is also at most those pieces o
 multiprocessor for each block where they are fewer: a shorter piece reads no less, and each piece more costs every
 later piece of its instance one more slot to fold (S (S - 1) / 2 slots per lane in all).
 
-Where one offsets tensor bounds every scan of the group (all one way, no fold beside them), the data decides the
-pieces instead: helper programs past the blocks scan equal chunks of the scanned tensor
-(physical/passes/balance_region_scan.py).
+Where one offsets tensor bounds every scan of the group (all one way; region folds beside them bounded alike), the
+data decides the pieces instead: helper programs past the blocks scan equal chunks of the scanned tensor
+(physical/passes/balance_region_scan.py), and fold them for the folds beside the scans
+(physical/passes/balance_scan_folds.py).
 
-Region folds beside the scans (a segment's total next to its running sum) split on the same pieces: each program
+Elsewhere (scans in both directions, bounds of two tensors, pred folds, (segments, columns) worksets with folds)
+region folds beside the scans (a segment's total next to its running sum) split on the same pieces: each program
 folds its piece of each fold's subregion between its publish and its wait, and the folds' pieces meet in slot order
 in the last ticket's holder, which stores what needs them (physical/passes/scan_folds.py).
 

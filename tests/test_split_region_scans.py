@@ -250,8 +250,10 @@ def test_groups_that_keep_whole_subregions_say_why() -> None:
 
     k = with_fold.specialize({"values": torch.randn(9), "offsets": torch.tensor([0, 3, 3, 9]), "out": torch.empty(9),
                               "total": torch.empty(3)})
-    program, names = run_pipeline(physical.construct(k), verify_with=k)  # the fold rides on the scan's pieces
-    assert names[-1] == "split-region-scans" and any(isinstance(o, P.Ticket) for o in program.groups[0].body.walk())
+    program, names = run_pipeline(physical.construct(k), verify_with=k)  # the fold rides on the scan's helpers
+    ops = list(program.groups[0].body.walk())
+    assert names[-1] == "split-region-scans" and any(isinstance(o, P.HelperIndex) for o in ops)
+    assert any(isinstance(o, P.FoldSlots) and program.buffer(o.slots[0]).name.startswith("fold") for o in ops)
 
 
 def test_overlapping_targets_are_refused_under_checks() -> None:

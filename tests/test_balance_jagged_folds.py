@@ -186,16 +186,17 @@ def test_verifier_refuses_a_helper_joining_lanes_outside_its_block(plan) -> None
 
     broken = edit(program, lambda op: None if (new := loose(op)) is op else new)
     found = [str(v) for v in check(broken, k)]
-    assert len(found) == 1 and re.fullmatch(
-        r"\[ownership\] a helper of group 0 \(parallel\) joins the lane whose instance is %\d+, which may lie "
-        r"outside the block %\d+ its owned_instances decodes: the helper would draw no ticket and write no slot, "
-        r"and the lane's last participant would never come", found[0])
+    assert found == [
+        f"[ownership] a helper of group 0 (parallel) joins a lane by a test of neither form `flat == u` nor `flat // "
+        f"BLOCK == helper_block`: that the lane lies in the block %{helper_block.id} its owned_instances decodes is "
+        f"not proven, and the lane's last participant might never come"]
 
 
 def test_verifier_refuses_a_chunk_shared_by_helpers_without_the_part_test(plan) -> None:
     """A chunk of a segment whose columns span blocks has a helper per block; without the test that a lane joins
     the helper of its own part, nothing shows that only one of a chunk's helpers joins each lane, so the last
-    participant's count (its segment's chunks) is not proven."""
+    participant's count (its segment's chunks) is not proven, nor that a lane's part is one a chunk has a helper
+    for (ownership)."""
     k, program, _ = plan
 
     def producer(v):
@@ -211,7 +212,10 @@ def test_verifier_refuses_a_chunk_shared_by_helpers_without_the_part_test(plan) 
     broken = edit(program, lambda op: None if (new := loose(op)) is op else new)
     violations = check(broken, k)
     # the stores after the last participant's test are then no one participant's either (split-effects)
-    assert {v.rule for v in violations} == {"workspace-protocol", "split-effects"}
+    assert {v.rule for v in violations} == {"ownership", "workspace-protocol", "split-effects"}
+    assert [v.message for v in violations if v.rule == "ownership"] == [
+        "a helper of group 0 (parallel) joins a lane by no part test `E == part` of a known form: a chunk the lane "
+        "hands to the helpers might be taken for it by none"]
     found = [v.message for v in violations if v.rule == "workspace-protocol"]
     tests = [m for m in found if m.startswith("compare")]
     assert tests and all(re.fullmatch(

@@ -160,8 +160,9 @@ def helper_join_test_drops_the_owner():
     broken = swap(p, join, dataclasses.replace(join, rhs=join.lhs))  # delegates and delegates
     assert "unordered-conflict" in {v.rule for v in check(broken, k)}
     return k, broken, (f"[ownership] a helper of group 0 (parallel) joins a lane by a test of neither form "
-                       f"`flat == u` nor `flat // D == u`: that the lane lies in the block %{block.id} its "
-                       f"owned_instances decodes is not proven, and the lane's last participant might never come")
+                       f"`flat == u` nor `flat // BLOCK == helper_block`: that the lane lies in the block "
+                       f"%{block.id} its owned_instances decodes is not proven, and the lane's last participant "
+                       f"might never come")
 
 
 @more("helper_decodes_its_owner_as_a_block", "ownership")
@@ -186,8 +187,9 @@ def helper_join_test_of_no_known_form():
     block = only(p, P.OwnedInstances).helper_block
     broken = swap(p, owner, dataclasses.replace(owner, fn=CmpFn.le))  # every lane up to the owner's
     return k, broken, (f"[ownership] a helper of group 0 (parallel) joins a lane by a test of neither form "
-                       f"`flat == u` nor `flat // D == u`: that the lane lies in the block %{block.id} its "
-                       f"owned_instances decodes is not proven, and the lane's last participant might never come")
+                       f"`flat == u` nor `flat // BLOCK == helper_block`: that the lane lies in the block "
+                       f"%{block.id} its owned_instances decodes is not proven, and the lane's last participant "
+                       f"might never come")
 
 def conjunct_leaves(p: Program, mask: PValue) -> list[PValue]:
     defs = {v.id: op for op in p.walk() for v in op.results}

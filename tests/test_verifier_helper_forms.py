@@ -67,3 +67,49 @@ def test_a_helpers_block_follows_the_select_that_computes_it() -> None:
     assert proves(hyps, PAnd((PCmp("<=", first, u), PCmp("<", u, dim_bin("+", first, size)))))
     # a helper without an owner joins no block
     assert not proves(forms.base_facts() + [PCmp(">=", forms.program_atom, DConst(0))], PCmp(">=", hb, DConst(0)))
+
+
+def _jagged_scan():
+    from tests.test_balance_jagged_scans import running
+
+    p = physical.lower(running.kir)
+    return p, forms_of(index_of(p), p.groups[0])
+
+
+def test_an_op_computed_again_from_the_same_operands_has_one_form() -> None:
+    """A jagged scan computes its helper's part twice (in the search for its block and in its chunk): one atom,
+    so the block the helper decodes and the part its join test compares are of one part."""
+    p, forms = _jagged_scan()
+    parts = [v for op in p.walk() for v in op.results if v.name == "helper_part"]
+    assert len(parts) == 2 and parts[0].id != parts[1].id
+    assert forms.form(parts[0]) == forms.form(parts[1])
+
+
+def test_instance_facts_speak_of_any_instance_not_only_the_helpers_lanes() -> None:
+    p, forms = _jagged_scan()
+    owned = only(p, P.OwnedInstances)
+    flat, hb = forms.form(owned.results[0]), forms.form(owned.helper_block)
+    size = forms.launch_dim(LConstexpr(owned.block))
+    first = dim_bin("*", hb, size)
+    inside = PAnd((PCmp("<=", first, flat), PCmp("<", flat, dim_bin("+", first, size))))
+    joined = PCmp(">=", hb, DConst(0))
+    assert proves(forms.base_facts() + [joined], inside)
+    assert not proves(forms.instance_facts() + [joined], inside)
+
+
+def test_a_flat_instance_is_its_row_major_decode() -> None:
+    """flat == Q * JD + C over the (segments, columns) domain; a launch's values make the query linear."""
+    p, forms = _jagged_scan()
+    owned = only(p, P.OwnedInstances)
+    decode = forms.decode_fact(owned.results[0])
+    q, c = (DSym(a) for a in forms.sources[forms.source_of_flat[owned.results[0].id]].atoms)
+    assert str(decode) == f"{forms.form(owned.results[0])} == {q} * JD + {c}"
+    assert forms.decode_fact(only(p, P.HelperIndex).results[0]) is None  # not a flat instance index
+    ix = index_of(p)
+    env = next(e for e in ix.envs if e["HELPERS_0"])
+    values = forms.on_launch(env)
+    block = forms.launch_dim(LConstexpr("BLOCK_I0"))
+    assert values["JD"] == DConst(env["JD"]) and block.substitute(values) == DConst(env["BLOCK_I0"])
+    # the first lane of segment 2 on this launch: the instance 2 * JD
+    assert proves([decode.substitute(values), PCmp("==", c, DConst(0)), PCmp("==", q, DConst(2))],
+                  PCmp("==", forms.form(owned.results[0]).substitute(values), DConst(2 * env["JD"])))

@@ -71,6 +71,8 @@ class Forms:
         self.tile_keys: dict[tuple[TileAxis, ...], int] = {}
         self.program_atom: DSym | None = None          # helper_index: tells the group's programs apart
         self.program_uniform: set[str] = set()          # atoms of values that are one per program
+        self.helper_lanes: Pred | None = None           # a joined helper's lanes lie in its block (`_helper_block`)
+        self.alike: dict[tuple, Dim] = {}               # (fn, operand forms, tiled) -> the form of a binary op
         self._n = itertools.count()
         self._base: dict[str, tuple[list[Pred], int]] = {}  # tag -> (base facts of that copy, facts covered)
 
@@ -351,7 +353,8 @@ class Forms:
         size = self.launch_dim(LConstexpr(op.block))
         first = dim_bin("*", hb, size)
         lanes = PAnd((PCmp(">=", flat, first), PCmp("<", flat, dim_bin("+", first, size))))
-        self.facts.append(POr((PCmp("<", hb, DConst(0)), lanes)))
+        self.helper_lanes = POr((PCmp("<", hb, DConst(0)), lanes))
+        self.facts.append(self.helper_lanes)
 
     def _chunk(self, op: P.ChunkLanes, v: PValue) -> Dim:
         base = self.form(op.base)
@@ -389,6 +392,15 @@ class Forms:
                 return DSym(src.atoms[0]) if k - 1 == 0 else self.atom("r")
         if a is None or b is None:
             return self.opaque(v)
+        # an op computed again from operands of the same forms (a helper's part, written in each form that needs
+        # it) is the same value: the first one's form, not a fresh atom with facts of its own
+        key = (fn, a, b, bool(v.type.tile))
+        if key in self.alike:
+            return self.alike[key]
+        self.alike[key] = out = self._binary_form(fn, a, b, v)
+        return out
+
+    def _binary_form(self, fn: str, a: Dim, b: Dim, v: PValue) -> Dim:
         if fn in ("floordiv", "mod") and (isinstance(b, DConst) and b.value > 0 or self._positive(b)):
             # by a constant or a launch value >= 1 (a column count): the quotient and remainder facts
             return self._truncated(fn, a, b, None if isinstance(b, DConst) else self.opaque(v, "t"))
@@ -581,6 +593,41 @@ class Forms:
         if b is None or len(src.domain) < 2 or not self._same(b, product(src.domain)):
             return None
         return PCmp("<", DSym(src.atoms[0]), src.domain[0])
+
+    # ------------------------------------------------------------------ instances apart from their programs
+    def decode_fact(self, v: PValue) -> Pred | None:
+        """`flat == (Q * D_1 + C_1) * D_2 + ...` for the flattened instance index `v` over a domain of several
+        axes: its row-major decode, nonlinear in the extents, so only the queries about an instance's coordinates
+        and its flat index together take it (None where `v` is no such index)."""
+        key = self.source_of_flat.get(v.id)
+        src = self.sources.get(key) if key is not None else None
+        if src is None or len(src.domain) < 2:
+            return None
+        flat: Dim = DSym(src.atoms[0])
+        for extent, atom in zip(src.domain[1:], src.atoms[1:]):
+            flat = dim_bin("+", dim_bin("*", flat, extent), DSym(atom))
+        return PCmp("==", src.flat, flat)
+
+    def instance_facts(self) -> list[Pred]:
+        """`base_facts()` without the fact that a joined helper's lanes lie in its block: the flat index then
+        stands for any instance of the domain, not only for those the program holds (a helper's join test is
+        asked about every instance of its owner's segment)."""
+        return [f for f in self.base_facts() if self.helper_lanes is None or f != self.helper_lanes]
+
+    def on_launch(self, env: dict[str, int]) -> dict[str, Dim]:
+        """The launch values of the forms' atoms on the sample launch `env` (shape symbols, integer scalars,
+        constexprs and launch expressions), so a query about one launch is linear; an atom whose value does not
+        evaluate there stays a symbol."""
+        from .index import evaluate
+
+        out: dict[str, Dim] = {n: DConst(x) for n, x in env.items() if n in self.ix.program.symbols
+                               or n in self.ix.scalar_params}
+        for key, name in self.shared.items():
+            kind, what = key  # type: ignore[misc]
+            x = env.get(what) if kind == "constexpr" else evaluate(what, env)
+            if x is not None:
+                out[name] = DConst(x)
+        return out
 
     # ------------------------------------------------------------------ copies and proofs
     def rename(self, x: Dim | Pred, tag: str) -> Dim | Pred:

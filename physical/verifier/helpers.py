@@ -11,16 +11,24 @@ holder's test (`exact_last_count`).
 Where P helpers share a chunk (a jagged fold whose segments' columns span several blocks: a helper per block),
 k is `maximum(helper, 0) // P` and J must hold the part test `E == maximum(helper, 0) - k * P` with E a function of
 the lane's instance alone: of the P helpers of chunk k (parts 0 .. P - 1) at most one joins a lane, and `hi` must
-be at most H // P on every sample launch. Such a join test also holds `flat // BLOCK == helper_block`: the lanes it
-takes lie in the block the helper decodes by the test itself (`joins_outside_its_block`).
+be at most H // P on every sample launch. Such a join test also holds the block test `flat // BLOCK ==
+helper_block`: the lanes it takes lie in the block the helper decodes by the test itself (`joins_outside_its_block`).
+That it takes all of them (a balanced jagged scan's helpers join by the same tests, numbered part-major: part
+`maximum(helper, 0) // C` for C chunks) is `unjoined_lanes`'s proof, on every sample launch with helpers and for every
+instance of the domain: the rest of J implies the block test (the helper of a lane's part decodes the block that
+holds the lane: `helper_block` is its owner's first block plus its part), and every instance's part is one of the
+parts the helpers are numbered over (HELPER_SPAN covers the blocks a segment's columns span). So every chunk a lane
+delegates is taken for it by exactly one helper.
 """
 
 from __future__ import annotations
 
-from kir.dims import DConst, Dim, PAnd, PCmp, dim_bin
+from dataclasses import dataclass
+
+from kir.dims import DConst, PAnd, PCmp, dim_bin
 
 from .. import ops as P
-from ..launch_expr import LaunchExpr, LConst, LConstexpr
+from ..launch_expr import DEVICE_SMS, LaunchExpr, LConst, LConstexpr
 from ..model import POp, PValue
 from .index import ProgramIndex
 
@@ -220,13 +228,14 @@ def exact_last_count(ix: ProgramIndex, other: PValue, ticket: P.Ticket, gid: int
 
 
 def joins_outside_its_block(ix: ProgramIndex, gid: int) -> tuple[P.Ticket, PValue | None, PValue] | None:
-    """A ticket whose join test takes the lane whose instance is u (`flat == u`, u once per program), or the lanes
-    whose segment is u (`flat // D == u`: a (segments, columns) workset), where one of them may lie outside the
-    block the helper decoded (`owned_instances` with `helper_block`), with u and that block; None where every
-    helper with an owner (u >= 0) is proven to hold its lanes: `hb * BLOCK <= x < (hb + 1) * BLOCK` for every
-    instance x the join test admits (for `flat // D == u`, an instance x of the segment with the join's other
-    tests on x). A helper whose lane is not among its own would draw no ticket and write no slot, and the block's
-    last participant would never come. A join test of neither form gives u = None: its lane is not proven."""
+    """A ticket whose join test takes the lane whose instance is u (`flat == u`, u once per program) where that
+    lane may lie outside the block the helper decoded (`owned_instances` with `helper_block`), with u and that
+    block; None where every helper with an owner (u >= 0) is proven to hold its lane: `hb * BLOCK <= u <
+    (hb + 1) * BLOCK`. A helper whose lane is not among its own would draw no ticket and write no slot, and the
+    block's last participant would never come. A join test with the block test `flat // BLOCK == helper_block`
+    (a helper per block of a segment whose columns span several) takes only lanes of its own block by the test
+    itself; that it drops none of its part's is `unjoined_lanes`'s proof. A join test of neither form gives
+    u = None: its lane is not proven."""
     from .affine import forms_of, proves
 
     helpers, h = helper_values(ix, gid)
@@ -236,58 +245,29 @@ def joins_outside_its_block(ix: ProgramIndex, gid: int) -> tuple[P.Ticket, PValu
         return None
     flat = owned.results[0]
     forms = forms_of(ix, ix.groups[gid])
-    forms.form(flat)
     hb, size = forms.form(owned.helper_block), forms.launch_dim(LConstexpr(owned.block))
     for pl in ix.group_ops(gid):
         if not isinstance(pl.op, P.Ticket):
             continue
         join = join_test(ix, pl.op.access.mask, helpers)
-        tests = [ix.producer(c) for c in ix.conjuncts(join)] if join is not None else []
+        if join is None:
+            continue
+        tests = [ix.producer(c) for c in ix.conjuncts(join)]
         if any(_in_block_test(ix, t, flat.id, owned) for t in tests):
             continue  # the join test itself takes only lanes x with x // BLOCK == the helper's block
-        placed = False
-        for test in tests:
-            if not (isinstance(test, P.Compare) and test.fn.value == "eq"):
-                continue
-            u, segment = None, False
-            for a, b in ((test.lhs, test.rhs), (test.rhs, test.lhs)):
-                if b.type.lanes:
-                    continue
-                if strip_casts(ix, a)[0].id == flat.id:
-                    u = b
-                elif _segment_of(ix, a, flat.id):
-                    u, segment = b, True
-                if u is not None:
-                    break
-            if u is None:
-                continue
-            placed = True
+        lanes = [b for t in tests if isinstance(t, P.Compare) and t.fn.value == "eq"
+                 for a, b in ((t.lhs, t.rhs), (t.rhs, t.lhs))
+                 if not b.type.lanes and strip_casts(ix, a)[0].id == flat.id]
+        if not lanes:  # a lane chosen otherwise is not proven to be in the helper's block
+            return pl.op, None, owned.helper_block
+        for u in lanes:
             fu = forms.form(u)
             if fu is None or hb is None or forms.program_atom is None:
                 return pl.op, u, owned.helper_block
             first = dim_bin("*", hb, size)
-            extra = [PCmp(">=", forms.program_atom, DConst(0)), PCmp(">=", fu, DConst(0))]
-            x: Dim = fu
-            if segment:
-                # an instance x = u * D + c (0 <= c < D) of the segment, with the join's tests on values once per
-                # program (such as: the segment lies in one block)
-                width = forms.form(_divisor(ix, test.lhs if _segment_of(ix, test.lhs, flat.id) else test.rhs))
-                if width is None:
-                    return pl.op, u, owned.helper_block
-                c = forms.atom("column")
-                x = dim_bin("+", dim_bin("*", fu, width), c)
-                extra += [PCmp(">=", c, DConst(0)), PCmp("<", c, width)]
-                for other in tests:
-                    if isinstance(other, P.Compare) and other.fn.value == "eq" and not other.lhs.type.lanes \
-                            and not other.rhs.type.lanes:
-                        lhs, rhs = forms.form(other.lhs), forms.form(other.rhs)
-                        if lhs is not None and rhs is not None:
-                            extra.append(PCmp("==", lhs, rhs))
-            hyps = forms.base_facts() + extra  # after every form above: their facts with them
-            if not proves(hyps, PAnd((PCmp("<=", first, x), PCmp("<", x, dim_bin("+", first, size))))):
+            hyps = forms.base_facts() + [PCmp(">=", forms.program_atom, DConst(0)), PCmp(">=", fu, DConst(0))]
+            if not proves(hyps, PAnd((PCmp("<=", first, fu), PCmp("<", fu, dim_bin("+", first, size))))):
                 return pl.op, u, owned.helper_block
-        if join is not None and not placed:  # a lane chosen otherwise is not proven to be in the helper's block
-            return pl.op, None, owned.helper_block
     return None
 
 
@@ -308,17 +288,160 @@ def _in_block_test(ix: ProgramIndex, test: POp | None, flat: int, owned: P.Owned
     return False
 
 
-def _divisor(ix: ProgramIndex, v: PValue) -> PValue:
-    op = strip_casts(ix, v)[1]
-    assert isinstance(op, P.Binary)
-    return op.rhs
+# ---------------------------------------------------------------------------------------------- joins by part
 
 
-def _segment_of(ix: ProgramIndex, v: PValue, flat: int) -> bool:
-    """Whether `v` is `flat // D` (the segment of a (segments, columns) workset's instance)."""
-    op = strip_casts(ix, v)[1]
-    return isinstance(op, P.Binary) and op.fn.value == "floordiv" and strip_casts(ix, op.lhs)[0].id == flat
+@dataclass(frozen=True)
+class PartJoin:
+    """A join test J with the block test `flat // BLOCK == helper_block` and the part test `E == part` (E a
+    function of the lane's instance: which block of its segment holds it; `part` which block of its chunk's
+    owner the helper takes): a helper per chunk and block of a segment whose columns span several blocks."""
+
+    join: PValue
+    block_test: PValue
+    lane_part: PValue
+    helper_part: PValue
+    # how the helpers m = maximum(helper, 0) are numbered: chunk-major (chunk m // P, part m - chunk * P: the
+    # launch value P) or part-major (part m // C, chunk m - part * C: the launch value C)
+    per_chunk: LaunchExpr | None
+    chunks: LaunchExpr | None
 
 
-__all__ = ["exact_last_count", "helper_values", "is_delegated_count", "is_helper_test", "join_test",
-           "joins_outside_its_block", "strip_casts"]
+def _helper_part(ix: ProgramIndex, v: PValue, helpers: set[int]) -> tuple[LaunchExpr | None, LaunchExpr | None]:
+    """(P, None) where `v` is `m - (m // P) * P` (chunk-major), (None, C) where `v` is `m // C` (part-major), m
+    the helper's position `maximum(helper, 0)` and P, C launch values; (None, None) where it is neither."""
+    v, op = strip_casts(ix, v)
+    if not isinstance(op, P.Binary):
+        return None, None
+    if op.fn.value == "floordiv" and _helper_chunk(ix, op.lhs, helpers) and \
+            isinstance(size := strip_casts(ix, op.rhs)[1], P.ShapeValue):
+        return None, size.expr
+    if op.fn.value != "sub" or not _helper_chunk(ix, op.lhs, helpers):
+        return None, None
+    m = strip_casts(ix, op.lhs)[0]
+    mul = strip_casts(ix, op.rhs)[1]
+    if not (isinstance(mul, P.Binary) and mul.fn.value == "mul"):
+        return None, None
+    for a, b in ((mul.lhs, mul.rhs), (mul.rhs, mul.lhs)):
+        chunk, size = strip_casts(ix, a)[1], strip_casts(ix, b)[1]
+        if isinstance(chunk, P.Binary) and chunk.fn.value == "floordiv" and isinstance(size, P.ShapeValue) and \
+                strip_casts(ix, chunk.lhs)[0].id == m.id and \
+                isinstance(q := strip_casts(ix, chunk.rhs)[1], P.ShapeValue) and q.expr == size.expr:
+            return size.expr, None
+    return None, None
+
+
+def part_joins(ix: ProgramIndex, gid: int) -> list[PartJoin | PValue]:
+    """The join tests of the group's helpers that take a lane in the block the helper decodes (an `and` with the
+    block test as an operand): each with its part test, or the join test alone where it has no part test of a
+    known form."""
+    helpers, h = helper_values(ix, gid)
+    owned = next((pl.op for pl in ix.group_ops(gid) if isinstance(pl.op, P.OwnedInstances)
+                  and pl.op.helper_block is not None and pl.op.results), None)
+    if h is None or not isinstance(owned, P.OwnedInstances):
+        return []
+    flat = owned.results[0].id
+    out: list[PartJoin | PValue] = []
+    for pl in ix.group_ops(gid):
+        op = pl.op
+        if not (isinstance(op, P.Binary) and op.fn.value == "and" and op.results):
+            continue
+        test = next((x for x in (op.lhs, op.rhs) if _in_block_test(ix, ix.producer(x), flat, owned)), None)
+        if test is None:
+            continue
+        join = op.results[0]
+        found: PartJoin | PValue = join
+        for c in ix.conjuncts(join):
+            cmp = ix.producer(c)
+            if not (isinstance(cmp, P.Compare) and cmp.fn.value == "eq"):
+                continue
+            for lane, part in ((cmp.lhs, cmp.rhs), (cmp.rhs, cmp.lhs)):
+                per_chunk, chunks = _helper_part(ix, part, helpers)
+                if (per_chunk is not None or chunks is not None) and _per_instance(ix, lane):
+                    found = PartJoin(join, test, lane, part, per_chunk, chunks)
+                    break
+            if isinstance(found, PartJoin):
+                break
+        out.append(found)
+    return out
+
+
+def unjoined_lanes(ix: ProgramIndex, gid: int) -> tuple[PartJoin | PValue, str] | None:
+    """A join test by part whose lanes might be joined by no helper, with what is not proven; None where every one
+    is proven to cover its lanes. On every sample launch with helpers (the launch values put in, so each query is
+    linear), for every instance x of the domain (not only the lanes the helper holds):
+
+    * the block test follows from the rest of J: a helper that takes a chunk for the lanes of its part in its
+      owner's segment decodes the block that holds them (`helper_block` = the owner's first block + part), so the
+      block test drops none of them;
+    * x's part E lies in [0, parts), the parts the helpers are numbered over (P of the chunk-major numbering,
+      H // C of the part-major one): each chunk has a helper for every block of its segment that holds a lane
+      (HELPER_SPAN covers the blocks a segment's columns span).
+
+    With the part test proving that at most one of a chunk's helpers joins a lane, each chunk a lane delegates is
+    then taken for it by exactly one helper."""
+    from .affine import forms_of, proves
+
+    found = part_joins(ix, gid)
+    if not found:
+        return None
+    helpers, h = helper_values(ix, gid)
+    assert h is not None
+    forms = forms_of(ix, ix.groups[gid])
+    owned = next(pl.op for pl in ix.group_ops(gid) if isinstance(pl.op, P.OwnedInstances)
+                 and pl.op.helper_block is not None and pl.op.results)
+    assert isinstance(owned, P.OwnedInstances) and owned.helper_block is not None
+    decode = forms.decode_fact(owned.results[0])
+    facts = forms.instance_facts() + ([decode] if decode is not None else [])
+    for join in found:
+        if not isinstance(join, PartJoin):
+            return join, "by no part test `E == part` of a known form"
+        rest = [f for c in ix.conjuncts(join.join) if c.id != join.block_test.id
+                and (f := forms.exact_fact(c)) is not None]
+        block, part = forms.exact_fact(join.block_test), forms.form(join.lane_part)
+        if block is None or part is None:
+            return join, "by a block or part test with no affine form"
+        seen: set[tuple] = set()
+        for env in ix.envs:
+            n = _part_count(join, env, h)
+            if n is None:
+                continue
+            values = forms.on_launch(env)
+            hyps = [f.substitute(values) for f in facts]
+            key = (n, tuple(sorted(values.items(), key=lambda x: x[0])))
+            if key in seen:
+                continue
+            seen.add(key)
+            where = launch_text(ix, env)
+            if not proves(hyps + [f.substitute(values) for f in rest], block.substitute(values)):
+                return join, (f"only in the block %{owned.helper_block.id} it decodes, which is not proven to hold the "
+                              f"lanes of its part %{join.lane_part.id} in its owner's segment ({where})")
+            inside = PAnd((PCmp(">=", part, DConst(0)), PCmp("<", part, DConst(n))))
+            if not proves(hyps, inside.substitute(values)):
+                return join, (f"as the helper of the lane's part %{join.lane_part.id}, which may lie outside [0, {n}), "
+                              f"the parts a chunk has helpers for ({where})")
+    return None
+
+
+def _part_count(join: PartJoin, env: dict[str, int], h: str) -> int | None:
+    """The parts a chunk's helpers take on the launch `env`: P (chunk-major), or H // C (part-major, H the
+    helpers); None where the launch has no helpers or a count does not evaluate."""
+    from .index import evaluate
+
+    helpers = env.get(h)
+    if not helpers:
+        return None
+    if join.per_chunk is not None:
+        return evaluate(join.per_chunk, env)
+    chunks = evaluate(join.chunks, env) if join.chunks is not None else None
+    return helpers // chunks if chunks else None
+
+
+def launch_text(ix: ProgramIndex, env: dict[str, int]) -> str:
+    """A sample launch as a report names it: its shape symbols and the multiprocessors it is sized for."""
+    bound = [f"{s}={env[s]}" for s in ix.program.symbols if s in env]
+    return ", ".join(bound) + f" on {env.get(DEVICE_SMS, 0)} multiprocessors"
+
+
+__all__ = ["PartJoin", "exact_last_count", "helper_values", "is_delegated_count", "is_helper_test", "join_test",
+           "joins_outside_its_block", "launch_text", "part_joins", "strip_casts", "unjoined_lanes"]

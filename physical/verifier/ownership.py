@@ -4,7 +4,10 @@
   BLOCK_I), or one for a single-instance group); each program decodes its instances from one
   `owned_instances` of its own group; chunks of a workset run inside an instance tile their loop
   exactly (base = the loop's induction variable, step = the chunk block); and where lanes can run
-  past the domain, every lane-varying effect is masked by the lane-validity test.
+  past the domain, every lane-varying effect is masked by the lane-validity test. Helper programs past the
+  blocks (balanced segments) join lanes of the block their `owned_instances` decodes: a join test's lane is
+  proven to lie in that block, and a helper per block of a segment (jagged folds and scans) is proven to join
+  every lane of its part (physical/verifier/helpers.py), so every chunk a lane hands over is taken for it.
 * effect-coverage: every KIR-observable effect is performed by exactly one physical effect, in
   exactly one group (and, with the kernel at hand, every KIR effect is performed). A region scan whose
   piece begins with a tile the program holds (split-region-scans) writes that tile with a store of its own
@@ -18,10 +21,11 @@ from kir.core import Kernel, OpTrait
 from kir.pointwise import CmpFn
 
 from .. import ops as P
-from ..launch_expr import DEVICE_SMS, LaunchExpr, LConstexpr
+from ..launch_expr import LaunchExpr, LConstexpr
 from ..model import AccessRelation, BufferScope, Group, POp, Program, PValue, Trait
 from .base import Reporter, describe, rule
-from .helpers import joins_outside_its_block
+from .helpers import PartJoin, joins_outside_its_block, unjoined_lanes
+from .helpers import launch_text as _sample
 from .index import ProgramIndex, evaluate, index_of, product
 from .structure import domain_programs, group_helpers, group_splits
 from .tiles import check_tile_group, exclusive, tile_programs_text
@@ -178,12 +182,18 @@ def _helper_blocks(program: Program, ix: ProgramIndex, g: Group, report: Reporte
         ticket, u, block = outside
         if u is None:
             report(f"a helper of group {g.id} ({g.name}) joins a lane by a test of neither form `flat == u` nor "
-                   f"`flat // D == u`: that the lane lies in the block %{block.id} its owned_instances decodes is not "
-                   f"proven, and the lane's last participant might never come", ticket, g.id)
+                   f"`flat // BLOCK == helper_block`: that the lane lies in the block %{block.id} its owned_instances "
+                   f"decodes is not proven, and the lane's last participant might never come", ticket, g.id)
         else:
             report(f"a helper of group {g.id} ({g.name}) joins the lane whose instance is %{u.id}, which may lie "
                    f"outside the block %{block.id} its owned_instances decodes: the helper would draw no ticket and "
                    f"write no slot, and the lane's last participant would never come", ticket, g.id)
+    unjoined = unjoined_lanes(ix, g.id)
+    if unjoined is not None:
+        join, detail = unjoined
+        at = ix.producer(join.join if isinstance(join, PartJoin) else join)
+        report(f"a helper of group {g.id} ({g.name}) joins a lane {detail}: a chunk the lane hands to the helpers "
+               f"might be taken for it by none", at, g.id)
     blocks = ix.values(found[0].blocks)
     want = domain_programs(ix, g)
     for b, w, env in zip(blocks, want, ix.envs):
@@ -249,11 +259,6 @@ def _forms_without_loop(ix: ProgramIndex, g: Group, loop: P.BlockLoop, report: R
                        f"while {choice.flag} = {selected} and {loop.flag} = {env[loop.flag]} ({_sample(ix, env)}): "
                        f"its programs would skip the blocks the loop gives them", group=g.id)
                 return
-
-
-def _sample(ix: ProgramIndex, env: dict[str, int]) -> str:
-    bound = [f"{s}={env[s]}" for s in ix.program.symbols if s in env]
-    return ", ".join(bound) + f" on {env.get(DEVICE_SMS, 0)} multiprocessors"
 
 
 def _owned_instances(program: Program, ix: ProgramIndex, g: Group, report: Reporter) -> None:

@@ -236,7 +236,7 @@ def joins_outside_its_block(ix: ProgramIndex, gid: int) -> tuple[P.Ticket, PValu
     (a helper per block of a segment whose columns span several) takes only lanes of its own block by the test
     itself; that it drops none of its part's is `unjoined_lanes`'s proof. A join test of neither form gives
     u = None: its lane is not proven."""
-    from .affine import forms_of, proves
+    from .affine import forms_of
 
     helpers, h = helper_values(ix, gid)
     owned = next((pl.op for pl in ix.group_ops(gid) if isinstance(pl.op, P.OwnedInstances)
@@ -266,7 +266,7 @@ def joins_outside_its_block(ix: ProgramIndex, gid: int) -> tuple[P.Ticket, PValu
                 return pl.op, u, owned.helper_block
             first = dim_bin("*", hb, size)
             hyps = forms.base_facts() + [PCmp(">=", forms.program_atom, DConst(0)), PCmp(">=", fu, DConst(0))]
-            if not proves(hyps, PAnd((PCmp("<=", first, fu), PCmp("<", fu, dim_bin("+", first, size))))):
+            if not forms.prover.proves(hyps, PAnd((PCmp("<=", first, fu), PCmp("<", fu, dim_bin("+", first, size))))):
                 return pl.op, u, owned.helper_block
     return None
 
@@ -380,7 +380,7 @@ def unjoined_lanes(ix: ProgramIndex, gid: int) -> tuple[PartJoin | PValue, str] 
 
     With the part test proving that at most one of a chunk's helpers joins a lane, each chunk a lane delegates is
     then taken for it by exactly one helper."""
-    from .affine import forms_of, proves
+    from .affine import forms_of
 
     found = part_joins(ix, gid)
     if not found:
@@ -413,11 +413,11 @@ def unjoined_lanes(ix: ProgramIndex, gid: int) -> tuple[PartJoin | PValue, str] 
                 continue
             seen.add(key)
             where = launch_text(ix, env)
-            if not proves(hyps + [f.substitute(values) for f in rest], block.substitute(values)):
+            if not forms.prover.proves(hyps + [f.substitute(values) for f in rest], block.substitute(values)):
                 return join, (f"only in the block %{owned.helper_block.id} it decodes, which is not proven to hold the "
                               f"lanes of its part %{join.lane_part.id} in its owner's segment ({where})")
             inside = PAnd((PCmp(">=", part, DConst(0)), PCmp("<", part, DConst(n))))
-            if not proves(hyps, inside.substitute(values)):
+            if not forms.prover.proves(hyps, inside.substitute(values)):
                 return join, (f"as the helper of the lane's part %{join.lane_part.id}, which may lie outside [0, {n}), "
                               f"the parts a chunk has helpers for ({where})")
     return None

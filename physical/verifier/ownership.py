@@ -23,6 +23,7 @@ from kir.pointwise import CmpFn
 from .. import ops as P
 from ..launch_expr import LaunchExpr, LConstexpr
 from ..model import AccessRelation, BufferScope, Group, POp, Program, PValue, Trait
+from .affine import prover_of
 from .base import Reporter, describe, rule
 from .helpers import PartJoin, joins_outside_its_block, unjoined_lanes
 from .helpers import launch_text as _sample
@@ -188,12 +189,13 @@ def _helper_blocks(program: Program, ix: ProgramIndex, g: Group, report: Reporte
             report(f"a helper of group {g.id} ({g.name}) joins the lane whose instance is %{u.id}, which may lie "
                    f"outside the block %{block.id} its owned_instances decodes: the helper would draw no ticket and "
                    f"write no slot, and the lane's last participant would never come", ticket, g.id)
+    mark = prover_of(ix).mark()
     unjoined = unjoined_lanes(ix, g.id)
     if unjoined is not None:
         join, detail = unjoined
         at = ix.producer(join.join if isinstance(join, PartJoin) else join)
         report(f"a helper of group {g.id} ({g.name}) joins a lane {detail}: a chunk the lane hands to the helpers "
-               f"might be taken for it by none", at, g.id)
+               f"might be taken for it by none{prover_of(ix).note(mark)}", at, g.id)
     blocks = ix.values(found[0].blocks)
     want = domain_programs(ix, g)
     for b, w, env in zip(blocks, want, ix.envs):

@@ -47,7 +47,9 @@ element per column). A lane joins the helper of its own part (its block less its
 in its own block (`flat // BLOCK_g == helper_block`), so each chunk of a segment reaches each of its columns once;
 the last participant reads chunk k's slot for a lane at copy k * P + (the lane's part). The verifier proves the
 join form: ownership takes the block test as the lane's place, workspace-protocol the part test as the proof that
-at most one of a chunk's P helpers joins a lane (physical/verifier/helpers.py).
+at most one of a chunk's P helpers joins a lane, and ownership, on every sample launch with helpers, that at least
+one does: the helper of a lane's part decodes the block that holds the lane, and every lane's part is below P
+(physical/verifier/helpers.py, `unjoined_lanes`; a balanced jagged scan's helpers join by the same tests).
 
 All of this is one form of the group's body, which the launch selects with the constexpr SPLIT_g (1 where
 S > 1 or H > 0), as split-segments does (physical/passes/partials.py): an `if` with that flag holds the

@@ -30,7 +30,7 @@ from kir.solver import default_lower_bounds, limited
 
 from .. import ops as P
 from ..launch_expr import LaunchExpr, LBin, LConst, LConstexpr, LDim, LScalar, LSum
-from ..model import Group, POp, PRegion, PValue, TileAxis
+from ..model import Access, Group, POp, PRegion, PValue, TileAxis, Trait
 from .index import ProgramIndex, product
 
 _CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
@@ -50,6 +50,16 @@ class FlatSource:
 
     def identity(self) -> list[Dim]:
         return [DSym(a) for a in self.atoms] if len(self.domain) > 1 else [self.flat]
+
+
+@dataclass(frozen=True)
+class Call:
+    """A per-copy atom that is a function of `args` (forms, or facts of pred values): `kind` names the function, so
+    two calls of one kind with equal args have equal results (a quotient, an extremum, a search loop)."""
+
+    kind: tuple
+    args: tuple[Dim | Pred, ...]
+    result: DSym
 
 
 class Forms:
@@ -73,6 +83,11 @@ class Forms:
         self.program_uniform: set[str] = set()          # atoms of values that are one per program
         self.helper_lanes: Pred | None = None           # a joined helper's lanes lie in its block (`_helper_block`)
         self.alike: dict[tuple, Dim] = {}               # (fn, operand forms, tiled) -> the form of a binary op
+        # what only the rules that ask for them use (`function_facts`): atoms that are functions of their args, and
+        # quotients by a divisor that may be 0 (a count of chunks), (dividend, divisor, quotient, remainder)
+        self.calls: list[Call] = []
+        self.guarded: list[tuple[Dim, Dim, DSym, DSym | None]] = []
+        self._functions: dict[tuple[str, ...], list[Pred]] = {}  # copies -> function_facts
         self._n = itertools.count()
         self._base: dict[str, tuple[list[Pred], int]] = {}  # tag -> (base facts of that copy, facts covered)
 
@@ -319,6 +334,8 @@ class Forms:
             if x is not None and op.x.id in self.div:
                 self.div[v.id] = self.div[op.x.id]
             return x if x is not None else self.opaque(v)
+        if isinstance(op, P.While):
+            return self._while(op, k, v)
         if isinstance(op, P.Broadcast | P.Permute | P.ExpandDims | P.Squeeze):
             x = self.form(op.x)
             if x is None:
@@ -409,14 +426,53 @@ class Forms:
             return form
         if fn in ("minimum", "maximum") and not v.type.tile:
             return self._extremum(fn, a, b, self.opaque(v))
-        return self.opaque(v)
+        out = self.opaque(v)
+        if fn in ("floordiv", "mod") and not v.type.tile and self._nonneg(b):
+            # by a launch value that may be 0 (a count of chunks, 0 where the launch has none): the quotient's facts
+            # hold only where it is at least 1, and only for the rules that ask (`function_facts`)
+            self.guarded.append((a, b, out, None) if fn == "floordiv" else (a, b, DSym(f"{out.name}_q"), out))
+            self.calls.append(Call(("div",), (a, b), self.guarded[-1][2]))
+        return out
 
     def _extremum(self, fn: str, a: Dim, b: Dim, m: DSym) -> DSym:
         """`minimum(a, b)` or `maximum(a, b)` as the atom `m`: bounded by both operands and equal to one of them
         (so `maximum(h, 0)` is `h` wherever `h >= 0`). One member's value: a copy is one lane of one program."""
         cmp = "<=" if fn == "minimum" else ">="
         self.facts += [PCmp(cmp, m, a), PCmp(cmp, m, b), POr((PCmp("==", m, a), PCmp("==", m, b)))]
+        self.calls.append(Call((fn,), (a, b), m))
         return m
+
+    def _while(self, op: P.While, k: int, v: PValue) -> DSym:
+        """A `while` loop's k-th result: an opaque value, but a function of its inputs (its initial values and the
+        values its regions take from outside) where it has no effects, reads only buffers nothing in the launch
+        writes and combines no lanes: two members with the same inputs get the same result (`function_facts`)."""
+        r = self.opaque(v)
+        inner = {x.id for region in op.regions() for x in _region_values(region)}
+        outside: dict[int, PValue] = {x.id: x for x in op.inits}
+        for region in op.regions():
+            for inner_op in _walk(region):
+                if inner_op.has_effects() and not inner_op.has(Trait.CONTROL):
+                    return r
+                if isinstance(inner_op, P.Load) and inner_op.access.buffer in self._written():
+                    return r
+                if any(_folds_over(x, y) for x in inner_op.operands() for y in inner_op.results):
+                    return r  # a lane's result would depend on the other lanes' (or positions') values
+                outside.update((x.id, x) for x in inner_op.operands() if x.id not in inner)
+        args: list[Dim | Pred] = []
+        for x in outside.values():
+            arg = self.exact_fact(x) if x.type.dtype.is_pred else self.form(x)
+            if arg is None:
+                return r
+            args.append(arg)
+        self.calls.append(Call(("while", id(op), k), tuple(args), r))
+        return r
+
+    def _written(self) -> set[int]:
+        """The buffers some op of the launch writes (a read of any other is one value for every member)."""
+        if not hasattr(self, "_written_buffers"):
+            self._written_buffers = {site.access.buffer for site in self.ix.accesses
+                                     if site.kind is not Access.READ}
+        return self._written_buffers
 
     def _choice(self, op: P.If | P.Select, k: int, v: PValue) -> Dim:
         """A uniform value an `if` yields or a `select` picks: the one chosen where the condition's exact fact
@@ -471,6 +527,7 @@ class Forms:
             if form is not None:
                 return form
         q = q if q is not None else self.atom("t")
+        self.calls.append(Call(("div",), (a, b), q))
         rem = dim_bin("-", a, dim_bin("*", b, q))
         zero = DConst(0)
         self.facts.append(POr((PAnd((PCmp(">=", a, zero), PCmp(">=", rem, zero), PCmp("<", rem, b))),
@@ -660,6 +717,95 @@ class Forms:
         hp = self.program_atom.name
         return [POr((PCmp("!=", DSym(hp + a), DSym(hp + b)), same))]
 
+    def function_facts(self, tags: tuple[str, ...] = ("",)) -> list[Pred]:
+        """Facts that only the rules that need them ask for (each makes every query it joins larger), for the copies
+        `tags`:
+
+        * a flat index decoded over several axes is its decode: `flat = Q * (D_1 * ...) + ... + C_{r-1}` (flat >= 0);
+        * a constexpr defined as a product, sum or difference (`HELPERS_g = CHUNKS_g * HELPER_SPAN_g`) is that of the
+          atoms of its operands;
+        * a quotient by a launch value that may be 0 has the truncation facts where the divisor is at least 1;
+        * a function of its inputs (`Call`: a quotient, an extremum, a search loop) gives equal results for equal
+          inputs: within a copy where the inputs are the same forms (two ops computing one value), and between the
+          copies where the inputs are equal."""
+        kept = self._functions.get(tags)  # one list per copies, the same objects each time (the prover knows them)
+        if kept is None:
+            kept = []
+            for tag in tags:
+                kept += [self.rename(f, tag) for f in self._decode_facts() + self._guarded_facts()]  # type: ignore
+            kept += self.definition_facts()
+            kept += self._same_calls(tags)
+            self._functions[tags] = kept
+        return list(kept)
+
+    def _decode_facts(self) -> list[Pred]:
+        out: list[Pred] = []
+        for src in self.sources.values():
+            if len(src.domain) < 2:
+                continue
+            whole: Dim = DConst(0)
+            for k, a in enumerate(src.atoms):
+                whole = dim_bin("+", whole, dim_bin("*", DSym(a), product(src.domain[k + 1:])))
+            out.append(POr((PCmp("<", src.flat, DConst(0)), PCmp("==", src.flat, whole))))
+        return out
+
+    def _guarded_facts(self) -> list[Pred]:
+        out: list[Pred] = []
+        zero = DConst(0)
+        for a, b, q, r in self.guarded:
+            self.per_copy.add(q.name)
+            rem = dim_bin("-", a, dim_bin("*", b, q))
+            exact = POr((PAnd((PCmp(">=", a, zero), PCmp(">=", rem, zero), PCmp("<", rem, b))),
+                         PAnd((PCmp("<", a, zero), PCmp("<=", rem, zero), PCmp(">", rem, neg_form(b))))))
+            parts = (exact,) if r is None else (exact, PCmp("==", r, rem))
+            out.append(POr((PCmp("<", b, DConst(1)), PAnd(parts))))
+        return out
+
+    def definition_facts(self) -> list[Pred]:
+        """`N == a op b` for each constexpr N defined as `a op b` (+, - or *), in the atoms `launch_dim` gives the
+        operands (another constexpr's definition is that constexpr's atom)."""
+        out: list[Pred] = []
+        for name, e in self.ix.constexprs.items():
+            if isinstance(e, LBin) and e.op in ("+", "-", "*") and self._canonical_constexprs().get(name) == name:
+                whole = self.launch_dim(LConstexpr(name))
+                out.append(PCmp("==", whole, dim_bin(e.op, self.launch_dim(e.lhs), self.launch_dim(e.rhs))))
+        return out
+
+    def _same_calls(self, tags: tuple[str, ...]) -> list[Pred]:
+        """Equal results of calls with equal inputs: two calls of one kind whose args are the same forms (up to
+        atoms already found equal) in every copy, and each call's results in two copies whose args are equal."""
+        rep: dict[str, str] = {}
+
+        def find(n: str) -> str:
+            while rep.get(n, n) != n:
+                n = rep[n]
+            return n
+
+        changed = True
+        while changed:  # congruence closure over the calls' arguments
+            changed = False
+            seen: dict[object, str] = {}
+            for c in self.calls:
+                names = {n: DSym(find(n)) for n in set().union(*(a.symbols() for a in c.args)) if find(n) != n}
+                key = (c.kind, tuple(a.substitute(names) if names else a for a in c.args))
+                first = seen.setdefault(key, find(c.result.name))
+                if find(c.result.name) != first:
+                    rep[find(c.result.name)] = first
+                    changed = True
+        out: list[Pred] = []
+        same = [PCmp("==", DSym(n), DSym(find(n))) for n in sorted(rep)]
+        for tag in tags:
+            out += [self.rename(f, tag) for f in same]  # type: ignore[misc]
+        for a, b in itertools.combinations(tags, 2):
+            for c in self.calls:
+                if find(c.result.name) != c.result.name or not any(x.symbols() & self.per_copy for x in c.args):
+                    continue
+                equal = [_equal(self.rename(x, a), self.rename(x, b)) for x in c.args  # type: ignore[arg-type]
+                         if x.symbols() & self.per_copy]
+                out.append(POr((PNot(PAnd(tuple(equal))), PCmp("==", self.rename(c.result, a),  # type: ignore
+                                                                 self.rename(c.result, b)))))
+        return out
+
     def distinct(self, src: FlatSource) -> tuple[list[Pred], Pred]:
         """Hypotheses and the disjunction saying copies A and B are different instances of `src`."""
         ids = src.identity()
@@ -673,6 +819,35 @@ class Forms:
             hyps.append(POr((PNot(same_atoms), PCmp("==", fa, fb))))  # type: ignore[arg-type]
         differ = POr(tuple(PCmp("!=", self.rename(a, "A"), self.rename(a, "B")) for a in ids))  # type: ignore
         return hyps, differ
+
+
+def _folds_over(x: PValue, y: PValue) -> bool:
+    """Whether an op taking `x` to `y` may combine the values of several lanes or tile positions (`y` lacks `x`'s
+    lanes, or has another tile)."""
+    return bool(x.type.lanes and not y.type.lanes or x.type.tile and x.type.tile != y.type.tile)
+
+
+def _equal(a: Dim | Pred, b: Dim | Pred) -> Pred:
+    """`a == b` for two forms, `a <=> b` for two facts."""
+    if isinstance(a, Pred):
+        return POr((PAnd((a, b)), PAnd((PNot(a), PNot(b)))))  # type: ignore[arg-type]
+    return PCmp("==", a, b)  # type: ignore[arg-type]
+
+
+def _walk(region: PRegion) -> Iterable[POp]:
+    for op in region.ops:
+        yield op
+        for inner in op.regions():
+            yield from _walk(inner)
+
+
+def _region_values(region: PRegion) -> Iterable[PValue]:
+    """The values `region` defines: its arguments and its ops' results, nested regions' included."""
+    yield from region.args
+    for op in region.ops:
+        yield from op.results
+        for inner in op.regions():
+            yield from _region_values(inner)
 
 
 def _target_axis(op: POp, k: int, rank: int) -> int | None:
@@ -738,6 +913,7 @@ class Prover:
         self._verdicts: dict[tuple[tuple[int, ...], Pred], str] = {}
         self._same: dict[tuple[tuple[Pred, ...], Pred], str] = {}  # the verdicts by value
         self.undecided: list[Pred] = []  # the goals of the queries the budget left undecided, in order
+        self._solved: dict[tuple[tuple[int, ...], Pred], str] = {}  # the verdicts of `proves_solving`
 
     def proves(self, hyps: Iterable[Pred], goal: Pred) -> bool:
         return self.decide(hyps, goal) == PROVEN
@@ -778,6 +954,36 @@ class Prover:
             self.undecided.append(goal)
         return verdict
 
+    def proves_solving(self, hyps: Iterable[Pred], goal: Pred) -> bool:
+        """`proves`, the solver first eliminating the symbols that equalities among the facts define (Z3's
+        `solve-eqs`, after `simplify` has settled constant conditions): where a query's facts chain many equalities
+        through products (a mask's conjuncts under a launch flag, two copies' equal search results) the plain solver
+        can spend its whole budget on the products those equalities remove. Only the rules that ask use it, so every
+        other query is decided as it always was."""
+        facts = list(hyps)
+        for p in facts:
+            if id(p) not in self._known:
+                self._known[id(p)] = (p, p.symbols(), None)
+        key = (tuple(id(p) for p in facts), goal)
+        verdict = self._solved.get(key)
+        if verdict is None:  # by value where the facts were built afresh (the next program of a pipeline)
+            same = (tuple(facts), goal, "solve-eqs")
+            verdict = self._same.get(same)  # type: ignore[call-overload]
+        if verdict is None:
+            # all the facts first: with the equalities solved the whole set is mostly decided at once, and a
+            # counterexample to it is one to every ring; the rings only where the budget ran out
+            verdict = self._check(facts, goal, z3.Then("simplify", "solve-eqs", "smt").solver())
+            if verdict == UNDECIDED:
+                for ring in _rings(facts, goal, [self._known[id(p)][1] for p in facts])[:-1]:
+                    if self._check(ring, goal, z3.Then("simplify", "solve-eqs", "smt").solver()) == PROVEN:
+                        verdict = PROVEN
+                        break
+            self._same[same] = verdict  # type: ignore[index]
+        self._solved[key] = verdict
+        if verdict == UNDECIDED:
+            self.undecided.append(goal)
+        return verdict == PROVEN
+
     def _term(self, p: Pred) -> z3.BoolRef:
         p_, names, t = self._known[id(p)]
         if t is None:
@@ -793,11 +999,11 @@ class Prover:
             t = self._goals[p] = pred_to_z3(p, self._ints)
         return t
 
-    def _check(self, hyps: list[Pred], goal: Pred) -> str:
+    def _check(self, hyps: list[Pred], goal: Pred, solver: z3.Solver | None = None) -> str:
         # Z3's SMT core without the tactic front end of `z3.Solver()`: the rules' queries are small and many, and the
         # front end's preprocessing cost more than the search (three times the time over the queries of the
         # bench kernels verified after every pass, with the same verdict for each)
-        s = limited(z3.SimpleSolver())
+        s = limited(solver if solver is not None else z3.SimpleSolver())
         for h in hyps:
             s.add(self._term(h))
         s.add(z3.Not(self._goal(goal)))
@@ -849,4 +1055,4 @@ def forms_of(index: ProgramIndex, group: Group) -> Forms:
     return hit
 
 
-__all__ = ["Forms", "FlatSource", "forms_of", "prover_of", "proves", "Prover", "PROVEN", "REFUTED", "UNDECIDED"]
+__all__ = ["Call", "Forms", "FlatSource", "forms_of", "prover_of", "proves", "Prover", "PROVEN", "REFUTED", "UNDECIDED"]

@@ -21,7 +21,7 @@ from physical import ops as P
 from physical.launch_expr import LConstexpr
 from physical.model import Fragment, POp, Program, PValue
 from physical.verifier import check
-from tests.mutations import Mutations, assert_reported, fresh_id, only, swap
+from tests.mutations import Mutations, assert_reported, fresh_id, only, retype, swap
 from tests.test_balance_jagged_scans import backwards, running
 from tests.test_balance_region_scans import backward, cumsum
 
@@ -112,6 +112,63 @@ def helper_publishes_in_every_lane():
     lane_ok = named(p, "publishes").lhs
     broken = swap(p, pub, dataclasses.replace(pub, active=lane_ok))
     return k, broken, shared(value(p, "helper_position"))
+
+
+# ---------------------------------------------------------------------------------------------- columns
+# over a (segments, columns) workset (a jagged cumsum) x is `column * CHUNKS + position`, the column the lane's
+# `flat % D` and the position the helper's among its part's (`column_slots` + `helper_position`)
+
+
+def column_slot(p: Program) -> POp:
+    """The add `column * CHUNKS + position` that the helpers' slot takes past the blocks' lanes."""
+    return only(p, P.Binary, lambda op: op.fn is BinaryFn.add and op.lhs == value(p, "column_slots")
+                and op.rhs == value(p, "helper_position"))
+
+
+def uniform_slot(p: Program, x: PValue) -> Program:
+    """The helpers' slot `blocks * BLOCK + x` for a uniform x: one value per program, as a uniform slot is (the
+    lanes' own slots are picked beside it)."""
+    slot = with_slot(p, x)
+    old = named(slot, "helper_slot").results[0]
+    return retype(slot, old, PValue(old.id, I64, old.name))
+
+
+@more("column_slot_collapsed", "lookback-protocol")
+def column_helpers_publish_past_the_buffer():
+    """x = blocks * BLOCK: every helper publishes, for every column, into the one slot 2 * blocks * BLOCK."""
+    k, p = balanced(running)
+    base = named(p, "helper_slot").lhs
+    return k, uniform_slot(p, base), outside(base)
+
+
+@more("column_slot_one_past_the_buffer", "lookback-protocol")
+def column_slot_one_late():
+    """x = column * CHUNKS + (position + 1): the last helper's slot in the last column a part's block may hold is
+    blocks * BLOCK + HELPERS * BLOCK, one past the end."""
+    k, p = balanced(running)
+    one, after = fresh(p, [I64, I64], "late")
+    add = column_slot(p)
+    ops = [P.Const(results=(one,), value=1, dtype=DType.i64),
+           P.Binary(results=(after,), fn=BinaryFn.add, lhs=add.rhs, rhs=one), dataclasses.replace(add, rhs=after)]
+    return k, swap(p, add, ops), outside(add.results[0])
+
+
+@more("column_helpers_share_a_slot", "lookback-protocol")
+def column_slot_without_the_helper():
+    """x = column * CHUNKS: the helper term dropped, the helpers of a chunk's column write one slot."""
+    k, p = balanced(running)
+    (zero,) = fresh(p, [I64], "zero")
+    add = column_slot(p)
+    broken = swap(p, add, [P.Const(results=(zero,), value=0, dtype=DType.i64), dataclasses.replace(add, rhs=zero)])
+    return k, broken, shared(add.results[0])
+
+
+@more("columns_of_a_helper_share_a_slot", "lookback-protocol")
+def column_slot_without_the_column():
+    """x = position: the column term dropped, a helper writes each column of its segment into one slot."""
+    k, p = balanced(running)
+    position = value(p, "helper_position")
+    return k, uniform_slot(p, position), shared(position)
 
 
 # ---------------------------------------------------------------------------------------------- tests

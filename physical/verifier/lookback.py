@@ -17,20 +17,27 @@
   slots the workspace holds past the blocks' lanes: it holds a slot per lane of every program, and the segment
   launches blocks + HELPERS programs) and to differ between any two helpers, and between two lanes of one helper,
   that both publish (the one-axis form's x is the helper's position, published by the one lane it joins). Over a
-  (segments, columns) workset the slot is accepted by its form alone (see `_helper_slots`).
+  (segments, columns) workset x is `column * n + position` (n = CHUNKS, the position the helper's among its part's,
+  the column that of the lane it publishes in): proven in steps (`_column_range`) that the position lies in [0, n),
+  that the column lies below BLOCK * (p + 1) for the helper's part p = helper // n (the lane lies in the p-th block
+  of its segment) and that (p + 1) * n <= HELPERS, hence x < HELPERS * BLOCK; and that two helpers, or two lanes of
+  one helper, that publish differ in column or position (the owner search gives a chunk one segment whatever the
+  offsets hold: `Forms.function_facts`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from kir.core import Kernel
-from kir.dims import DConst, PAnd, PCmp, POr, dim_bin
+from kir.dims import DConst, Dim, DSym, PAnd, PCmp, POr, dim_bin
 from kir.dtypes import DType
 from kir.pointwise import BinaryFn
 
 from .. import ops as P
 from ..launch_expr import LConstexpr, lmul
 from ..model import BufferInit, BufferScope, Group, POp, Program, PValue, Trait
-from .affine import forms_of, proves
+from .affine import Forms, forms_of
 from .base import Reporter, rule
 from .index import evaluate, index_of, product
 
@@ -93,12 +100,14 @@ def _helper_slots(ix, g: Group, op: P.PublishSlot, helper: P.HelperIndex, ticket
     that publishes (`op.active`) in a helper (`helper_index >= 0`), to lie in the helpers' slots past the blocks'
     lanes (0 <= x < HELPERS * BLOCK, the slots the workspace holds past `blocks * BLOCK`: see the size check) and to
     differ between two helpers, and between two lanes of one helper, that both publish (helpers do not draw apart
-    on flags: two writing one slot would race, and a fold would read whichever came last)."""
+    on flags: two writing one slot would race, and a fold would read whichever came last).
+
+    Over a (segments, columns) workset x is `column * n + position` (`_ColumnSlot`), and the proofs take the facts
+    of `Forms.function_facts` (the instance's decode, the constexprs' definitions, quotients by a count that may be
+    0, equal results of a search for equal inputs) in steps small enough for the solver (`_column_range`): the
+    position lies in [0, n), so two members write one slot only where both the column and the position agree."""
     parts = _helper_parts(ix, op.slot, helper, ticket.block)
-    if parts is None or len(g.domain) != 1:
-        # over a (segments, columns) workset a chunk's helpers, a helper per block the segment spans, share the
-        # chunk's slots (column * CHUNKS + chunk): that they write apart follows from the owner search giving the
-        # chunk one segment and from the blocks' columns, which the engine does not prove yet
+    if parts is None:
         return
     x = parts[0]
     forms = forms_of(ix, g)
@@ -110,8 +119,18 @@ def _helper_slots(ix, g: Group, op: P.PublishSlot, helper: P.HelperIndex, ticket
     lanes, helpers = ticket.block, helper.helpers
     slot = f"blocks * {lanes} + %{x.id}"
     size = dim_bin("*", forms.launch_dim(LConstexpr(helpers)), forms.launch_dim(LConstexpr(lanes)))
-    if fx is None or where is None or not proves(forms.base_facts() + where, PAnd((
-            PCmp(">=", fx, DConst(0)), PCmp("<", fx, size)))):
+    columns = len(g.domain) > 1
+    # the column form's queries chain equalities through products (`Prover.proves_solving`); the one-axis form's
+    # are decided as they always were
+    prove = forms.prover.proves_solving if columns else forms.prover.proves
+    column = _column_slot(ix, forms, x) if columns and fx is not None else None
+    facts = forms.base_facts() + (where or []) + (forms.function_facts() if columns else [])
+    if column is not None and where is not None:
+        in_range, column = _column_range(forms, facts, column, hp, helpers, lanes)  # type: ignore[arg-type]
+    else:
+        in_range = fx is not None and where is not None and prove(facts, PAnd((
+            PCmp(">=", fx, DConst(0)), PCmp("<", fx, size))))
+    if not in_range:
         report(f"group {g.id}: publish_slot writes a helper's slot {slot}, which may lie outside the helpers' slots "
                f"[blocks * {lanes}, blocks * {lanes} + {helpers} * {lanes})", op, g.id)
     if fx is None or where is None or src is None or forms.program_atom is None:
@@ -120,11 +139,85 @@ def _helper_slots(ix, g: Group, op: P.PublishSlot, helper: P.HelperIndex, ticket
         hyps, differ = forms.distinct(src)
         other = PCmp("!=", forms.rename(forms.program_atom, "A"), forms.rename(forms.program_atom, "B"))
         both = [forms.rename(f, t) for t in "AB" for f in where]
-        apart = proves(forms.base_facts("A") + forms.base_facts("B") + forms.same_program() + hyps + both +  # type: ignore
-                       [POr((other, differ))], PCmp("!=", forms.rename(fx, "A"), forms.rename(fx, "B")))  # type: ignore
+        # where the position lies in [0, n) in every member, two members' slots differ where their columns or
+        # their positions do (n is one launch value)
+        goal = PCmp("!=", forms.rename(fx, "A"), forms.rename(fx, "B")) if column is None else POr(tuple(
+            PCmp("!=", forms.rename(d, "A"), forms.rename(d, "B")) for d in (column.column, column.position)))
+        extra = forms.function_facts(("A", "B")) if columns else []
+        apart = prove(forms.base_facts("A") + forms.base_facts("B") + forms.same_program() + hyps + both +  # type: ignore
+                      extra + [POr((other, differ))], goal)  # type: ignore[arg-type]
     if not apart:
         report(f"group {g.id}: publish_slot may write one helper's slot {slot} for two helpers, or two lanes of one "
                f"helper, that both publish: one would overwrite the other's aggregate", op, g.id)
+
+
+@dataclass(frozen=True)
+class _ColumnSlot:
+    """A helper's slot over a (segments, columns) workset: `column * n + position`, n one launch value (the count
+    of chunks: a column's helpers hold consecutive slots)."""
+
+    column: Dim
+    n: Dim
+    position: Dim
+
+
+def _column_slot(ix, forms: Forms, x: PValue) -> _ColumnSlot | None:
+    """`x` as `column * n + position` (the ops `add(mul(column, n), position)`, in any operand order), with n the
+    same in every member; None where it is not."""
+    add = ix.producer(_uncast(ix, x))
+    if not isinstance(add, P.Binary) or add.fn is not BinaryFn.add:
+        return None
+    for term, position in ((add.lhs, add.rhs), (add.rhs, add.lhs)):
+        mul = ix.producer(_uncast(ix, term))
+        if not isinstance(mul, P.Binary) or mul.fn is not BinaryFn.mul:
+            continue
+        for column, n in ((mul.lhs, mul.rhs), (mul.rhs, mul.lhs)):
+            c, w, j = forms.form(column), forms.form(n), forms.form(position)
+            if c is not None and w is not None and j is not None and not w.symbols() & forms.per_copy:
+                return _ColumnSlot(c, w, j)
+    return None
+
+
+def _column_range(forms: Forms, facts: list, slot: _ColumnSlot, hp: Dim, helpers: str, lanes: str
+                  ) -> tuple[bool, _ColumnSlot | None]:
+    """Whether `column * n + position` lies in [0, HELPERS * BLOCK), in lemmas the solver decides apart (the whole
+    goal at once is beyond its budget), and the slot where the position is proven in [0, n) (else None):
+
+    * 0 <= position < n;
+    * 0 <= column < BLOCK * (p + 1), for p the helper's part `helper_index // n` (a quotient of the group's: a lane
+      that a helper of part p joins lies in the p-th block of its segment's);
+    * (p + 1) * n <= HELPERS (the helpers are numbered part by part, n of each);
+    and then, from these and the facts of the launch values alone, (column + 1) * n <= BLOCK * HELPERS."""
+    zero, one = DConst(0), DConst(1)
+    c, n, j = slot.column, slot.n, slot.position
+    prove = forms.prover.proves_solving
+    if not prove(facts, PAnd((PCmp(">=", j, zero), PCmp("<", j, n)))):
+        return False, None
+    block, count = forms.launch_dim(LConstexpr(lanes)), forms.launch_dim(LConstexpr(helpers))
+    # the facts of the launch values alone (BLOCK >= 1) go with the lemmas
+    launch = block.symbols() | count.symbols() | n.symbols()
+    position = [PCmp(">=", j, zero), PCmp("<", j, n)] + [f for f in facts if f.symbols() and f.symbols() <= launch]
+    for p in _parts(forms, hp, n):
+        after = dim_bin("+", p, one)
+        # p is the helper index's quotient: n * p <= helper_index < n * (p + 1) where n >= 1 (in a helper)
+        part = POr((PCmp("<", n, one), PAnd((PCmp("<=", dim_bin("*", n, p), hp),
+                                              PCmp("<", hp, dim_bin("*", n, after))))))
+        below = PAnd((PCmp(">=", c, zero), PCmp("<", c, dim_bin("*", block, after))))
+        if prove(facts, below) and prove(facts + [part], PCmp("<=", dim_bin("*", after, n), count)):
+            lemmas = position + [PCmp(">=", c, zero), PCmp("<", c, dim_bin("*", block, after)),
+                                 PCmp("<=", dim_bin("*", after, n), count)]
+            whole = dim_bin("+", dim_bin("*", c, n), j)
+            inside = PAnd((PCmp(">=", whole, zero), PCmp("<", whole, dim_bin("*", count, block))))
+            return prove(lemmas, inside), slot
+    return False, slot
+
+
+def _parts(forms: Forms, hp: Dim, n: Dim) -> list[DSym]:
+    """The group's quotients of the helper index by `n`: of `helper_index` itself, or of `maximum(helper_index,
+    0)` (the same value in a helper)."""
+    clamped = {c.result for c in forms.calls if c.kind == ("maximum",) and set(c.args) == {hp, DConst(0)}}
+    return [c.result for c in forms.calls if c.kind == ("div",) and c.args[1] == n and (
+        c.args[0] == hp or c.args[0] in clamped)]
 
 
 def _own_slot(ix, ticket: P.OwnedInstances, slot: PValue, top: list, helper: P.HelperIndex | None = None

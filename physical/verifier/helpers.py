@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kir.dims import DConst, PAnd, PCmp, dim_bin
+from kir.dims import DConst, Dim, PAnd, PCmp, Pred, dim_bin
 
 from .. import ops as P
 from ..launch_expr import DEVICE_SMS, LaunchExpr, LConst, LConstexpr
@@ -407,20 +407,36 @@ def unjoined_lanes(ix: ProgramIndex, gid: int) -> tuple[PartJoin | PValue, str] 
             if n is None:
                 continue
             values = forms.on_launch(env)
-            hyps = [f.substitute(values) for f in facts]
             key = (n, tuple(sorted(values.items(), key=lambda x: x[0])))
             if key in seen:
                 continue
             seen.add(key)
             where = launch_text(ix, env)
-            if not forms.prover.proves(hyps + [f.substitute(values) for f in rest], block.substitute(values)):
+            if not forms.prover.proves(*_on_launch(facts + rest, block, values)):
                 return join, (f"only in the block %{owned.helper_block.id} it decodes, which is not proven to hold the "
                               f"lanes of its part %{join.lane_part.id} in its owner's segment ({where})")
             inside = PAnd((PCmp(">=", part, DConst(0)), PCmp("<", part, DConst(n))))
-            if not forms.prover.proves(hyps, inside.substitute(values)):
+            if not forms.prover.proves(*_on_launch(facts, inside, values)):
                 return join, (f"as the helper of the lane's part %{join.lane_part.id}, which may lie outside [0, {n}), "
                               f"the parts a chunk has helpers for ({where})")
     return None
+
+
+def _on_launch(facts: list[Pred], goal: Pred, values: dict[str, Dim]) -> tuple[list[Pred], Pred]:
+    """The query of `goal` from `facts` on one launch: its launch values put in, with only the facts linked to the
+    goal through symbols other than those (the launch values, constants there, no longer link facts)."""
+    names = set(values)
+    symbols = [f.symbols() - names for f in facts]
+    near = set(goal.symbols()) - names
+    taken = [False] * len(facts)
+    grew = True
+    while grew:
+        grew = False
+        for i, syms in enumerate(symbols):
+            if not taken[i] and syms & near:
+                taken[i], grew = True, True
+                near |= syms
+    return [f.substitute(values) for f, t in zip(facts, taken) if t], goal.substitute(values)
 
 
 def _part_count(join: PartJoin, env: dict[str, int], h: str) -> int | None:

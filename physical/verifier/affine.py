@@ -652,19 +652,6 @@ class Forms:
         return PCmp("<", DSym(src.atoms[0]), src.domain[0])
 
     # ------------------------------------------------------------------ instances apart from their programs
-    def decode_fact(self, v: PValue) -> Pred | None:
-        """`flat == (Q * D_1 + C_1) * D_2 + ...` for the flattened instance index `v` over a domain of several
-        axes: its row-major decode, nonlinear in the extents, so only the queries about an instance's coordinates
-        and its flat index together take it (None where `v` is no such index)."""
-        key = self.source_of_flat.get(v.id)
-        src = self.sources.get(key) if key is not None else None
-        if src is None or len(src.domain) < 2:
-            return None
-        flat: Dim = DSym(src.atoms[0])
-        for extent, atom in zip(src.domain[1:], src.atoms[1:]):
-            flat = dim_bin("+", dim_bin("*", flat, extent), DSym(atom))
-        return PCmp("==", src.flat, flat)
-
     def instance_facts(self) -> list[Pred]:
         """`base_facts()` without the fact that a joined helper's lanes lie in its block: the flat index then
         stands for any instance of the domain, not only for those the program holds (a helper's join test is

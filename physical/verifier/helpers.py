@@ -391,8 +391,8 @@ def unjoined_lanes(ix: ProgramIndex, gid: int) -> tuple[PartJoin | PValue, str] 
     owned = next(pl.op for pl in ix.group_ops(gid) if isinstance(pl.op, P.OwnedInstances)
                  and pl.op.helper_block is not None and pl.op.results)
     assert isinstance(owned, P.OwnedInstances) and owned.helper_block is not None
-    decode = forms.decode_fact(owned.results[0])
-    facts = forms.instance_facts() + ([decode] if decode is not None else [])
+    # with the facts only such rules take: the lane's row-major decode, the quotients by launch values that may be 0
+    facts = forms.instance_facts() + forms.function_facts()
     for join in found:
         if not isinstance(join, PartJoin):
             return join, "by no part test `E == part` of a known form"

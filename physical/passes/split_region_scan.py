@@ -92,8 +92,15 @@ from .looped import BUDGET_VARIABLE, REGISTER_VALUES, TREE_VALUES
 from .partials import lane_test, split_flag
 from .rows import RowBuilder, chunk_scan
 from .scan_folds import FoldsPlan, add_workspace, instance, plan_folds, split_folds
-from .split_scan import SLOT_BLOCK, SPLIT_TILE
+from .split_scan import SPLIT_TILE
 from .split_segments import split_count
+
+# Slots one look-back step of a region scan reads (across the program's lanes). A piece holds its held tile's scan
+# (BLOCK_HELD_g values, 32 a thread at 8 warps) across the look-back, so the step's tile of slots, flags and their
+# addresses must stay small: at 1024 slots a step segment_cumsum's sm_90 code (64 segments over 2M values) spilled
+# 548 bytes; at 256, none (span_cumsum's none either way). The slots read are the same; a fold of more slots takes
+# more steps.
+REGION_SLOT_BLOCK = 256
 
 # A launch keeps at least this many values per program on average: the program of an empty piece costs its ticket,
 # its bounds, its slot and flag (about 8 sectors, 256 bytes), under 1/8 of what 256 values read and written move
@@ -345,7 +352,7 @@ def look_back(w: RowBuilder, program: Program, g: Group, pieces: list[_Piece], w
         prefix = [w.fresh(Fragment(dt, slot.type.lanes), "prefix") for dt in scan.acc_dtypes]
         w.put(P.FoldSlots(results=tuple(prefix), origin=scan.origin, sync=ws.sync.id, slots=tuple(b.id for b in bufs),
                           first=first, upto=slot, reverse=scan.reverse, identity=scan.identity,
-                          acc_dtypes=scan.acc_dtypes, block=SLOT_BLOCK, combine=w.copy_region(scan.combine),
+                          acc_dtypes=scan.acc_dtypes, block=REGION_SLOT_BLOCK, combine=w.copy_region(scan.combine),
                           active=active))
         before, own = (prefix, leading) if in_chunk is None else in_chunk(p, prefix)
         _write(w, p, before, own, zero)

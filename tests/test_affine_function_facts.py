@@ -1,4 +1,4 @@
-"""The facts only some rules ask the affine engine for (`Forms.function_facts`, physical/verifier/affine.py), on the
+"""The facts only some rules ask the affine engine for (`Forms.function_facts`, physical/verifier/function_facts.py), on the
 balanced jagged cumsum (a (segments, columns) workset whose helpers search the offsets for their chunk's owner):
 
 * the row-major decode of the flat instance: `flat = segment * D + column`;

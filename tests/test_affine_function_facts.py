@@ -1,5 +1,6 @@
-"""The facts only some rules ask the affine engine for (`Forms.function_facts`, physical/verifier/function_facts.py), on the
-balanced jagged cumsum (a (segments, columns) workset whose helpers search the offsets for their chunk's owner):
+"""The facts only some rules ask the affine engine for (`Forms.function_facts`,
+physical/verifier/function_facts.py), on the balanced jagged cumsum (a (segments, columns) workset whose helpers
+search the offsets for their chunk's owner):
 
 * the row-major decode of the flat instance: `flat = segment * D + column`;
 * a constexpr defined as a product is that product (`HELPERS_0 = CHUNKS_0 * HELPER_SPAN_0`);

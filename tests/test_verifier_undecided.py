@@ -70,3 +70,22 @@ def test_a_refuted_proof_keeps_its_exact_message() -> None:
     [v] = [v for v in check(broken, k) if v.rule == "bounds-justified"]
     assert v.message == (f"load (from load) on a: the bounds proof '{ld.access.bounds.predicate}' does not hold for "
                          f"coordinate 0 (re-proving from the mask failed)")
+
+
+def test_a_starved_helper_slot_proof_is_reported_as_undecided(monkeypatch: pytest.MonkeyPatch) -> None:
+    """lookback-protocol's proofs of a balanced scan's helper slots (in range, apart) under a budget they cannot
+    finish within: both reports say their queries were undecided."""
+    from tests.test_balance_region_scans import cumsum
+
+    k = cumsum.kir
+    program = physical.lower(k)
+    assert check(program, k) == []
+    monkeypatch.setattr(kir.solver, "RESOURCE_LIMIT", 1)
+    found = [v for v in check(dataclasses.replace(program), k) if v.rule == "lookback-protocol"]
+    slot = r"blocks \* BLOCK_I0 \+ %\d+"
+    assert [v.message for v in found] == [v.message for v in found if re.match(  # the two proofs, in this order
+        rf"group 0: publish_slot (writes a helper's slot {slot}, which may lie outside|may write one helper's slot "
+        rf"{slot} for two helpers)", v.message)]
+    assert len(found) == 2 and "outside" in found[0].message and "for two helpers" in found[1].message
+    assert all(v.message.endswith(SUFFIX) and " (undecided: Z3 ran out of its resource budget on `" in v.message
+               for v in found)

@@ -124,6 +124,7 @@ def _helper_slots(ix, g: Group, op: P.PublishSlot, helper: P.HelperIndex, ticket
     # are decided as they always were
     prove = forms.prover.proves_solving if columns else forms.prover.proves
     column = _column_slot(ix, forms, x) if columns and fx is not None else None
+    mark = forms.prover.mark()  # a report resting on queries the budget left undecided says so
     facts = forms.base_facts() + (where or []) + (forms.function_facts() if columns else [])
     if column is not None and where is not None:
         in_range, column = _column_range(forms, facts, column, hp, helpers, lanes)  # type: ignore[arg-type]
@@ -132,7 +133,8 @@ def _helper_slots(ix, g: Group, op: P.PublishSlot, helper: P.HelperIndex, ticket
             PCmp(">=", fx, DConst(0)), PCmp("<", fx, size))))
     if not in_range:
         report(f"group {g.id}: publish_slot writes a helper's slot {slot}, which may lie outside the helpers' slots "
-               f"[blocks * {lanes}, blocks * {lanes} + {helpers} * {lanes})", op, g.id)
+               f"[blocks * {lanes}, blocks * {lanes} + {helpers} * {lanes}){forms.prover.note(mark)}", op, g.id)
+    mark = forms.prover.mark()
     if fx is None or where is None or src is None or forms.program_atom is None:
         apart = False
     else:
@@ -148,7 +150,8 @@ def _helper_slots(ix, g: Group, op: P.PublishSlot, helper: P.HelperIndex, ticket
                       extra + [POr((other, differ))], goal)  # type: ignore[arg-type]
     if not apart:
         report(f"group {g.id}: publish_slot may write one helper's slot {slot} for two helpers, or two lanes of one "
-               f"helper, that both publish: one would overwrite the other's aggregate", op, g.id)
+               f"helper, that both publish: one would overwrite the other's aggregate{forms.prover.note(mark)}", op,
+               g.id)
 
 
 @dataclass(frozen=True)

@@ -559,6 +559,11 @@ def _skewed_offsets(e: int, segments: int, big: int = 0) -> torch.Tensor:
     return torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(lengths, 0)])
 
 
+def _sums_before(run: torch.Tensor, at: torch.Tensor) -> torch.Tensor:
+    """The sum of values[:at] for each offset in `at`, from the running sum `run` of the values."""
+    return torch.where(at > 0, run[(at - 1).clamp(min=0)], torch.zeros_like(run[:1]))
+
+
 def skewed_segment_stats_case(e: int, segments: int = 64) -> BenchCase:
     """A segment's running sum and its total in one body; segment 0 holds half of the `e` values."""
 
@@ -569,13 +574,9 @@ def skewed_segment_stats_case(e: int, segments: int = 64) -> BenchCase:
     def eager(a: Mapping[str, Any]) -> dict[str, torch.Tensor]:
         v, offsets = a["values"].double(), a["offsets"]
         run = torch.cumsum(v, 0)
-
-        def before(at: torch.Tensor) -> torch.Tensor:  # the sum of values[:at]
-            return torch.where(at > 0, run[(at - 1).clamp(min=0)], torch.zeros_like(run[:1]))
-
         starts, ends = offsets[:-1], offsets[1:]
-        return {"out": (run - torch.repeat_interleave(before(starts), ends - starts)).float(),
-                "total": (before(ends) - before(starts)).float()}
+        return {"out": (run - torch.repeat_interleave(_sums_before(run, starts), ends - starts)).float(),
+                "total": (_sums_before(run, ends) - _sums_before(run, starts)).float()}
 
     return BenchCase("segment_stats_skewed", f"{segments}seg/{_count(e)}", segment_stats, build, eager,
                      tol={"atol": 1e-1, "rtol": 1e-3}, contiguous_f32=False)
@@ -592,15 +593,11 @@ def skewed_segment_cumsums_case(e: int, segments: int = 64) -> BenchCase:
     def eager(a: Mapping[str, Any]) -> dict[str, torch.Tensor]:
         v, offsets = a["values"].double(), a["offsets"]
         run = torch.cumsum(v, 0)
-
-        def before(at: torch.Tensor) -> torch.Tensor:  # the sum of values[:at]
-            return torch.where(at > 0, run[(at - 1).clamp(min=0)], torch.zeros_like(run[:1]))
-
         starts, ends = offsets[:-1], offsets[1:]
         lengths = ends - starts
-        fwd = run - torch.repeat_interleave(before(starts), lengths)
+        fwd = run - torch.repeat_interleave(_sums_before(run, starts), lengths)
         # from the end: the segment's total less what precedes each value within the segment
-        rev = torch.repeat_interleave(before(ends), lengths) - run + v
+        rev = torch.repeat_interleave(_sums_before(run, ends), lengths) - run + v
         return {"fwd": fwd.float(), "rev": rev.float()}
 
     return BenchCase("segment_cumsums_skewed", f"{segments}seg/{_count(e)}", segment_cumsums, build, eager,

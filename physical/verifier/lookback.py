@@ -39,6 +39,7 @@ from ..launch_expr import LConstexpr, lmul
 from ..model import BufferInit, BufferScope, Group, POp, Program, PValue, Trait
 from .affine import Forms, forms_of
 from .base import Reporter, rule
+from .helpers import strip_casts
 from .index import evaluate, index_of, product
 
 slot_dtype = P.slot_dtype
@@ -60,14 +61,6 @@ def check_lookback(program: Program, kernel: Kernel | None, report: Reporter) ->
                    f"may use", site.op, site.placed.group)
 
 
-def _uncast(ix, v: PValue) -> PValue:
-    op = ix.producer(v)
-    while isinstance(op, P.Cast):
-        v = op.x
-        op = ix.producer(v)
-    return v
-
-
 def _helper_side(ix, v: PValue, helper: P.HelperIndex | None, block: str) -> PValue | None:
     """Where `v` is `select(helper_index >= 0, blocks * BLOCK + x, own)` (a balanced region scan's slot: a helper's
     slots follow every lane of the blocks), `own`; else None."""
@@ -81,16 +74,16 @@ def _helper_parts(ix, v: PValue, helper: P.HelperIndex | None, block: str) -> tu
     if helper is None or not isinstance(sel, P.Select):
         return None
     test = ix.producer(sel.cond)
-    if not (isinstance(test, P.Compare) and test.fn.value == "ge" and _uncast(ix, test.lhs) == helper.result):
+    if not (isinstance(test, P.Compare) and test.fn.value == "ge" and strip_casts(ix, test.lhs)[0] == helper.result):
         return None
     add = ix.producer(sel.on_true)
     if not isinstance(add, P.Binary) or add.fn is not BinaryFn.add:
         return None
     want = ix.values(lmul(helper.blocks, LConstexpr(block)))
     for base, x in ((add.lhs, add.rhs), (add.rhs, add.lhs)):
-        shape = ix.producer(_uncast(ix, base))
+        shape = strip_casts(ix, base)[1]
         if isinstance(shape, P.ShapeValue) and ix.values(shape.expr) == want:
-            return x, _uncast(ix, sel.on_false)
+            return x, strip_casts(ix, sel.on_false)[0]
     return None
 
 
@@ -167,11 +160,11 @@ class _ColumnSlot:
 def _column_slot(ix, forms: Forms, x: PValue) -> _ColumnSlot | None:
     """`x` as `column * n + position` (the ops `add(mul(column, n), position)`, in any operand order), with n the
     same in every member; None where it is not."""
-    add = ix.producer(_uncast(ix, x))
+    add = strip_casts(ix, x)[1]
     if not isinstance(add, P.Binary) or add.fn is not BinaryFn.add:
         return None
     for term, position in ((add.lhs, add.rhs), (add.rhs, add.lhs)):
-        mul = ix.producer(_uncast(ix, term))
+        mul = strip_casts(ix, term)[1]
         if not isinstance(mul, P.Binary) or mul.fn is not BinaryFn.mul:
             continue
         for column, n in ((mul.lhs, mul.rhs), (mul.rhs, mul.lhs)):

@@ -28,9 +28,9 @@ from .. import ops as P
 from ..launch_expr import LConstexpr
 from ..model import Access, BufferScope, Program, PValue
 from .base import Reporter, describe, rule
-from .helpers import is_helper_test, strip_casts
+from .helpers import helper_values, is_helper_test, strip_casts
 from .index import AccessSite, ProgramIndex, index_of
-from .workspace import _helper_values, _last_conjunct, _split_values
+from .workspace import _last_conjunct, _split_values
 
 
 @rule("split-effects")
@@ -69,7 +69,7 @@ def _scans_own_piece(ix: ProgramIndex, site: AccessSite, splits_of: dict[int, tu
     scan = next((p for p in reversed(ix.place[id(site.op)].parents) if isinstance(p, P.RegionScan)), None)
     splits = {v for v, (g, _) in splits_of.items() if g == site.placed.group}
     # a helper's range is its chunk of the scanned tensor (balanced region scans): cut by its helper index
-    splits |= {v for v, (g, _) in _helper_values(ix).items() if g == site.placed.group}
+    splits |= helper_values(ix, site.placed.group)[0]
     if scan is not None:
         return all(_depends_on(ix, v, splits) for v in (scan.begin, scan.end))
     if not isinstance(site.op, P.Store):
@@ -85,8 +85,8 @@ def _scans_own_piece(ix: ProgramIndex, site: AccessSite, splits_of: dict[int, tu
 def _completes_by_data(ix: ProgramIndex, site: AccessSite) -> bool:
     """Whether the write's mask holds `select(helper >= 0, L, K)`: K holds `not D`, L holds D and `k == c` (k the
     helper's chunk; D and c free of the helper index), so one program per instance makes it (see the module)."""
-    helpers = {v for v, (g, _) in _helper_values(ix).items() if g == site.placed.group}
-    if not helpers:
+    helpers, h = helper_values(ix, site.placed.group)
+    if h is None:
         return False
     for c in ix.conjuncts(site.access.mask):
         sel = ix.producer(c)
@@ -95,7 +95,7 @@ def _completes_by_data(ix: ProgramIndex, site: AccessSite) -> bool:
         kept = [x for k in ix.conjuncts(sel.on_false) if (x := _negated(ix, k)) is not None
                 and not _uses(ix, x, helpers)]
         handed = [x for x in kept if ix.is_conjunct(sel.on_true, x)]
-        if handed and any(_one_chunk(ix, t, helpers) for t in ix.conjuncts(sel.on_true)):
+        if handed and any(_one_chunk(ix, t, helpers, h) for t in ix.conjuncts(sel.on_true)):
             return True
     return False
 
@@ -112,12 +112,12 @@ def _negated(ix: ProgramIndex, v: PValue) -> PValue | None:
     return None
 
 
-def _one_chunk(ix: ProgramIndex, test: PValue, helpers: set[int]) -> bool:
+def _one_chunk(ix: ProgramIndex, test: PValue, helpers: set[int], h: str) -> bool:
     """Whether `test` is `k == c` (either way round): k the helper's chunk, c free of the helper index."""
     op = ix.producer(test)
     if not (isinstance(op, P.Compare) and op.fn.value == "eq"):
         return False
-    return any(_helper_chunk(ix, k, helpers) and not _uses(ix, other, helpers)
+    return any(_helper_chunk(ix, k, helpers, h) and not _uses(ix, other, helpers)
                for k, other in ((op.lhs, op.rhs), (op.rhs, op.lhs)))
 
 
@@ -155,9 +155,9 @@ def _uses(ix: ProgramIndex, v: PValue, ids: set[int]) -> bool:
     return False
 
 
-def _helper_chunk(ix: ProgramIndex, v: PValue, helpers: set[int]) -> bool:
+def _helper_chunk(ix: ProgramIndex, v: PValue, helpers: set[int], h: str) -> bool:
     """`v` is `maximum(helper, 0)` (the helper's position) or `maximum((H - 1) - maximum(helper, 0), 0)` (the
-    chunks from the last one down, H the helpers constexpr): distinct helpers 0 .. H - 1 take distinct chunks."""
+    chunks from the last one down, H the helpers constexpr `h`): distinct helpers 0 .. H - 1 take distinct chunks."""
     v, op = strip_casts(ix, v)
     if not (isinstance(op, P.Binary) and op.fn.value == "maximum"):
         return False
@@ -168,21 +168,20 @@ def _helper_chunk(ix: ProgramIndex, v: PValue, helpers: set[int]) -> bool:
         a, inner = strip_casts(ix, a)
         if a.id in helpers:
             return True
-        if isinstance(inner, P.Binary) and inner.fn.value == "sub" and _helper_chunk(ix, inner.rhs, helpers) \
-                and _last_helper(ix, inner.lhs, helpers):
+        if isinstance(inner, P.Binary) and inner.fn.value == "sub" and _helper_chunk(ix, inner.rhs, helpers, h) \
+                and _last_helper(ix, inner.lhs, h):
             return True
     return False
 
 
-def _last_helper(ix: ProgramIndex, v: PValue, helpers: set[int]) -> bool:
-    """`v` is `H - 1`, H the group's helpers constexpr (as the helpers' `helper_index` names it)."""
+def _last_helper(ix: ProgramIndex, v: PValue, h: str) -> bool:
+    """`v` is `H - 1`, H the group's helpers constexpr `h` (as its `helper_index` names it)."""
     op = strip_casts(ix, v)[1]
     if not (isinstance(op, P.Binary) and op.fn.value == "sub"):
         return False
     count, one = strip_casts(ix, op.lhs)[1], strip_casts(ix, op.rhs)[1]
-    names = {h for v_, (_, h) in _helper_values(ix).items() if v_ in helpers}
     return isinstance(count, P.ShapeValue) and isinstance(one, P.Const) and one.value == 1 and \
-        any(count.expr == LConstexpr(h) for h in names)
+        count.expr == LConstexpr(h)
 
 
 def _writes_own_chunk(ix: ProgramIndex, site: AccessSite, splits_of: dict[int, tuple[int, str]]) -> bool:

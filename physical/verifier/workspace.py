@@ -15,9 +15,9 @@ from __future__ import annotations
 from kir.core import Kernel
 
 from .. import ops as P
-from ..model import Access, AccessRelation, Buffer, BufferInit, BufferScope, POp, Program, PValue
+from ..model import Access, AccessRelation, Buffer, BufferInit, BufferScope, Program, PValue
 from .base import Reporter, describe, rule
-from .helpers import exact_last_count, helper_values
+from .helpers import exact_last_count, helper_values, strip_casts
 from .index import AccessSite, ProgramIndex, evaluate, index_of
 from .structure import group_helpers
 
@@ -34,13 +34,6 @@ def _helper_values(ix: ProgramIndex) -> dict[int, tuple[int, str]]:
             if isinstance(op := pl.op, P.HelperIndex) and op.results}
 
 
-def _strip_casts(ix: ProgramIndex, v: PValue) -> POp | None:
-    op = ix.producer(v)
-    while isinstance(op, P.Cast):
-        op = ix.producer(op.x)
-    return op
-
-
 def _is_last(ix: ProgramIndex, v: PValue, ticket: PValue, splits: str | None) -> bool:
     """Whether `v` is `ticket == splits - 1` (the holder of the last ticket)."""
     op = ix.producer(v)
@@ -52,7 +45,7 @@ def _is_last(ix: ProgramIndex, v: PValue, ticket: PValue, splits: str | None) ->
         other = op.lhs
     else:
         return False
-    src = _strip_casts(ix, other)
+    src = strip_casts(ix, other)[1]
     drawn = ix.producer(ticket)
     pl = ix.place.get(id(drawn)) if drawn is not None else None
     if pl is not None and isinstance(drawn, P.Ticket) and helper_values(ix, pl.group)[1] is not None:
@@ -250,7 +243,7 @@ def _counter(program: Program, ix: ProgramIndex, b: Buffer, found: list[AccessSi
     for site in resets:
         store = site.op
         assert isinstance(store, P.Store)
-        value = _strip_casts(ix, store.value)
+        value = strip_casts(ix, store.value)[1]
         if not isinstance(value, P.Const) or value.value != 0:
             report(f"{describe(program, store)} stores a value other than 0 into ticket counter {b.name}", store,
                    site.placed.group)

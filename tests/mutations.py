@@ -216,6 +216,24 @@ def only(program: Program, cls: type[POp], pred: Callable[[POp], bool] = lambda 
     return found[0]
 
 
+def named(program: Program, name: str) -> POp:
+    """The one op whose first result is called `name`."""
+    return only(program, POp, lambda op: bool(op.results) and op.results[0].name == name)
+
+
+def value(program: Program, name: str) -> PValue:
+    """The first result of the one op whose first result is called `name`."""
+    return named(program, name).results[0]
+
+
+def balanced(kernel) -> tuple[Kernel, Program]:
+    """An `@intent.kernel`'s KIR and its lowering, which balances its segments by the data (one helper_index)."""
+    k = kernel.kir
+    p = physical.lower(k)
+    assert sum(isinstance(op, P.HelperIndex) for op in p.walk()) == 1
+    return k, p
+
+
 def swap(program: Program, old: POp, new: POp | list[POp] | None) -> Program:
     """Replace the op equal to `old` (None removes it)."""
     return edit(program, lambda op: (new if new is not None else []) if op == old else None)

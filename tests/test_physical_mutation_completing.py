@@ -14,34 +14,17 @@ import dataclasses
 
 import pytest
 
-import physical
 from kir import BinaryFn
-from kir.core import Kernel
 from kir.dtypes import DType
 from physical import ops as P
-from physical.model import Fragment, POp, Program, PValue
+from physical.model import Fragment, Program, PValue
 from physical.verifier import check
 from tests import test_balance_scan_folds as kernels
-from tests.mutations import Mutations, assert_reported, fresh_id, only, swap
+from tests.mutations import Mutations, assert_reported, balanced, fresh_id, named, only, swap
 from tests.test_balance_scan_folds import back_stats, stats
 
 FAMILY = Mutations()
 more = FAMILY.also
-
-
-def balanced(kernel) -> tuple[Kernel, Program]:
-    k = kernel.kir
-    p = physical.lower(k)
-    assert sum(isinstance(op, P.HelperIndex) for op in p.walk()) == 1
-    return k, p
-
-
-def named(p: Program, name: str) -> POp:
-    return only(p, POp, lambda op: bool(op.results) and op.results[0].name == name)
-
-
-def value(p: Program, name: str) -> PValue:
-    return named(p, name).results[0]
 
 
 def total_line(kernel) -> int:

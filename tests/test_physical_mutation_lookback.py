@@ -13,15 +13,13 @@ import dataclasses
 
 import pytest
 
-import physical
 from kir import BinaryFn
-from kir.core import Kernel
 from kir.dtypes import DType
 from physical import ops as P
 from physical.launch_expr import LConstexpr
 from physical.model import Fragment, POp, Program, PValue
 from physical.verifier import check
-from tests.mutations import Mutations, assert_reported, fresh_id, only, retype, swap
+from tests.mutations import Mutations, assert_reported, balanced, fresh_id, named, only, retype, swap, value
 from tests.test_balance_jagged_scans import backwards, running
 from tests.test_balance_region_scans import backward, cumsum
 
@@ -29,21 +27,6 @@ FAMILY = Mutations()
 more = FAMILY.also
 
 SCANS = {"cumsum": cumsum, "backward": backward, "running": running, "backwards": backwards}
-
-
-def balanced(kernel) -> tuple[Kernel, Program]:
-    k = kernel.kir
-    p = physical.lower(k)
-    assert sum(isinstance(op, P.HelperIndex) for op in p.walk()) == 1
-    return k, p
-
-
-def named(p: Program, name: str) -> POp:
-    return only(p, POp, lambda op: bool(op.results) and op.results[0].name == name)
-
-
-def value(p: Program, name: str) -> PValue:
-    return named(p, name).results[0]
 
 
 def outside(x: PValue) -> str:

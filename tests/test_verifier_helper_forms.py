@@ -22,14 +22,19 @@ def _balanced():
     return p, forms
 
 
-def test_a_helpers_lanes_are_the_instances_of_its_block() -> None:
-    p, forms = _balanced()
+def _in_helper_block(p, forms) -> tuple[PAnd, PCmp]:
+    """`helper_block * BLOCK <= flat < (helper_block + 1) * BLOCK` for the lane's instance, and `helper_block >= 0`
+    (the program is a helper that joined a block)."""
     owned = only(p, P.OwnedInstances)
     flat, hb = forms.form(owned.results[0]), forms.form(owned.helper_block)
     size = forms.launch_dim(LConstexpr(owned.block))
     first = dim_bin("*", hb, size)
-    inside = PAnd((PCmp("<=", first, flat), PCmp("<", flat, dim_bin("+", first, size))))
-    joined = PCmp(">=", hb, DConst(0))
+    return PAnd((PCmp("<=", first, flat), PCmp("<", flat, dim_bin("+", first, size)))), PCmp(">=", hb, DConst(0))
+
+
+def test_a_helpers_lanes_are_the_instances_of_its_block() -> None:
+    p, forms = _balanced()
+    inside, joined = _in_helper_block(p, forms)
     assert proves(forms.base_facts() + [joined], inside)
     assert not proves(forms.base_facts(), inside)  # a negative helper_block leaves the program its own block
 
@@ -87,12 +92,7 @@ def test_an_op_computed_again_from_the_same_operands_has_one_form() -> None:
 
 def test_instance_facts_speak_of_any_instance_not_only_the_helpers_lanes() -> None:
     p, forms = _jagged_scan()
-    owned = only(p, P.OwnedInstances)
-    flat, hb = forms.form(owned.results[0]), forms.form(owned.helper_block)
-    size = forms.launch_dim(LConstexpr(owned.block))
-    first = dim_bin("*", hb, size)
-    inside = PAnd((PCmp("<=", first, flat), PCmp("<", flat, dim_bin("+", first, size))))
-    joined = PCmp(">=", hb, DConst(0))
+    inside, joined = _in_helper_block(p, forms)
     assert proves(forms.base_facts() + [joined], inside)
     assert not proves(forms.instance_facts() + [joined], inside)
 

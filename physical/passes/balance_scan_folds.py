@@ -39,7 +39,6 @@ from kir.reduce import ReduceKind
 
 from .. import ops as P
 from ..model import Buffer, Fragment, Origin, POp, PValue
-from ..workspace import conjoin
 from . import partials as shared
 from .partials import ARG_KINDS, Ops
 from .rows import RowBuilder
@@ -150,12 +149,7 @@ def finish_folds(w: RowBuilder, ops: tuple[POp, ...], plan: FoldsPlan, parts: Fo
                 shared.settle(w, fold.kind, total, result, origin)
             else:  # back to the fold's result dtype, as its own fold converts its accumulator
                 w.put(P.Cast(results=(result,), origin=origin, x=total, dtype=result.type.dtype))
-    for n in plan.after:
-        op = ops[n]
-        if isinstance(op, P.Store):
-            mask = conjoin(w, op.access.mask, final, op.origin)
-            op = dataclasses.replace(op, access=dataclasses.replace(op.access, mask=mask))
-        w.put(op)
+    shared.put_storing_in(w, [ops[n] for n in plan.after], final)
 
 
 def last_helper(o: Ops, h, mine: PValue, chunks: tuple[PValue, PValue], reverse: bool) -> PValue:

@@ -371,16 +371,19 @@ def combine_in_last(w: Builder, partials: list[Partial], slots: list[list[Buffer
     return outs[0]
 
 
-def finish_in_last(w: Builder, after: list[POp], last: PValue) -> None:
-    """The work after the combine (its stores only in the program that holds the results: `last`) and the
-    body's end."""
+def put_storing_in(w: Builder, after: list[POp], last: PValue) -> None:
+    """The work after a combine, its stores made only where `last` holds (in the program that holds the results)."""
     for op in after:
-        if isinstance(op, P.Yield):
-            continue
         if isinstance(op, P.Store):
             mask = conjoin(w, op.access.mask, last, op.origin)
             op = dataclasses.replace(op, access=dataclasses.replace(op.access, mask=mask))
         w.put(op)
+
+
+def finish_in_last(w: Builder, after: list[POp], last: PValue) -> None:
+    """The work after the combine (its stores only in the program that holds the results: `last`) and the
+    body's end."""
+    put_storing_in(w, [op for op in after if not isinstance(op, P.Yield)], last)
     w.put(P.Yield(values=()))
 
 
@@ -393,10 +396,11 @@ def instance_coordinate(w: Builder, ops: tuple[POp, ...], owned: int | None, ori
 
 __all__ = ["Ops", "piece", "subregion_extent",
            "lane_test", "per_instance", "pointwise_or_store", "split_launch", "split_flag", "Partial",
-           "add_partial_slots", "flag_set", "fold_over", "combine_in_last", "finish_in_last", "instance_coordinate"]
+           "add_partial_slots", "flag_set", "fold_over", "combine_in_last", "put_storing_in", "finish_in_last",
+           "instance_coordinate"]
 
 
 __all__ = ["Ops", "piece", "ARG_KINDS", "NO_POSITION", "partial_identity", "positioned", "settle",
            "partial_slot_dtype", "slot_value", "fold_slots", "region_partial", "fold_piece", "lane_test",
            "per_instance", "pointwise_or_store", "split_launch", "split_flag", "Partial", "add_partial_slots",
-           "flag_set", "fold_over", "combine_in_last", "finish_in_last", "instance_coordinate"]
+           "flag_set", "fold_over", "combine_in_last", "put_storing_in", "finish_in_last", "instance_coordinate"]

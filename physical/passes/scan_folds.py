@@ -43,7 +43,6 @@ from ..builder import Builder
 from ..launch_expr import LaunchExpr, LNextPow2
 from ..model import Buffer, Fragment, Origin, POp, PRegion, Program, PValue
 from ..rewrite import used_values
-from ..workspace import conjoin
 from . import partials as shared
 from .split_segments import folded_values
 
@@ -227,12 +226,7 @@ def split_folds(w: Builder, ops: tuple[POp, ...], plan: FoldsPlan, ws: FoldsWork
     origin: Origin | None = folds[-1].origin
     last = shared.combine_in_last(w, partials, ws.slots, ws.counter, piece, inst, lane_ok, (splits, ws.block_splits),
                                   origin, gid)
-    for n in plan.after:
-        op = ops[n]
-        if isinstance(op, P.Store):
-            mask = conjoin(w, op.access.mask, last, op.origin)
-            op = dataclasses.replace(op, access=dataclasses.replace(op.access, mask=mask))
-        w.put(op)
+    shared.put_storing_in(w, [ops[n] for n in plan.after], last)
 
 
 def instance(w: Builder, flat: PValue | None, origin: Origin | None) -> PValue:

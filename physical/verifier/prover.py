@@ -69,17 +69,14 @@ class Prover:
 
     def decide(self, hyps: Iterable[Pred], goal: Pred) -> str:
         facts = list(hyps)
-        for p in facts:
-            if id(p) not in self._known:
-                self._known[id(p)] = (p, p.symbols(), None)
-        key = (tuple(id(p) for p in facts), goal)
+        key = self._key(facts, goal)
         verdict = self._verdicts.get(key)
         if verdict is None:  # the same query may come with facts built afresh (two rules ask about one pair)
             same = (tuple(facts), goal)
             verdict = self._same.get(same)
             if verdict is None:
                 verdict = UNDECIDED
-                for ring in _rings(facts, goal, [self._known[id(p)][1] for p in facts]):
+                for ring in _rings(facts, goal, self._symbols(facts)):
                     verdict = self._check(ring, goal)
                     if verdict == PROVEN:
                         break
@@ -96,10 +93,7 @@ class Prover:
         can spend its whole budget on the products those equalities remove. Only the rules that ask use it, so every
         other query is decided as it always was."""
         facts = list(hyps)
-        for p in facts:
-            if id(p) not in self._known:
-                self._known[id(p)] = (p, p.symbols(), None)
-        key = (tuple(id(p) for p in facts), goal)
+        key = self._key(facts, goal)
         verdict = self._solved.get(key)
         if verdict is None:  # by value where the facts were built afresh (the next program of a pipeline)
             same = (tuple(facts), goal, "solve-eqs")
@@ -109,7 +103,7 @@ class Prover:
             # counterexample to it is one to every ring; the rings only where the budget ran out
             verdict = self._check(facts, goal, z3.Then("simplify", "solve-eqs", "smt").solver())
             if verdict == UNDECIDED:
-                for ring in _rings(facts, goal, [self._known[id(p)][1] for p in facts])[:-1]:
+                for ring in _rings(facts, goal, self._symbols(facts))[:-1]:
                     if self._check(ring, goal, z3.Then("simplify", "solve-eqs", "smt").solver()) == PROVEN:
                         verdict = PROVEN
                         break
@@ -118,6 +112,16 @@ class Prover:
         if verdict == UNDECIDED:
             self.undecided.append(goal)
         return verdict == PROVEN
+
+    def _key(self, facts: list[Pred], goal: Pred) -> tuple[tuple[int, ...], Pred]:
+        """The query's key by the facts' identities (each fact kept known, so its id stays its own)."""
+        for p in facts:
+            if id(p) not in self._known:
+                self._known[id(p)] = (p, p.symbols(), None)
+        return tuple(id(p) for p in facts), goal
+
+    def _symbols(self, facts: list[Pred]) -> list[frozenset[str]]:
+        return [self._known[id(p)][1] for p in facts]
 
     def _term(self, p: Pred) -> z3.BoolRef:
         p_, names, t = self._known[id(p)]

@@ -16,16 +16,14 @@ import dataclasses
 
 import pytest
 
-import physical
 import physical.passes.balance_region_scan as balance_region_scan
 import physical.passes.balance_segments as balance_segments
 from kir import BinaryFn
-from kir.core import Kernel
 from physical import ops as P
 from physical.launch_expr import LBin, LConst, lcdiv
 from physical.model import Program, PValue
 from physical.verifier import check
-from tests.mutations import Mutations, assert_reported, fresh_id, only, swap
+from tests.mutations import Mutations, assert_reported, balanced, fresh_id, only, swap
 from tests.test_balance_jagged_folds import jagged
 from tests.test_balance_jagged_scans import backwards, running
 
@@ -35,13 +33,6 @@ more = FAMILY.also
 KERNELS = {"jagged": jagged, "running": running, "backwards": backwards}
 WIDE = "JE=4099, JD=4116, J=4133 on 132 multiprocessors"   # a segment's columns span up to 258 blocks of 16
 NARROW = "JE=4194307, JD=3, J=4194375 on 132 multiprocessors"  # 3 columns, in two blocks where they straddle one
-
-
-def lowered(kernel) -> tuple[Kernel, Program]:
-    k = kernel.kir
-    p = physical.lower(k)
-    assert sum(isinstance(op, P.HelperIndex) for op in p.walk()) == 1
-    return k, p
 
 
 def value(p: Program, name: str) -> PValue:
@@ -95,14 +86,14 @@ def uncovered(p: Program, parts: int, where: str) -> str:
 def scan_helper_decodes_the_block_after_its_part():
     """`at + part + 1`: the helper of part j decodes the (j + 1)-th block of its owner, where no lane is of part j:
     the chunk is scanned for none of the segment's columns."""
-    k, p = lowered(running)
+    k, p = balanced(running)
     broken = next_block(p)
     return k, broken, misplaced(broken, WIDE)
 
 
 @more("reverse_scan_helper_joins_the_next_block", "ownership")
 def reverse_scan_helper_decodes_the_block_after_its_part():
-    k, p = lowered(backwards)
+    k, p = balanced(backwards)
     broken = next_block(p)
     return k, broken, misplaced(broken, WIDE)
 
@@ -111,7 +102,7 @@ def reverse_scan_helper_decodes_the_block_after_its_part():
 def fold_helper_decodes_the_block_after_its_part():
     """The same in a jagged fold: no helper draws the lane's ticket for the chunk, and its last participant would
     never come."""
-    k, p = lowered(jagged)
+    k, p = balanced(jagged)
     broken = next_block(p)
     return k, broken, misplaced(broken, WIDE)
 
@@ -119,7 +110,7 @@ def fold_helper_decodes_the_block_after_its_part():
 @more("scan_helpers_all_join_the_first_block", "ownership")
 def scan_helper_decodes_its_owners_first_block():
     """`at`: every part's helper decodes the owner's first block, so only the lanes of part 0 are joined."""
-    k, p = lowered(running)
+    k, p = balanced(running)
     broken = with_block(p, lambda at, part, n: [P.Binary(results=(PValue(n, part.type),), fn=BinaryFn.maximum,
                                                             lhs=at, rhs=at)])
     return k, broken, misplaced(broken, WIDE)
@@ -138,7 +129,7 @@ def spanned_by_extent(monkeypatch) -> None:
 @more("fold_helper_span_one_too_small", "ownership")
 def fold_helpers_one_part_short():
     """HELPER_SPAN one less than the blocks a segment spans: the lanes in a segment's last block have no helper."""
-    k, p = lowered(jagged)
+    k, p = balanced(jagged)
     consts = dict(p.constexprs)
     consts["HELPER_SPAN_0"] = LBin("-", consts["HELPER_SPAN_0"], LConst(1))
     broken = dataclasses.replace(p, constexprs=tuple((n, consts[n]) for n, _ in p.constexprs))
@@ -147,14 +138,14 @@ def fold_helpers_one_part_short():
 
 def test_a_fold_span_that_misses_straddling_segments_is_reported(monkeypatch):
     spanned_by_extent(monkeypatch)
-    k, p = lowered(jagged)
+    k, p = balanced(jagged)
     assert_reported("ownership", k, p, uncovered(p, 1, NARROW))
 
 
 @pytest.mark.parametrize("name", ["running", "backwards"])
 def test_a_scan_span_that_misses_straddling_segments_is_reported(monkeypatch, name):
     spanned_by_extent(monkeypatch)
-    k, p = lowered(KERNELS[name])
+    k, p = balanced(KERNELS[name])
     assert_reported("ownership", k, p, uncovered(p, 1, NARROW))
 
 
@@ -163,7 +154,7 @@ def test_a_scan_span_that_misses_straddling_segments_is_reported(monkeypatch, na
 
 @pytest.mark.parametrize("name", sorted(KERNELS))
 def test_the_balanced_jagged_forms_verify(name):
-    k, p = lowered(KERNELS[name])
+    k, p = balanced(KERNELS[name])
     assert check(p, k) == []
 
 
